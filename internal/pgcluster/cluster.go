@@ -1,0 +1,482 @@
+package pgcluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// superuser is the cluster's bootstrap role; devui connects as it.
+const superuser = "loupe"
+
+// Config says where the cluster lives and how it runs.
+type Config struct {
+	// DataDir is devui's data directory. The cluster lives in DataDir/postgres.
+	DataDir string
+	// Database is created on first start; it defaults to "loupe".
+	Database string
+	// Fast turns off fsync and synchronous commit. Only for throwaway clusters such as tests'.
+	Fast bool
+	// Logger receives progress messages; nil discards them.
+	Logger *slog.Logger
+}
+
+// Cluster is one private PostgreSQL cluster. Start runs it as a child process that Stop ends;
+// StartDetached runs it as a daemon that outlives the caller, for scripts and test suites.
+type Cluster struct {
+	cfg      Config
+	binDir   string
+	pgData   string
+	pwFile   string
+	logFile  string
+	runAs    *account
+	port     int
+	password string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	stopped bool
+}
+
+// New finds the server binaries and prepares a cluster under cfg.DataDir. It returns ErrNoBinaries
+// when PostgreSQL is not installed.
+func New(cfg Config) (*Cluster, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("pgcluster: data dir is required")
+	}
+	if cfg.Database == "" {
+		cfg.Database = "loupe"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("pgcluster: data dir %q: %w", cfg.DataDir, err)
+	}
+	cfg.DataDir = dataDir
+	binDir, err := FindBinDir()
+	if err != nil {
+		return nil, err
+	}
+	runAs, err := serverAccount()
+	if err != nil {
+		return nil, err
+	}
+	return &Cluster{
+		cfg:     cfg,
+		binDir:  binDir,
+		pgData:  filepath.Join(dataDir, "postgres"),
+		pwFile:  filepath.Join(dataDir, "postgres.password"),
+		logFile: filepath.Join(dataDir, "postgres.log"),
+		runAs:   runAs,
+	}, nil
+}
+
+// DataDir is the cluster's PGDATA directory.
+func (c *Cluster) DataDir() string { return c.pgData }
+
+// URL is the connection string of the cluster's database, over loopback TCP with a password.
+func (c *Cluster) URL() string {
+	return connURL(c.port, c.password, c.cfg.Database)
+}
+
+func connURL(port int, password, database string) string {
+	u := url.URL{
+		Scheme:   "postgres",
+		User:     url.UserPassword(superuser, password),
+		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		Path:     "/" + database,
+		RawQuery: "sslmode=disable",
+	}
+	return u.String()
+}
+
+// Start runs the cluster as a child process: it initialises the cluster on first use, recovers from a
+// crashed previous run, starts postgres on a free loopback port, waits until it accepts connections
+// and creates the database. The child gets SIGINT if this process dies, so it never outlives devui.
+func (c *Cluster) Start(ctx context.Context) error {
+	if err := c.prepare(ctx); err != nil {
+		return err
+	}
+	if err := c.pickPort(); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(c.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("pgcluster: open log: %w", err)
+	}
+	cmd := exec.Command(c.binary("postgres"), c.serverArgs()...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Dir = c.pgData
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:    true, // Ctrl-C reaches devui, which then stops postgres in order.
+		Pdeathsig:  syscall.SIGINT,
+		Credential: c.runAs.credential(),
+	}
+	c.cfg.Logger.Info("starting embedded PostgreSQL", "data_dir", c.pgData, "port", c.port, "bin_dir", c.binDir)
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("pgcluster: start postgres: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(exited)
+	}()
+	c.mu.Lock()
+	c.cmd, c.exited = cmd, exited
+	c.mu.Unlock()
+	if err := c.waitReady(ctx, exited); err != nil {
+		c.Stop()
+		return err
+	}
+	return c.createDatabase(ctx)
+}
+
+// StartDetached starts the cluster as a daemon through pg_ctl, or reuses it when it already runs.
+// It returns once the database accepts connections. StopDetached stops it.
+func (c *Cluster) StartDetached(ctx context.Context) error {
+	if err := c.prepare(ctx); err != nil {
+		return err
+	}
+	if port, ok := c.runningPort(); ok {
+		c.port = port
+		if err := c.waitReady(ctx, nil); err != nil {
+			return err
+		}
+		return c.createDatabase(ctx)
+	}
+	if err := c.pickPort(); err != nil {
+		return err
+	}
+	opts := strings.Join(c.serverArgs()[2:], " ")
+	c.cfg.Logger.Info("starting PostgreSQL daemon", "data_dir", c.pgData, "port", c.port)
+	if err := c.ctl(ctx, "start", "-w", "-t", "60", "-l", c.daemonLog(), "-o", opts); err != nil {
+		return fmt.Errorf("pgcluster: start: %w\n%s", err, c.logTail())
+	}
+	if err := c.waitReady(ctx, nil); err != nil {
+		return err
+	}
+	return c.createDatabase(ctx)
+}
+
+// StopDetached stops a cluster started by StartDetached (or left running by anyone). Stopping a
+// cluster that is not running is not an error.
+func (c *Cluster) StopDetached(ctx context.Context) error {
+	if _, ok := c.runningPort(); !ok {
+		return nil
+	}
+	if err := c.ctl(ctx, "stop", "-w", "-t", "60", "-m", "fast"); err != nil {
+		return fmt.Errorf("pgcluster: stop: %w", err)
+	}
+	return nil
+}
+
+// Running reports the URL of the cluster when it is running, for `devui db url`.
+func (c *Cluster) Running() (string, bool) {
+	port, ok := c.runningPort()
+	if !ok {
+		return "", false
+	}
+	pw, err := os.ReadFile(c.pwFile)
+	if err != nil {
+		return "", false
+	}
+	return connURL(port, strings.TrimSpace(string(pw)), c.cfg.Database), true
+}
+
+// Stop ends a cluster started by Start with a fast shutdown, waiting for postgres to exit. It is safe
+// to call twice and without Start.
+func (c *Cluster) Stop() {
+	c.mu.Lock()
+	cmd, exited, stopped := c.cmd, c.exited, c.stopped
+	c.stopped = true
+	c.mu.Unlock()
+	if cmd == nil || stopped {
+		return
+	}
+	c.cfg.Logger.Info("stopping embedded PostgreSQL")
+	for _, step := range []struct {
+		sig  syscall.Signal
+		wait time.Duration
+	}{{syscall.SIGINT, 30 * time.Second}, {syscall.SIGQUIT, 5 * time.Second}, {syscall.SIGKILL, 5 * time.Second}} {
+		_ = cmd.Process.Signal(step.sig)
+		select {
+		case <-exited:
+			return
+		case <-time.After(step.wait):
+		}
+	}
+}
+
+// prepare creates the data directory and the cluster on first use and clears a stale lock left by
+// a crash.
+func (c *Cluster) prepare(ctx context.Context) error {
+	if err := os.MkdirAll(c.cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("pgcluster: create data dir: %w", err)
+	}
+	if err := c.runAs.checkReachable(c.cfg.DataDir); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(c.pgData, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+		if err := c.initdb(ctx); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return fmt.Errorf("pgcluster: %w", err)
+	}
+	pw, err := os.ReadFile(c.pwFile)
+	if err != nil {
+		return fmt.Errorf("pgcluster: read password (remove %s to start afresh): %w", c.pgData, err)
+	}
+	c.password = strings.TrimSpace(string(pw))
+	return c.clearStaleLock(ctx)
+}
+
+// initdb creates the cluster in a scratch directory and renames it into place, so that an initdb
+// that fails halfway never leaves a broken cluster behind.
+func (c *Cluster) initdb(ctx context.Context) error {
+	scratch := c.pgData + ".init"
+	if err := os.RemoveAll(scratch); err != nil {
+		return fmt.Errorf("pgcluster: clear %s: %w", scratch, err)
+	}
+	if err := os.Mkdir(scratch, 0o700); err != nil {
+		return fmt.Errorf("pgcluster: create %s: %w", scratch, err)
+	}
+	if err := c.runAs.own(scratch); err != nil {
+		return err
+	}
+	password := randomHex(24)
+	tmpPw := filepath.Join(c.cfg.DataDir, "initdb.pw")
+	defer os.Remove(tmpPw)
+	if err := os.WriteFile(tmpPw, []byte(password+"\n"), 0o600); err != nil {
+		return fmt.Errorf("pgcluster: write password: %w", err)
+	}
+	if err := c.runAs.own(tmpPw); err != nil {
+		return err
+	}
+	c.cfg.Logger.Info("initialising embedded PostgreSQL cluster", "data_dir", c.pgData, "initdb", versionOf(c.binary("initdb")))
+	cmd := exec.CommandContext(ctx, c.binary("initdb"),
+		"-D", scratch, "-U", superuser, "--pwfile", tmpPw,
+		"--auth-local", "trust", "--auth-host", "scram-sha-256",
+		"-E", "UTF8", "--locale", "C", "--no-instructions")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.runAs.credential()}
+	cmd.Dir = scratch
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pgcluster: initdb: %w\n%s", err, out)
+	}
+	if err := os.WriteFile(c.pwFile, []byte(password+"\n"), 0o600); err != nil {
+		return fmt.Errorf("pgcluster: write password: %w", err)
+	}
+	if err := os.Rename(scratch, c.pgData); err != nil {
+		return fmt.Errorf("pgcluster: %w", err)
+	}
+	return nil
+}
+
+// clearStaleLock handles postmaster.pid. A lock whose process is gone, or is no postgres, is left
+// by a crash and removed. A postgres still running on this cluster is left alone: runningPort finds
+// it (StartDetached reuses it) and Start stops it first.
+func (c *Cluster) clearStaleLock(ctx context.Context) error {
+	lock := filepath.Join(c.pgData, "postmaster.pid")
+	pid, _, err := readLock(lock)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil || !isPostgres(pid) {
+		c.cfg.Logger.Warn("removing stale postmaster.pid left by a crash", "pid", pid)
+		if err := os.Remove(lock); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("pgcluster: remove stale lock: %w", err)
+		}
+	}
+	return nil
+}
+
+// runningPort reports the port of a postgres that is running on this cluster right now.
+func (c *Cluster) runningPort() (int, bool) {
+	pid, port, err := readLock(filepath.Join(c.pgData, "postmaster.pid"))
+	if err != nil || port == 0 || !isPostgres(pid) {
+		return 0, false
+	}
+	return port, true
+}
+
+// stopOrphan stops a postgres left running on this cluster by a devui that was killed, so that Start
+// can run its own child.
+func (c *Cluster) stopOrphan(ctx context.Context) error {
+	if _, ok := c.runningPort(); !ok {
+		return nil
+	}
+	c.cfg.Logger.Warn("stopping a PostgreSQL left running by a previous devui")
+	return c.StopDetached(ctx)
+}
+
+func (c *Cluster) pickPort() error {
+	if err := c.stopOrphan(context.Background()); err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("pgcluster: find a free port: %w", err)
+	}
+	c.port = l.Addr().(*net.TCPAddr).Port
+	return l.Close()
+}
+
+// serverArgs are the postgres arguments; the first two are "-D <pgdata>".
+func (c *Cluster) serverArgs() []string {
+	args := []string{
+		"-D", c.pgData,
+		"-p", strconv.Itoa(c.port),
+		"-k", c.socketDir(),
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "max_connections=200",
+	}
+	if c.cfg.Fast {
+		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	return args
+}
+
+// socketDir is the data directory, unless its path is too long for a unix socket (about 107 bytes).
+func (c *Cluster) socketDir() string {
+	if len(c.pgData)+len("/.s.PGSQL.65535.lock") < 100 {
+		return c.pgData
+	}
+	return os.TempDir()
+}
+
+// ctl runs pg_ctl on this cluster as the server's account.
+func (c *Cluster) ctl(ctx context.Context, args ...string) error {
+	cmd := exec.CommandContext(ctx, c.binary("pg_ctl"), append([]string{"-D", c.pgData}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.runAs.credential()}
+	cmd.Dir = c.pgData
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl %s: %w: %s", args[0], err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// waitReady polls until the server accepts a connection, the child exits, or a minute passes.
+func (c *Cluster) waitReady(ctx context.Context, exited <-chan struct{}) error {
+	deadline := time.Now().Add(60 * time.Second)
+	var lastErr error
+	for time.Now().Before(deadline) {
+		connCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		conn, err := pgx.Connect(connCtx, connURL(c.port, c.password, "postgres"))
+		cancel()
+		if err == nil {
+			return conn.Close(ctx)
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-exited:
+			return fmt.Errorf("pgcluster: postgres exited during start-up\n%s", c.logTail())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("pgcluster: postgres not ready after 60s: %w\n%s", lastErr, c.logTail())
+}
+
+func (c *Cluster) createDatabase(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, connURL(c.port, c.password, "postgres"))
+	if err != nil {
+		return fmt.Errorf("pgcluster: connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", c.cfg.Database).Scan(&exists); err != nil {
+		return fmt.Errorf("pgcluster: check database: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{c.cfg.Database}.Sanitize()); err != nil {
+		return fmt.Errorf("pgcluster: create database %s: %w", c.cfg.Database, err)
+	}
+	return nil
+}
+
+// daemonLog is where pg_ctl writes the server log of a detached cluster: inside PGDATA, because
+// the server's account must be able to write it.
+func (c *Cluster) daemonLog() string { return filepath.Join(c.pgData, "daemon.log") }
+
+// logTail returns the end of the server log, for error messages.
+func (c *Cluster) logTail() string {
+	data, err := os.ReadFile(c.logFile)
+	if _, running := c.runningPort(); err != nil || (c.cmd == nil && running) {
+		if d, derr := os.ReadFile(c.daemonLog()); derr == nil {
+			data, err = d, nil
+		}
+	}
+	if err != nil {
+		return ""
+	}
+	if len(data) > 2000 {
+		data = data[len(data)-2000:]
+	}
+	return "postgres log (tail):\n" + string(data)
+}
+
+// readLock parses postmaster.pid: line 1 is the pid, line 4 the port.
+func readLock(path string) (pid, port int, err error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	lines := strings.Split(string(data), "\n")
+	pid, err = strconv.Atoi(strings.TrimSpace(lines[0]))
+	if err != nil {
+		return 0, 0, fmt.Errorf("parse %s: %w", path, err)
+	}
+	if len(lines) > 3 {
+		port, _ = strconv.Atoi(strings.TrimSpace(lines[3]))
+	}
+	return pid, port, nil
+}
+
+// isPostgres reports whether pid is a live postgres process.
+func isPostgres(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		// No /proc (macOS): fall back to signal 0.
+		if errors.Is(err, os.ErrNotExist) {
+			if _, statErr := os.Stat("/proc/self"); statErr == nil {
+				return false
+			}
+		}
+		return syscall.Kill(pid, 0) == nil
+	}
+	argv0, _, _ := bytes.Cut(cmdline, []byte{0})
+	return strings.HasPrefix(filepath.Base(string(argv0)), "postgres")
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

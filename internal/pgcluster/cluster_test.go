@@ -1,0 +1,123 @@
+package pgcluster
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// newTestCluster prepares a cluster in a fresh directory that the server's account can reach even
+// when tests run as root.
+func newTestCluster(t *testing.T) *Cluster {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "loupe-pgcluster-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	c, err := New(Config{DataDir: dir, Fast: true})
+	require.NoError(t, err, "the embedded cluster needs PostgreSQL server binaries: apt-get install -y postgresql")
+	return c
+}
+
+func queryOne(t *testing.T, url string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var one int
+	require.NoError(t, conn.QueryRow(ctx, "SELECT 1").Scan(&one))
+	require.Equal(t, 1, one)
+}
+
+func TestStartStopReusesTheSameCluster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newTestCluster(t)
+	require.NoError(t, c.Start(ctx))
+	queryOne(t, c.URL())
+
+	conn, err := pgx.Connect(ctx, c.URL())
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "CREATE TABLE kept (v int); INSERT INTO kept VALUES (42)")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+	pid := c.cmd.Process.Pid
+	c.Stop()
+	c.Stop() // safe twice
+	require.False(t, isPostgres(pid), "postgres must be gone after Stop")
+
+	again, err := New(c.cfg)
+	require.NoError(t, err)
+	require.NoError(t, again.Start(ctx))
+	defer again.Stop()
+	conn, err = pgx.Connect(ctx, again.URL())
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var v int
+	require.NoError(t, conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v))
+	require.Equal(t, 42, v, "the second start must reuse the data of the first")
+}
+
+func TestStartRecoversFromStaleLockAndOrphan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newTestCluster(t)
+
+	// An orphaned server still running on the cluster (its devui was SIGKILLed).
+	require.NoError(t, c.StartDetached(ctx))
+	orphanPort, ok := c.runningPort()
+	require.True(t, ok)
+	second, err := New(c.cfg)
+	require.NoError(t, err)
+	require.NoError(t, second.Start(ctx), "start must stop the orphan and run its own server")
+	queryOne(t, second.URL())
+	require.NotEqual(t, 0, orphanPort)
+	second.Stop()
+
+	// A stale lock whose process is gone (the server was SIGKILLed too).
+	lock := filepath.Join(c.pgData, "postmaster.pid")
+	require.NoError(t, os.WriteFile(lock, []byte("999999\n"+c.pgData+"\n0\n5432\n"), 0o600))
+	third, err := New(c.cfg)
+	require.NoError(t, err)
+	require.NoError(t, third.Start(ctx))
+	defer third.Stop()
+	queryOne(t, third.URL())
+}
+
+func TestStopDetached(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newTestCluster(t)
+	require.NoError(t, c.StartDetached(ctx))
+	url, ok := c.Running()
+	require.True(t, ok)
+	queryOne(t, url)
+	require.NoError(t, c.StartDetached(ctx), "a second detached start reuses the running server")
+	require.NoError(t, c.StopDetached(ctx))
+	_, ok = c.Running()
+	require.False(t, ok)
+	require.NoError(t, c.StopDetached(ctx), "stopping a stopped cluster is not an error")
+}
+
+func TestChildDiesWithParentSignal(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t)
+	require.NoError(t, c.Start(context.Background()))
+	defer c.Stop()
+	require.Equal(t, syscall.SIGINT, c.cmd.SysProcAttr.Pdeathsig, "postgres must get SIGINT when devui dies")
+}
+
+func TestNoBinariesMessageNamesTheWaysOut(t *testing.T) {
+	t.Parallel()
+	msg := ErrNoBinaries.Error()
+	require.Contains(t, msg, "apt-get install")
+	require.Contains(t, msg, "brew install")
+	require.Contains(t, msg, "docker compose up -d db")
+	require.Contains(t, msg, "DATABASE_URL")
+}

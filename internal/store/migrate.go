@@ -1,0 +1,81 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/loupe-dev/loupe/migrations"
+)
+
+// MigrationStatus says how far the database's schema is from the embedded migrations.
+type MigrationStatus struct {
+	Current int64 // the newest applied version, 0 for none
+	Latest  int64 // the newest embedded version
+}
+
+// UpToDate reports whether every embedded migration is applied.
+func (m MigrationStatus) UpToDate() bool { return m.Current >= m.Latest }
+
+func newProvider(pool *pgxpool.Pool) (*goose.Provider, func() error, error) {
+	db := stdlib.OpenDBFromPool(pool)
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	if err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("load migrations: %w", err)
+	}
+	return p, db.Close, nil
+}
+
+// Migrate applies every pending migration and returns the versions it applied.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int64, error) {
+	p, closeDB, err := newProvider(pool)
+	if err != nil {
+		return nil, err
+	}
+	defer closeDB()
+	results, err := p.Up(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("apply migrations: %w", err)
+	}
+	applied := make([]int64, 0, len(results))
+	for _, r := range results {
+		applied = append(applied, r.Source.Version)
+	}
+	return applied, nil
+}
+
+// MigrateDown rolls back the newest migration.
+func MigrateDown(ctx context.Context, pool *pgxpool.Pool) error {
+	p, closeDB, err := newProvider(pool)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	if _, err := p.Down(ctx); err != nil {
+		return fmt.Errorf("roll back migration: %w", err)
+	}
+	return nil
+}
+
+// Migrations reports the applied and the latest embedded migration versions.
+func Migrations(ctx context.Context, pool *pgxpool.Pool) (MigrationStatus, error) {
+	p, closeDB, err := newProvider(pool)
+	if err != nil {
+		return MigrationStatus{}, err
+	}
+	defer closeDB()
+	current, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return MigrationStatus{}, fmt.Errorf("read migration version: %w", err)
+	}
+	sources := p.ListSources()
+	var latest int64
+	if len(sources) > 0 {
+		latest = sources[len(sources)-1].Version
+	}
+	return MigrationStatus{Current: current, Latest: latest}, nil
+}

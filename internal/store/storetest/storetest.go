@@ -1,0 +1,238 @@
+// Package storetest gives each test its own freshly migrated PostgreSQL database, cloned from a
+// template database so that a clone costs milliseconds. It uses TEST_DATABASE_URL when set and
+// otherwise Loupe's managed cluster, started once and shared by every test package of a run.
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loupe-dev/loupe/internal/pgcluster"
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/migrations"
+)
+
+// howToFix is appended to every failure to get a database.
+const howToFix = `database tests need PostgreSQL: install the server binaries (apt-get install -y postgresql, or brew install postgresql@16) so the managed test cluster can start, or set TEST_DATABASE_URL to a server where this user may CREATE DATABASE`
+
+var (
+	setupOnce sync.Once
+	adminURL  string // a URL on the server's maintenance database
+	template  string // the migrated template database's name
+	setupErr  error
+)
+
+// ClusterDir is where the managed test cluster lives: LOUPE_TEST_DATA_DIR, or a fixed directory
+// under the system temp dir so that every test package of a run shares it.
+func ClusterDir() string {
+	if dir := os.Getenv("LOUPE_TEST_DATA_DIR"); dir != "" {
+		return dir
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("loupe-test-%d", os.Getuid()))
+}
+
+// NewURL creates a fresh migrated database for the test and returns its URL. The database is
+// dropped when the test ends.
+func NewURL(t testing.TB) string {
+	t.Helper()
+	setupOnce.Do(func() { setupErr = setup() })
+	if setupErr != nil {
+		t.Fatalf("storetest: %v\n%s", setupErr, howToFix)
+	}
+	ctx := context.Background()
+	name := "loupe_test_" + randomSuffix()
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		t.Fatalf("storetest: connect: %v\n%s", err, howToFix)
+	}
+	defer conn.Close(ctx)
+	if err := createFromTemplate(ctx, conn, name); err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, adminURL)
+		if err != nil {
+			t.Errorf("storetest: drop %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("storetest: drop %s: %v", name, err)
+		}
+	})
+	return withDatabase(adminURL, name)
+}
+
+// NewPool returns a pool on a fresh migrated database, closed when the test ends.
+func NewPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), NewURL(t))
+	if err != nil {
+		t.Fatalf("storetest: open pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// New returns a Store on a fresh migrated database.
+func New(t testing.TB) *store.Store {
+	t.Helper()
+	return store.New(NewPool(t))
+}
+
+// setup finds the server and builds the template database once per test binary.
+func setup() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	base := os.Getenv("TEST_DATABASE_URL")
+	if base == "" {
+		var err error
+		if base, err = startManagedCluster(ctx); err != nil {
+			return err
+		}
+	}
+	adminURL = base
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", redact(adminURL), err)
+	}
+	defer conn.Close(ctx)
+	template = "loupe_tpl_" + migrationsHash()
+	// One process builds the template; the others wait on the advisory lock, then find it.
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(7340211)"); err != nil {
+		return fmt.Errorf("lock template: %w", err)
+	}
+	defer conn.Exec(context.Background(), "SELECT pg_advisory_unlock(7340211)") //nolint:errcheck
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", template).Scan(&exists); err != nil {
+		return fmt.Errorf("look up template: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	building := template + "_building"
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+building+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop half-built template: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+building); err != nil {
+		return fmt.Errorf("create template: %w", err)
+	}
+	pool, err := pgxpool.New(ctx, withDatabase(adminURL, building))
+	if err != nil {
+		return fmt.Errorf("open template: %w", err)
+	}
+	_, err = store.Migrate(ctx, pool)
+	pool.Close()
+	if err != nil {
+		return fmt.Errorf("migrate template: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+building+" RENAME TO "+template); err != nil {
+		return fmt.Errorf("publish template: %w", err)
+	}
+	return nil
+}
+
+// startManagedCluster starts (or reuses) the shared test cluster, serialised across processes by a
+// file lock, and returns the URL of its maintenance database.
+func startManagedCluster(ctx context.Context) (string, error) {
+	dir := ClusterDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create %s: %w", dir, err)
+	}
+	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("open lock: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
+	cluster, err := pgcluster.New(pgcluster.Config{DataDir: dir, Database: "postgres", Fast: true})
+	if err != nil {
+		return "", err
+	}
+	if err := cluster.StartDetached(ctx); err != nil {
+		return "", fmt.Errorf("start the managed test cluster in %s: %w", dir, err)
+	}
+	u, ok := cluster.Running()
+	if !ok {
+		return "", fmt.Errorf("the managed test cluster in %s did not stay up", dir)
+	}
+	return u, nil
+}
+
+// createFromTemplate clones the template. PostgreSQL refuses while another session is connected
+// to the template, which only happens for a moment while it is published, so it retries briefly.
+func createFromTemplate(ctx context.Context, conn *pgx.Conn, name string) error {
+	var err error
+	for range 50 {
+		if _, err = conn.Exec(ctx, "CREATE DATABASE "+name+" TEMPLATE "+template); err == nil {
+			return nil
+		}
+		if !strings.Contains(err.Error(), "is being accessed by other users") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("create database %s from %s: %w", name, template, err)
+}
+
+// migrationsHash names the template after the migrations' content, so a changed migration gets a
+// fresh template instead of a stale one.
+func migrationsHash() string {
+	h := sha256.New()
+	_ = fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(migrations.FS, path)
+		if err != nil {
+			return err
+		}
+		h.Write([]byte(path))
+		h.Write(data)
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+func withDatabase(rawURL, name string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return rawURL
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+func randomSuffix() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
