@@ -37,6 +37,9 @@ var homebrewDirs = []string{
 func FindBinDir() (string, error) {
 	var candidates []string
 	if p, err := exec.LookPath("initdb"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real // /usr/local/bin/initdb may link into the real bindir
+		}
 		candidates = append(candidates, filepath.Dir(p))
 	}
 	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {

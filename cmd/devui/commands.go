@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loupe-dev/loupe/internal/pgcluster"
+	"github.com/loupe-dev/loupe/internal/server"
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+func newRootCommand() *cobra.Command {
+	cfg := &config{}
+	root := &cobra.Command{
+		Use:           "devui",
+		Short:         "Loupe: a dev UI and a durable agent engine for Go",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	cfg.bindCommon(root.PersistentFlags())
+	root.AddCommand(newServeCommand(cfg), newMigrateCommand(cfg), newDBCommand(cfg), newVersionCommand())
+	return root
+}
+
+func newServeCommand(cfg *config) *cobra.Command {
+	var (
+		dev       bool
+		noMigrate bool
+		bodyLimit string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the UI and the APIs (starts the embedded PostgreSQL when DATABASE_URL is empty)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			addr, _ := cmd.Flags().GetString("addr")
+			return serve(cmd.Context(), cfg, serveOptions{addr: addr, dev: dev, migrate: !noMigrate, bodyLimit: bodyLimit})
+		},
+	}
+	cmd.Flags().String("addr", envOr("LOUPE_ADDR", "127.0.0.1:4000"), "listen address (env LOUPE_ADDR)")
+	cmd.Flags().BoolVar(&dev, "dev", false, "local mode: skip sign-in; only allowed on a loopback address")
+	cmd.Flags().BoolVar(&noMigrate, "no-migrate", false, "do not apply pending migrations at start")
+	cmd.Flags().StringVar(&bodyLimit, "body-limit", "16M", "largest accepted request body")
+	return cmd
+}
+
+type serveOptions struct {
+	addr      string
+	dev       bool
+	migrate   bool
+	bodyLimit string
+}
+
+func serve(ctx context.Context, cfg *config, opts serveOptions) error {
+	log, err := cfg.logger()
+	if err != nil {
+		return err
+	}
+	if opts.dev {
+		// Refuse before starting anything.
+		if err := server.CheckLoopback(opts.addr); err != nil {
+			return err
+		}
+	}
+	db, err := openDatabase(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer db.close()
+	if opts.migrate {
+		if err := db.migrate(ctx, log); err != nil {
+			return err
+		}
+	}
+	srv, err := server.New(server.Config{
+		Addr: opts.addr, Dev: opts.dev, Version: version, BodyLimit: opts.bodyLimit, Logger: log,
+	}, store.New(db.pool))
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	log.Info("shutting down")
+	srv.Stop()
+	return nil
+}
+
+func newMigrateCommand(cfg *config) *cobra.Command {
+	var down bool
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply pending database migrations (or roll back the newest with --down)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := cfg.logger()
+			if err != nil {
+				return err
+			}
+			db, err := openDatabase(cmd.Context(), cfg, log)
+			if err != nil {
+				return err
+			}
+			defer db.close()
+			if down {
+				return store.MigrateDown(cmd.Context(), db.pool)
+			}
+			if err := db.migrate(cmd.Context(), log); err != nil {
+				return err
+			}
+			status, err := store.Migrations(cmd.Context(), db.pool)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "schema at migration %d (latest %d)\n", status.Current, status.Latest)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&down, "down", false, "roll back the newest migration")
+	return cmd
+}
+
+func newDBCommand(cfg *config) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "db",
+		Short: "Manage the embedded PostgreSQL cluster for scripts: start, stop, url",
+	}
+	cluster := func() (*pgcluster.Cluster, error) {
+		log, err := cfg.logger()
+		if err != nil {
+			return nil, err
+		}
+		return pgcluster.New(pgcluster.Config{DataDir: cfg.DataDir, Logger: log})
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "start",
+		Short: "Start the cluster in the background (or reuse it) and print its URL",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cluster()
+			if err != nil {
+				return err
+			}
+			if err := c.StartDetached(cmd.Context()); err != nil {
+				return err
+			}
+			url, _ := c.Running()
+			fmt.Fprintln(cmd.OutOrStdout(), url)
+			return nil
+		},
+	}, &cobra.Command{
+		Use:   "stop",
+		Short: "Stop the cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cluster()
+			if err != nil {
+				return err
+			}
+			return c.StopDetached(cmd.Context())
+		},
+	}, &cobra.Command{
+		Use:   "url",
+		Short: "Print the URL of the running cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cluster()
+			if err != nil {
+				return err
+			}
+			url, ok := c.Running()
+			if !ok {
+				return errors.New("the embedded cluster is not running; start it with: devui db start")
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), url)
+			return nil
+		},
+	})
+	return cmd
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print devui's version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), "devui", version)
+		},
+	}
+}

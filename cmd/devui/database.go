@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loupe-dev/loupe/internal/pgcluster"
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// database is an open pool plus whatever must be stopped with it (the embedded cluster).
+type database struct {
+	pool    *pgxpool.Pool
+	cluster *pgcluster.Cluster
+}
+
+// openDatabase connects to DATABASE_URL, or starts the embedded cluster when it is empty.
+func openDatabase(ctx context.Context, cfg *config, log *slog.Logger) (*database, error) {
+	db := &database{}
+	dsn := cfg.DatabaseURL
+	if dsn == "" {
+		cluster, err := pgcluster.New(pgcluster.Config{DataDir: cfg.DataDir, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		if err := cluster.Start(ctx); err != nil {
+			return nil, err
+		}
+		db.cluster = cluster
+		dsn = cluster.URL()
+	} else {
+		log.Info("using DATABASE_URL", "url", redactURL(dsn))
+	}
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		db.close()
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	pcfg.MaxConns = max(pcfg.MaxConns, 20)
+	pcfg.HealthCheckPeriod = 5 * time.Second
+	db.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		db.close()
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	return db, nil
+}
+
+// migrate applies pending migrations and logs what it did.
+func (db *database) migrate(ctx context.Context, log *slog.Logger) error {
+	applied, err := store.Migrate(ctx, db.pool)
+	if err != nil {
+		return err
+	}
+	if len(applied) > 0 {
+		log.Info("applied migrations", "versions", applied)
+	}
+	return nil
+}
+
+func (db *database) close() {
+	if db.pool != nil {
+		db.pool.Close()
+	}
+	if db.cluster != nil {
+		db.cluster.Stop()
+	}
+}
+
+// redactURL hides the password of a connection string for logs.
+func redactURL(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,99 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/web/templates"
+)
+
+// dashboardData gathers what both the dashboard page and its JSON twin show.
+func (s *Server) dashboardData(ctx context.Context) (templates.Dashboard, error) {
+	var d templates.Dashboard
+	counts, err := s.store.RunCountByStatus(ctx)
+	if err != nil {
+		return d, err
+	}
+	for _, st := range store.RunStatuses {
+		d.Counts = append(d.Counts, templates.StatusCount{Status: st, Count: counts[st]})
+		d.TotalRuns += counts[st]
+	}
+	if d.Pending, err = s.store.InterruptCountPending(ctx); err != nil {
+		return d, err
+	}
+	pending, err := s.store.InterruptListPending(ctx, 10)
+	if err != nil {
+		return d, err
+	}
+	now := time.Now()
+	for _, i := range pending {
+		d.PendingList = append(d.PendingList, templates.InterruptRow{
+			ID: i.ID.String(), RunID: i.RunID.String(), Tool: i.Tool,
+			Age: humanAge(now.Sub(i.CreatedAt)), Prompt: interruptPrompt(i.Metadata),
+		})
+	}
+	recent, _, err := s.store.RunList(ctx, store.RunListParams{Limit: 10})
+	if err != nil {
+		return d, err
+	}
+	for _, r := range recent {
+		d.RecentRuns = append(d.RecentRuns, templates.RunRow{ID: r.ID.String(), Action: r.Action, Status: r.Status, CreatedAt: r.CreatedAt})
+	}
+	return d, nil
+}
+
+func (s *Server) dashboard(c echo.Context) error {
+	d, err := s.dashboardData(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	d.Page = s.page(c, "Dashboard", "dashboard")
+	return s.render(c, http.StatusOK, templates.DashboardPage(d))
+}
+
+func (s *Server) apiDashboard(c echo.Context) error {
+	d, err := s.dashboardData(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	counts := make(map[string]int64, len(d.Counts))
+	for _, sc := range d.Counts {
+		counts[sc.Status] = sc.Count
+	}
+	return c.JSON(http.StatusOK, map[string]any{
+		"runs_by_status":     counts,
+		"runs_total":         d.TotalRuns,
+		"pending_interrupts": d.Pending,
+	})
+}
+
+// humanAge renders a duration the way an inbox does: "42s", "5m", "3h", "2d".
+func humanAge(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// interruptPrompt picks a human question out of interrupt metadata, if it carries one.
+func interruptPrompt(metadata []byte) string {
+	m := strings.TrimSpace(string(metadata))
+	if m == "" || m == "true" || m == "null" {
+		return "(no message)"
+	}
+	if len(m) > 160 {
+		m = m[:157] + "…"
+	}
+	return m
+}

@@ -1,0 +1,40 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// healthz answers while the process is alive, whatever the database does.
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "version": s.cfg.Version})
+}
+
+// readyz answers 200 only when the database is reachable and fully migrated; otherwise 503 with the
+// reason. The pool reconnects by itself, so readiness returns when PostgreSQL does.
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	notReady := func(reason string) error {
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": reason})
+	}
+	if err := s.store.Pool().Ping(ctx); err != nil {
+		return notReady("database unreachable: " + err.Error())
+	}
+	status, err := store.Migrations(ctx, s.store.Pool())
+	if err != nil {
+		return notReady("cannot read the schema version: " + err.Error())
+	}
+	if !status.UpToDate() {
+		return notReady("database schema is at migration " + itoa(status.Current) + " of " + itoa(status.Latest) + "; run: devui migrate")
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

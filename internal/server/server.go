@@ -1,0 +1,177 @@
+// Package server is Loupe's HTTP face: HTML pages, the JSON API, compatibility APIs, health and
+// metrics, on echo. It owns authentication, CSRF and CSP; everything else it asks of other packages.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/web/static"
+)
+
+// Config is the server's configuration.
+type Config struct {
+	// Addr is the listen address, such as 127.0.0.1:4000.
+	Addr string
+	// Dev skips sign-in. It is refused unless Addr is a loopback address.
+	Dev bool
+	// Version is shown in /healthz.
+	Version string
+	// BodyLimit caps request bodies, such as "16M".
+	BodyLimit string
+	// ShutdownTimeout bounds how long Stop waits for in-flight requests.
+	ShutdownTimeout time.Duration
+	Logger          *slog.Logger
+}
+
+// Server serves Loupe's HTTP interface. Start and Stop follow the house lifecycle contract.
+type Server struct {
+	cfg     Config
+	store   *store.Store
+	log     *slog.Logger
+	echo    *echo.Echo
+	metrics *metrics
+
+	mu       sync.Mutex
+	http     *http.Server
+	listener net.Listener
+	done     chan struct{}
+}
+
+// New builds the server and its routes. It does not listen until Start.
+func New(cfg Config, st *store.Store) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.BodyLimit == "" {
+		cfg.BodyLimit = "16M"
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	if cfg.Dev {
+		if err := CheckLoopback(cfg.Addr); err != nil {
+			return nil, err
+		}
+	}
+	s := &Server{cfg: cfg, store: st, log: cfg.Logger, echo: echo.New()}
+	s.metrics = newMetrics(st)
+	s.routes()
+	return s, nil
+}
+
+// CheckLoopback returns an error unless addr's host is a loopback address, because local mode,
+// which skips sign-in, must never be reachable from another machine.
+func CheckLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("--dev skips sign-in, so it is only allowed on a loopback address (127.0.0.1, ::1 or localhost), not %q", addr)
+	}
+	return nil
+}
+
+func (s *Server) routes() {
+	e := s.echo
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.IPExtractor = echo.ExtractIPDirect()
+
+	e.Pre(middleware.RequestID())
+	e.Use(s.recoverPanics())
+	e.Use(s.logRequests())
+	e.Use(s.metrics.middleware())
+	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{Skipper: func(c echo.Context) bool {
+		p := c.Request().URL.Path
+		return p == "/ws" || p == "/metrics"
+	}}))
+	e.Use(middleware.BodyLimit(s.cfg.BodyLimit))
+	e.Use(securityHeaders())
+	e.Use(s.csrf())
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", echo.WrapHandler(s.metrics.handler()))
+	e.GET(static.Prefix+"*", echo.WrapHandler(static.Handler()))
+
+	e.GET("/", s.dashboard)
+
+	api := e.Group("/api/v1")
+	api.GET("/dashboard", s.apiDashboard)
+}
+
+// Handler is the server's http.Handler, for tests that drive it without a listener.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Start listens on the configured address and serves in the background.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.http != nil {
+		return errors.New("server already started")
+	}
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.cfg.Addr, err)
+	}
+	s.listener = l
+	s.http = &http.Server{
+		Handler:           s.echo,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		if err := s.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server stopped", "err", err)
+		}
+	}()
+	s.log.Info("listening", "addr", "http://"+l.Addr().String(), "dev", s.cfg.Dev)
+	return nil
+}
+
+// Addr is the address the server listens on, once started.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listener == nil {
+		return s.cfg.Addr
+	}
+	return s.listener.Addr().String()
+}
+
+// Stop stops accepting connections and waits for in-flight requests, up to the shutdown timeout.
+// It is safe to call twice and without Start.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	srv, done := s.http, s.done
+	s.mu.Unlock()
+	if srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		s.log.Warn("graceful shutdown timed out; closing connections", "err", err)
+		_ = srv.Close()
+	}
+	<-done
+}

@@ -1,0 +1,76 @@
+// Package templates renders Loupe's HTML pages with templ. Components take view models, built by
+// internal/server, and return HTML; they never query anything.
+package templates
+
+import "time"
+
+// Page is what the layout needs on every page.
+type Page struct {
+	Title string
+	// Section is the navigation entry to mark current: dashboard, runs, inbox, traces or actions.
+	Section string
+	// Dev is true in local mode, where sign-in is skipped; the header says so.
+	Dev bool
+	// User is the signed-in user's name, empty when nobody is.
+	User string
+	// CSRF is the token that forms must send back.
+	CSRF string
+}
+
+// NavItem is one entry of the top navigation.
+type NavItem struct {
+	Section string
+	Label   string
+	Href    string
+}
+
+// Nav is the top navigation, in order.
+var Nav = []NavItem{
+	{"dashboard", "Dashboard", "/"},
+	{"runs", "Runs", "/runs"},
+	{"inbox", "Inbox", "/inbox"},
+	{"traces", "Traces", "/traces"},
+	{"actions", "Actions", "/actions"},
+}
+
+// StatusCount is how many runs have one status.
+type StatusCount struct {
+	Status string
+	Count  int64
+}
+
+// RunRow is one run in a list.
+type RunRow struct {
+	ID        string
+	Action    string
+	Status    string
+	CreatedAt time.Time
+}
+
+// InterruptRow is one pending interrupt in a list.
+type InterruptRow struct {
+	ID     string
+	RunID  string
+	Tool   string
+	Age    string
+	Prompt string
+}
+
+// Dashboard is the dashboard page's view model.
+type Dashboard struct {
+	Page
+	Counts       []StatusCount
+	TotalRuns    int64
+	Pending      int64
+	PendingList  []InterruptRow
+	RecentRuns   []RunRow
+}
+
+// ErrorPage is the view model of an HTML error page.
+type ErrorPage struct {
+	Page
+	Code    int
+	Message string
+	// RequestID lets a user quote the failing request when reporting a bug.
+	RequestID string
+}
