@@ -59,11 +59,11 @@ type InterruptRow struct {
 // Dashboard is the dashboard page's view model.
 type Dashboard struct {
 	Page
-	Counts       []StatusCount
-	TotalRuns    int64
-	Pending      int64
-	PendingList  []InterruptRow
-	RecentRuns   []RunRow
+	Counts      []StatusCount
+	TotalRuns   int64
+	Pending     int64
+	PendingList []InterruptRow
+	RecentRuns  []RunRow
 }
 
 // ErrorPage is the view model of an HTML error page.

@@ -1,0 +1,62 @@
+# Loupe's Makefile. `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+GO      ?= go
+BIN     := bin/devui
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+# The shared PostgreSQL cluster that every test package uses when TEST_DATABASE_URL is empty.
+export LOUPE_TEST_DATA_DIR ?= $(or $(TMPDIR),/tmp)/loupe-test-$(shell id -u)
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z\/_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: generate
+generate: ## regenerate templ components (web/templates/*_templ.go)
+	$(GO) tool templ generate
+
+.PHONY: build
+build: generate ## build bin/devui
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/devui
+
+.PHONY: run
+run: build ## build, then serve the UI at http://127.0.0.1:4000 in local mode on the embedded PostgreSQL
+	./$(BIN) serve --dev
+
+.PHONY: test
+test: ## run every test, database and browser tests included, with -race
+	@status=0; \
+	$(GO) test -race -count=1 -timeout 20m ./... || status=$$?; \
+	$(GO) run ./cmd/devui db stop --data-dir "$$LOUPE_TEST_DATA_DIR" >/dev/null 2>&1 || true; \
+	exit $$status
+
+.PHONY: lint
+lint: ## gofmt and go vet
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+.PHONY: templ-fresh
+templ-fresh: ## fail when the committed templ output is stale
+	$(GO) tool templ generate
+	@git diff --exit-code -- '*_templ.go' || { echo "templ output is stale: run 'make generate' and commit"; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- '*_templ.go'); \
+	if [ -n "$$untracked" ]; then echo "uncommitted templ output: $$untracked"; exit 1; fi
+
+.PHONY: ci
+ci: lint templ-fresh test ## what CI runs: lint, templ freshness, then every test
+
+.PHONY: bench
+bench: ## Go benchmarks, and Loupe's engine against Genkit Go v1.4.0 (bench/compare.sh)
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+	bench/compare.sh
+
+.PHONY: db/up
+db/up: ## start PostgreSQL 16 in Docker (then: export DATABASE_URL=postgres://loupe:loupe@127.0.0.1:5432/loupe?sslmode=disable)
+	docker compose up -d db
+
+.PHONY: db/down
+db/down: ## stop the Docker PostgreSQL
+	docker compose down

@@ -1,0 +1,266 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/store/storetest"
+	"github.com/loupe-dev/loupe/web/static"
+)
+
+// testBundle is a real server on a loopback port over a fresh database.
+type testBundle struct {
+	srv   *Server
+	url   string
+	store *store.Store
+	dbURL string
+}
+
+func setup(t *testing.T, dev bool) *testBundle {
+	t.Helper()
+	dbURL := storetest.NewURL(t)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	st := store.New(pool)
+	srv, err := New(Config{Addr: "127.0.0.1:0", Dev: dev, Version: "test"}, st)
+	require.NoError(t, err)
+	require.NoError(t, srv.Start(context.Background()))
+	t.Cleanup(srv.Stop)
+	return &testBundle{srv: srv, url: "http://" + srv.Addr(), store: st, dbURL: dbURL}
+}
+
+func get(t *testing.T, url string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(body)
+}
+
+func TestHealthzAndReadyz(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	resp, body := get(t, b.url+"/healthz")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.JSONEq(t, `{"status":"ok","version":"test"}`, body)
+	resp, body = get(t, b.url+"/readyz")
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+}
+
+func TestReadyzReportsUnmigratedSchema(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	require.NoError(t, store.MigrateDown(context.Background(), b.store.Pool()))
+	resp, body := get(t, b.url+"/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Contains(t, body, "devui migrate")
+}
+
+// TestReadyzSurvivesDatabaseOutage cuts the database off (no new connections, existing ones
+// killed), checks that readiness reports it with a reason while the process keeps serving, then
+// lets the database back and checks that readiness returns without a restart.
+func TestReadyzSurvivesDatabaseOutage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	ctx := context.Background()
+	admin, err := pgxpool.New(ctx, strings.Replace(b.dbURL, dbName(b.dbURL), "postgres", 1))
+	require.NoError(t, err)
+	defer admin.Close()
+	name := dbName(b.dbURL)
+	_, err = admin.Exec(ctx, `ALTER DATABASE `+name+` ALLOW_CONNECTIONS false`)
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, name)
+	require.NoError(t, err)
+
+	require.Eventually(t, func() bool {
+		resp, body := get(t, b.url+"/readyz")
+		return resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(body, "database unreachable")
+	}, 10*time.Second, 50*time.Millisecond)
+	resp, _ := get(t, b.url+"/healthz")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the process stays alive while the database is down")
+	resp, _ = get(t, b.url+"/", "Accept", "text/html")
+	require.Equal(t, http.StatusInternalServerError, resp.StatusCode, "pages fail cleanly while the database is down")
+
+	_, err = admin.Exec(ctx, `ALTER DATABASE `+name+` ALLOW_CONNECTIONS true`)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		resp, _ := get(t, b.url+"/readyz")
+		return resp.StatusCode == http.StatusOK
+	}, 20*time.Second, 100*time.Millisecond, "readiness must come back without a restart")
+}
+
+func dbName(url string) string {
+	m := regexp.MustCompile(`/([a-z0-9_]+)\?`).FindStringSubmatch(url)
+	return m[1]
+}
+
+func TestMetricsExposeHTTPPoolAndRuntime(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	get(t, b.url+"/")
+	_, body := get(t, b.url+"/metrics")
+	for _, name := range []string{`loupe_http_requests_total{code="200",method="GET",route="/"}`, "loupe_http_request_duration_seconds_bucket",
+		"loupe_pgxpool_total_conns", "loupe_pgxpool_acquires_total", "go_goroutines", "process_resident_memory_bytes"} {
+		require.Contains(t, body, name)
+	}
+}
+
+func TestDashboardShowsRealCounts(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	_, err := b.store.RunCreate(context.Background(), store.RunCreateParams{Action: "/flow/travelAgent"})
+	require.NoError(t, err)
+	resp, body := get(t, b.url+"/", "Accept", "text/html")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "/flow/travelAgent")
+	require.Regexp(t, `data-count="queued"><div class="label">queued</div><div class="value">1<`, body)
+	require.Contains(t, body, "local mode", "the header says sign-in is skipped")
+
+	_, body = get(t, b.url+"/api/v1/dashboard")
+	var d struct {
+		RunsByStatus map[string]int64 `json:"runs_by_status"`
+		Pending      int64            `json:"pending_interrupts"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &d))
+	require.EqualValues(t, 1, d.RunsByStatus["queued"])
+	require.Zero(t, d.Pending)
+}
+
+func TestCSPNonceMatchesScriptTag(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	resp, body := get(t, b.url+"/")
+	csp := resp.Header.Get("Content-Security-Policy")
+	m := regexp.MustCompile(`script-src 'self' 'nonce-([^']+)'`).FindStringSubmatch(csp)
+	require.NotNil(t, m, csp)
+	require.Contains(t, body, `nonce="`+m[1]+`"`)
+	require.NotContains(t, csp, "unsafe-inline")
+	_, body2 := get(t, b.url+"/")
+	require.NotContains(t, body2, m[1], "every request gets a fresh nonce")
+	require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
+	require.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"))
+}
+
+func TestErrorsAreJSONForAPIAndHTMLForBrowsers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	resp, body := get(t, b.url+"/api/v1/nope")
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	require.JSONEq(t, `{"error":{"code":"not_found","message":"Not Found"}}`, body)
+
+	resp, body = get(t, b.url+"/nope", "Accept", "text/html")
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	require.Contains(t, resp.Header.Get("Content-Type"), "text/html")
+	require.Contains(t, body, "Back to the dashboard")
+}
+
+func TestPanicBecomesA500WithoutLeakingDetails(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	b.srv.echo.GET("/api/v1/test-panic", func(echo.Context) error { panic("secret detail") })
+	resp, body := get(t, b.url+"/api/v1/test-panic")
+	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+	require.NotContains(t, body, "secret detail")
+	require.Contains(t, body, `"code":"internal"`)
+}
+
+func TestCSRFBlocksCrossSiteButNotBearerClients(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	b.srv.echo.POST("/api/v1/test-write", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) })
+	post := func(header ...string) int {
+		req, err := http.NewRequest(http.MethodPost, b.url+"/api/v1/test-write", strings.NewReader(`{}`))
+		require.NoError(t, err)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusForbidden, post("Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"))
+	require.Equal(t, http.StatusForbidden, post(), "a cookie-less request without a token is refused outside local mode")
+	require.Equal(t, http.StatusNoContent, post("Sec-Fetch-Site", "same-origin"))
+	require.Equal(t, http.StatusNoContent, post("Authorization", "Bearer abc", "Sec-Fetch-Site", "cross-site"))
+}
+
+func TestCSRFLetsNonBrowserClientsThroughInLocalMode(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	b.srv.echo.POST("/api/v1/test-write", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) })
+	resp, err := http.Post(b.url+"/api/v1/test-write", "application/json", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+}
+
+func TestDevModeOnlyOnLoopback(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"127.0.0.1:4000", "[::1]:4000", "localhost:4000", "127.0.0.2:1"} {
+		require.NoError(t, CheckLoopback(ok), ok)
+	}
+	for _, bad := range []string{"0.0.0.0:4000", ":4000", "192.168.1.10:4000", "[::]:4000", "example.com:80"} {
+		require.Error(t, CheckLoopback(bad), bad)
+	}
+	_, err := New(Config{Addr: "0.0.0.0:4000", Dev: true}, nil)
+	require.ErrorContains(t, err, "loopback")
+}
+
+func TestStaticAssetsAreHashedAndImmutable(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	resp, body := get(t, b.url+static.URL("app.css"))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, resp.Header.Get("Cache-Control"), "immutable")
+	require.Contains(t, resp.Header.Get("Content-Type"), "text/css")
+	require.Contains(t, body, "prefers-color-scheme: dark")
+	resp, _ = get(t, b.url+"/static/app.css")
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "only hashed URLs are served")
+}
+
+func TestStopDrainsInFlightRequests(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	entered := make(chan struct{})
+	b.srv.echo.GET("/api/v1/test-slow", func(c echo.Context) error {
+		close(entered)
+		time.Sleep(300 * time.Millisecond)
+		return c.String(http.StatusOK, "finished")
+	})
+	done := make(chan string, 1)
+	go func() {
+		resp, err := http.Get(b.url + "/api/v1/test-slow")
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		done <- string(body)
+	}()
+	<-entered
+	b.srv.Stop()
+	require.Equal(t, "finished", <-done, "a request in flight at shutdown completes")
+	_, err := http.Get(b.url + "/healthz")
+	require.Error(t, err, "no new connections after Stop")
+}
