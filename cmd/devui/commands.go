@@ -77,7 +77,7 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 	}
 	srv, err := server.New(server.Config{
 		Addr: opts.addr, Dev: opts.dev, Version: version, BodyLimit: opts.bodyLimit, Logger: log,
-	}, store.New(db.pool))
+	}, server.Deps{Store: store.New(db.pool)})
 	if err != nil {
 		return err
 	}

@@ -34,9 +34,16 @@ type Config struct {
 	Logger          *slog.Logger
 }
 
+// Deps are the services the server fronts. Store is required; the others are optional, and their
+// routes are registered only when they are present.
+type Deps struct {
+	Store *store.Store
+}
+
 // Server serves Loupe's HTTP interface. Start and Stop follow the house lifecycle contract.
 type Server struct {
 	cfg     Config
+	deps    Deps
 	store   *store.Store
 	log     *slog.Logger
 	echo    *echo.Echo
@@ -49,7 +56,7 @@ type Server struct {
 }
 
 // New builds the server and its routes. It does not listen until Start.
-func New(cfg Config, st *store.Store) (*Server, error) {
+func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -64,8 +71,11 @@ func New(cfg Config, st *store.Store) (*Server, error) {
 			return nil, err
 		}
 	}
-	s := &Server{cfg: cfg, store: st, log: cfg.Logger, echo: echo.New()}
-	s.metrics = newMetrics(st)
+	if deps.Store == nil {
+		return nil, errors.New("server: a store is required")
+	}
+	s := &Server{cfg: cfg, deps: deps, store: deps.Store, log: cfg.Logger, echo: echo.New()}
+	s.metrics = newMetrics(deps.Store)
 	s.routes()
 	return s, nil
 }

@@ -34,7 +34,7 @@ func setup(t *testing.T, dev bool) *testBundle {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	st := store.New(pool)
-	srv, err := New(Config{Addr: "127.0.0.1:0", Dev: dev, Version: "test"}, st)
+	srv, err := New(Config{Addr: "127.0.0.1:0", Dev: dev, Version: "test"}, Deps{Store: st})
 	require.NoError(t, err)
 	require.NoError(t, srv.Start(context.Background()))
 	t.Cleanup(srv.Stop)
@@ -222,7 +222,7 @@ func TestDevModeOnlyOnLoopback(t *testing.T) {
 	for _, bad := range []string{"0.0.0.0:4000", ":4000", "192.168.1.10:4000", "[::]:4000", "example.com:80"} {
 		require.Error(t, CheckLoopback(bad), bad)
 	}
-	_, err := New(Config{Addr: "0.0.0.0:4000", Dev: true}, nil)
+	_, err := New(Config{Addr: "0.0.0.0:4000", Dev: true}, Deps{})
 	require.ErrorContains(t, err, "loopback")
 }
 
