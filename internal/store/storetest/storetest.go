@@ -52,7 +52,7 @@ func NewURL(t testing.TB) string {
 	t.Helper()
 	setupOnce.Do(func() { setupErr = setup() })
 	if setupErr != nil {
-		t.Fatalf("storetest: %v\n%s", setupErr, howToFix)
+		t.Fatalf("storetest: %v", setupErr)
 	}
 	ctx := context.Background()
 	name := "loupe_test_" + randomSuffix()
@@ -105,13 +105,13 @@ func setup() error {
 	if base == "" {
 		var err error
 		if base, err = startManagedCluster(ctx); err != nil {
-			return err
+			return fmt.Errorf("%w\n%s", err, howToFix)
 		}
 	}
 	adminURL = base
 	conn, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", redact(adminURL), err)
+		return fmt.Errorf("connect to %s: %w\n%s", redact(adminURL), err, howToFix)
 	}
 	defer conn.Close(ctx)
 	template = "loupe_tpl_" + migrationsHash()
