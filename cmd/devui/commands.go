@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/loupe-dev/loupe/internal/auth"
 	"github.com/loupe-dev/loupe/internal/pgcluster"
 	"github.com/loupe-dev/loupe/internal/server"
 	"github.com/loupe-dev/loupe/internal/store"
@@ -21,7 +22,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	cfg.bindCommon(root.PersistentFlags())
-	root.AddCommand(newServeCommand(cfg), newMigrateCommand(cfg), newDBCommand(cfg), newVersionCommand())
+	root.AddCommand(newServeCommand(cfg), newMigrateCommand(cfg), newDBCommand(cfg), newUserCommand(cfg), newVersionCommand())
 	return root
 }
 
@@ -75,9 +76,19 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 			return err
 		}
 	}
+	st := store.New(db.pool)
+	if !opts.dev {
+		path, err := auth.New(st).Bootstrap(ctx, cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		if path != "" {
+			log.Warn("created the first admin; sign in as 'admin' with the password in the file, then change it", "file", path)
+		}
+	}
 	srv, err := server.New(server.Config{
 		Addr: opts.addr, Dev: opts.dev, Version: version, BodyLimit: opts.bodyLimit, Logger: log,
-	}, server.Deps{Store: store.New(db.pool)})
+	}, server.Deps{Store: st})
 	if err != nil {
 		return err
 	}

@@ -137,5 +137,9 @@ func (s *Server) render(c echo.Context, status int, comp templ.Component) error 
 
 // page fills the layout's view model for this request.
 func (s *Server) page(c echo.Context, title, section string) templates.Page {
-	return templates.Page{Title: title, Section: section, Dev: s.cfg.Dev, CSRF: csrfToken(c)}
+	p := templates.Page{Title: title, Section: section, Dev: s.cfg.Dev, CSRF: csrfToken(c)}
+	if pr := principal(c); pr != nil && !pr.Local {
+		p.User = pr.Username
+	}
+	return p
 }

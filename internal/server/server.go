@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"github.com/loupe-dev/loupe/internal/auth"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/web/static"
 )
@@ -45,6 +46,7 @@ type Server struct {
 	cfg     Config
 	deps    Deps
 	store   *store.Store
+	auth    *auth.Service
 	log     *slog.Logger
 	echo    *echo.Echo
 	metrics *metrics
@@ -74,7 +76,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Store == nil {
 		return nil, errors.New("server: a store is required")
 	}
-	s := &Server{cfg: cfg, deps: deps, store: deps.Store, log: cfg.Logger, echo: echo.New()}
+	s := &Server{cfg: cfg, deps: deps, store: deps.Store, auth: auth.New(deps.Store), log: cfg.Logger, echo: echo.New()}
 	s.metrics = newMetrics(deps.Store)
 	s.routes()
 	return s, nil
@@ -114,12 +116,16 @@ func (s *Server) routes() {
 	e.Use(middleware.BodyLimit(s.cfg.BodyLimit))
 	e.Use(securityHeaders())
 	e.Use(s.csrf())
+	e.Use(s.authenticate())
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(s.metrics.handler()))
 	e.GET(static.Prefix+"*", echo.WrapHandler(static.Handler()))
 
+	e.GET("/login", s.loginPage)
+	e.POST("/login", s.login)
+	e.POST("/logout", s.logout)
 	e.GET("/", s.dashboard)
 
 	api := e.Group("/api/v1")

@@ -200,8 +200,9 @@ func TestCSRFBlocksCrossSiteButNotBearerClients(t *testing.T) {
 	}
 	require.Equal(t, http.StatusForbidden, post("Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"))
 	require.Equal(t, http.StatusForbidden, post(), "a cookie-less request without a token is refused outside local mode")
-	require.Equal(t, http.StatusNoContent, post("Sec-Fetch-Site", "same-origin"))
-	require.Equal(t, http.StatusNoContent, post("Authorization", "Bearer abc", "Sec-Fetch-Site", "cross-site"))
+	require.Equal(t, http.StatusUnauthorized, post("Sec-Fetch-Site", "same-origin"), "same-origin passes CSRF, then needs sign-in")
+	token := b.userToken(t, "carol", store.RoleReviewer)
+	require.Equal(t, http.StatusNoContent, post("Authorization", "Bearer "+token, "Sec-Fetch-Site", "cross-site"))
 }
 
 func TestCSRFLetsNonBrowserClientsThroughInLocalMode(t *testing.T) {

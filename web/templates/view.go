@@ -74,3 +74,11 @@ type ErrorPage struct {
 	// RequestID lets a user quote the failing request when reporting a bug.
 	RequestID string
 }
+
+// Login is the sign-in page's view model.
+type Login struct {
+	Page
+	Next     string
+	Username string
+	Error    string
+}

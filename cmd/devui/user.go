@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loupe-dev/loupe/internal/auth"
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+func newUserCommand(cfg *config) *cobra.Command {
+	cmd := &cobra.Command{Use: "user", Short: "Manage users and API tokens"}
+
+	var role string
+	var passwordStdin bool
+	add := &cobra.Command{
+		Use:   "add <username>",
+		Short: "Create a user; prints a generated password unless --password-stdin is given",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			password := ""
+			if passwordStdin {
+				line, err := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+				if err != nil && !errors.Is(err, io.EOF) {
+					return fmt.Errorf("read password: %w", err)
+				}
+				password = strings.TrimRight(line, "\r\n")
+			} else {
+				password = auth.NewPassword()
+			}
+			return withAuth(cmd, cfg, func(svc *auth.Service) error {
+				u, err := svc.AddUser(cmd.Context(), args[0], password, role)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "created %s with role %s\n", u.Username, u.Role)
+				if !passwordStdin {
+					fmt.Fprintf(cmd.OutOrStdout(), "password: %s\n", password)
+				}
+				return nil
+			})
+		},
+	}
+	add.Flags().StringVar(&role, "role", store.RoleViewer, "viewer, reviewer or admin")
+	add.Flags().BoolVar(&passwordStdin, "password-stdin", false, "read the password from standard input")
+
+	var tokenName string
+	token := &cobra.Command{
+		Use:   "token <username>",
+		Short: "Issue an API token for a user (shown once; only its hash is stored)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withAuth(cmd, cfg, func(svc *auth.Service) error {
+				tok, err := svc.CreateToken(cmd.Context(), args[0], tokenName)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), tok)
+				return nil
+			})
+		},
+	}
+	token.Flags().StringVar(&tokenName, "name", "cli", "a label for the token")
+
+	cmd.AddCommand(add, token)
+	return cmd
+}
+
+// withAuth opens the database (migrating it) and runs fn with the auth service.
+func withAuth(cmd *cobra.Command, cfg *config, fn func(*auth.Service) error) error {
+	log, err := cfg.logger()
+	if err != nil {
+		return err
+	}
+	db, err := openDatabase(cmd.Context(), cfg, log)
+	if err != nil {
+		return err
+	}
+	defer db.close()
+	if err := db.migrate(cmd.Context(), log); err != nil {
+		return err
+	}
+	return fn(auth.New(store.New(db.pool)))
+}

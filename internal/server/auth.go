@@ -1,0 +1,141 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/loupe-dev/loupe/internal/auth"
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/web/templates"
+)
+
+// sessionCookie holds the browser session token.
+const sessionCookie = "loupe_session"
+
+// Principal is who makes a request.
+type Principal struct {
+	Username string
+	Role     string
+	// Local is true in local mode, where nobody signs in.
+	Local bool
+}
+
+// principal returns the request's principal; authenticate always sets one on protected routes.
+func principal(c echo.Context) *Principal {
+	p, _ := c.Get("principal").(*Principal)
+	return p
+}
+
+// isPublic lists the paths that need no sign-in: health, metrics, assets, the sign-in page itself,
+// and trace ingestion, which checks its own ingest token.
+func isPublic(path string) bool {
+	switch path {
+	case "/healthz", "/readyz", "/metrics", "/login", "/api/__health", "/api/traces", "/v1/traces":
+		return true
+	}
+	return strings.HasPrefix(path, "/static/") || strings.HasPrefix(path, "/api/traces/")
+}
+
+// authenticate identifies the caller: everyone is the local admin in local mode; otherwise a bearer
+// token or a session cookie is required. API clients get 401; browsers are sent to sign in.
+func (s *Server) authenticate() echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if s.cfg.Dev {
+				c.Set("principal", &Principal{Username: "local", Role: store.RoleAdmin, Local: true})
+				return next(c)
+			}
+			ctx := c.Request().Context()
+			if h := c.Request().Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
+				u, err := s.auth.TokenUser(ctx, strings.TrimPrefix(h, "Bearer "))
+				if errors.Is(err, store.ErrNotFound) {
+					return Errorf(http.StatusUnauthorized, "unauthenticated", "the bearer token is unknown or its user is disabled")
+				}
+				if err != nil {
+					return err
+				}
+				c.Set("principal", &Principal{Username: u.Username, Role: u.Role})
+				return next(c)
+			}
+			if ck, err := c.Cookie(sessionCookie); err == nil && ck.Value != "" {
+				u, err := s.auth.SessionUser(ctx, ck.Value)
+				if err == nil {
+					c.Set("principal", &Principal{Username: u.Username, Role: u.Role})
+					return next(c)
+				}
+				if !errors.Is(err, store.ErrNotFound) {
+					return err
+				}
+			}
+			if isPublic(c.Request().URL.Path) {
+				return next(c)
+			}
+			if wantsJSON(c) || c.Request().Method != http.MethodGet {
+				return Errorf(http.StatusUnauthorized, "unauthenticated", "sign in first: send Authorization: Bearer <token> (create one with: devui user token <username>)")
+			}
+			return c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(c.Request().URL.RequestURI()))
+		}
+	}
+}
+
+// requireRole refuses callers below a role with 403.
+func requireRole(role string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			p := principal(c)
+			if p == nil || !auth.Allows(p.Role, role) {
+				return Errorf(http.StatusForbidden, "forbidden", "this needs the %s role", role)
+			}
+			return next(c)
+		}
+	}
+}
+
+func (s *Server) loginPage(c echo.Context) error {
+	return s.render(c, http.StatusOK, templates.LoginPage(templates.Login{
+		Page: s.page(c, "Sign in", ""),
+		Next: safeNext(c.QueryParam("next")),
+	}))
+}
+
+func (s *Server) login(c echo.Context) error {
+	username, password := c.FormValue("username"), c.FormValue("password")
+	next := safeNext(c.FormValue("next"))
+	token, _, err := s.auth.SignIn(c.Request().Context(), username, password)
+	if errors.Is(err, auth.ErrBadCredentials) {
+		return s.render(c, http.StatusUnauthorized, templates.LoginPage(templates.Login{
+			Page: s.page(c, "Sign in", ""), Next: next, Username: username, Error: err.Error(),
+		}))
+	}
+	if err != nil {
+		return err
+	}
+	c.SetCookie(&http.Cookie{
+		Name: sessionCookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		Secure: c.Scheme() == "https", Expires: time.Now().Add(auth.SessionTTL),
+	})
+	return c.Redirect(http.StatusSeeOther, next)
+}
+
+func (s *Server) logout(c echo.Context) error {
+	if ck, err := c.Cookie(sessionCookie); err == nil {
+		if err := s.auth.SignOut(c.Request().Context(), ck.Value); err != nil {
+			return err
+		}
+	}
+	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true})
+	return c.Redirect(http.StatusSeeOther, "/login")
+}
+
+// safeNext keeps a post-sign-in redirect on this site.
+func safeNext(next string) string {
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, `\`) {
+		return "/"
+	}
+	return next
+}
