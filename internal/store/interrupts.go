@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -67,4 +68,159 @@ func (s *Store) InterruptCountPending(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("count pending interrupts: %w", err)
 	}
 	return n, nil
+}
+
+// InterruptCreateParams describes one interrupted tool request.
+type InterruptCreateParams struct {
+	RunID        uuid.UUID
+	Turn         int
+	Tool         string
+	Ref          string
+	Input        json.RawMessage
+	Metadata     json.RawMessage
+	InputSchema  json.RawMessage
+	OutputSchema json.RawMessage
+}
+
+// InterruptCreate stores pending interrupts. Storing the same (run, turn, ref) twice keeps the
+// first, so a recovered execution that interrupts again does not duplicate them.
+func (s *Store) InterruptCreate(ctx context.Context, list []InterruptCreateParams) ([]*Interrupt, error) {
+	batch := &pgx.Batch{}
+	for _, p := range list {
+		md := p.Metadata
+		if len(md) == 0 {
+			md = json.RawMessage("true")
+		}
+		batch.Queue(`INSERT INTO interrupts (run_id, turn, tool, ref, input, metadata, input_schema, output_schema)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			ON CONFLICT (run_id, turn, ref) DO UPDATE SET tool = interrupts.tool
+			RETURNING `+interruptColumns,
+			p.RunID, p.Turn, p.Tool, p.Ref, p.Input, md, nullJSON(p.InputSchema), nullJSON(p.OutputSchema))
+	}
+	br := s.db.SendBatch(ctx, batch)
+	defer br.Close()
+	out := make([]*Interrupt, 0, len(list))
+	for range list {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, fmt.Errorf("create interrupt: %w", err)
+		}
+		i, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Interrupt])
+		if err != nil {
+			return nil, fmt.Errorf("create interrupt: %w", err)
+		}
+		out = append(out, i)
+	}
+	return out, br.Close()
+}
+
+// InterruptGet returns one interrupt. With lock, the row is locked until the transaction ends.
+func (s *Store) InterruptGet(ctx context.Context, id uuid.UUID, lock bool) (*Interrupt, error) {
+	sql := `SELECT ` + interruptColumns + ` FROM interrupts WHERE id = $1`
+	if lock {
+		sql += ` FOR UPDATE`
+	}
+	rows, err := s.db.Query(ctx, sql, id)
+	if err != nil {
+		return nil, fmt.Errorf("get interrupt %s: %w", id, err)
+	}
+	i, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Interrupt])
+	if err != nil {
+		return nil, fmt.Errorf("get interrupt %s: %w", id, notFound(err))
+	}
+	return i, nil
+}
+
+// InterruptListByRun returns a run's interrupts in the order they happened.
+func (s *Store) InterruptListByRun(ctx context.Context, runID uuid.UUID) ([]*Interrupt, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+interruptColumns+` FROM interrupts WHERE run_id = $1 ORDER BY turn, created_at, ref`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("list interrupts of run %s: %w", runID, err)
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[Interrupt])
+	if err != nil {
+		return nil, fmt.Errorf("list interrupts of run %s: %w", runID, err)
+	}
+	return list, nil
+}
+
+// InterruptListParams filters the interrupt list. Zero values mean "no filter".
+type InterruptListParams struct {
+	Status string
+	Tool   string
+	Action string
+	Limit  int
+}
+
+// InterruptList returns interrupts oldest first, with their run's action.
+func (s *Store) InterruptList(ctx context.Context, p InterruptListParams) ([]*Interrupt, error) {
+	limit := p.Limit
+	if limit <= 0 || limit > 500 {
+		limit = 100
+	}
+	rows, err := s.db.Query(ctx, `SELECT `+qualifyColumns("i.", interruptColumns)+` FROM interrupts i JOIN runs r ON r.id = i.run_id
+		WHERE ($1 = '' OR i.status = $1) AND ($2 = '' OR i.tool = $2) AND ($3 = '' OR r.action = $3)
+		ORDER BY i.created_at, i.id LIMIT $4`, p.Status, p.Tool, p.Action, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list interrupts: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[Interrupt])
+	if err != nil {
+		return nil, fmt.Errorf("list interrupts: %w", err)
+	}
+	return list, nil
+}
+
+// InterruptResolveParams records a reviewer's decision.
+type InterruptResolveParams struct {
+	ID         uuid.UUID
+	Status     string // approved, edited, responded or denied
+	Resolution json.RawMessage
+	ResolvedBy string
+	Comment    string
+}
+
+// InterruptResolve records a decision on a pending interrupt. Call it in a transaction after
+// InterruptGet with lock, which is where version and status are checked.
+func (s *Store) InterruptResolve(ctx context.Context, p InterruptResolveParams) (*Interrupt, error) {
+	rows, err := s.db.Query(ctx, `UPDATE interrupts SET status = $2, resolution = $3, resolved_by = $4,
+			comment = NULLIF($5, ''), resolved_at = now(), version = version + 1
+		WHERE id = $1 AND status = 'pending' RETURNING `+interruptColumns,
+		p.ID, p.Status, p.Resolution, p.ResolvedBy, p.Comment)
+	if err != nil {
+		return nil, fmt.Errorf("resolve interrupt %s: %w", p.ID, err)
+	}
+	i, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Interrupt])
+	if err != nil {
+		return nil, fmt.Errorf("resolve interrupt %s: %w", p.ID, notFound(err))
+	}
+	return i, nil
+}
+
+// InterruptCountPendingByRun counts a run's interrupts that still wait for a decision.
+func (s *Store) InterruptCountPendingByRun(ctx context.Context, runID uuid.UUID) (int, error) {
+	var n int
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM interrupts WHERE run_id = $1 AND status = 'pending'`, runID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count pending interrupts of run %s: %w", runID, err)
+	}
+	return n, nil
+}
+
+// InterruptCancelPending cancels a run's pending interrupts.
+func (s *Store) InterruptCancelPending(ctx context.Context, runID uuid.UUID, by string) (int64, error) {
+	tag, err := s.db.Exec(ctx, `UPDATE interrupts SET status = 'cancelled', resolved_at = now(), resolved_by = $2,
+		version = version + 1 WHERE run_id = $1 AND status = 'pending'`, runID, by)
+	if err != nil {
+		return 0, fmt.Errorf("cancel interrupts of run %s: %w", runID, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// qualifyColumns qualifies a column list with a table alias.
+func qualifyColumns(alias, columns string) string {
+	parts := strings.Split(columns, ",")
+	for i, p := range parts {
+		parts[i] = alias + strings.TrimSpace(p)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -48,11 +49,14 @@ type Run struct {
 	FinishedAt   *time.Time      `db:"finished_at" json:"finished_at,omitempty"`
 	UpdatedAt    time.Time       `db:"updated_at" json:"updated_at"`
 	Version      int64           `db:"version" json:"version"`
+	LeaseOwner   *string         `db:"lease_owner" json:"-"`
+	LeaseExpires *time.Time      `db:"lease_expires_at" json:"-"`
+	Resumes      int             `db:"resumes" json:"resumes"`
 }
 
 const runColumns = `id, action, input, status, output, error, trace_id, model, turns, input_tokens,
 	output_tokens, replay_of, replay_mode, fork_of, fork_turn, created_by, created_at, started_at,
-	finished_at, updated_at, version`
+	finished_at, updated_at, version, lease_owner, lease_expires_at, resumes`
 
 // RunCreateParams describes a new run.
 type RunCreateParams struct {
@@ -201,4 +205,175 @@ func (s *Store) RunCountByStatus(ctx context.Context) (map[string]int64, error) 
 // escapeLike escapes LIKE's wildcards so a search for "50%" finds that text.
 func escapeLike(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+// ErrLeaseHeld is returned when another live worker holds a run's lease.
+var ErrLeaseHeld = errors.New("run is leased by another worker")
+
+// ErrRunFinished is returned when a run is in a state that the operation cannot change.
+var ErrRunFinished = errors.New("run is not active")
+
+// RunAcquire takes the execution lease of a queued or running run for owner, marking it running.
+// A running run whose lease is held by a live worker is ErrLeaseHeld; a run in any other state is
+// ErrRunFinished (the job has nothing to do).
+func (s *Store) RunAcquire(ctx context.Context, id uuid.UUID, owner string, ttl time.Duration) (*Run, error) {
+	rows, err := s.db.Query(ctx, `UPDATE runs SET status = 'running', started_at = coalesce(started_at, now()),
+			lease_owner = $2, lease_expires_at = now() + $3::interval, updated_at = now(), version = version + 1
+		WHERE id = $1 AND status IN ('queued', 'running')
+			AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at < now())
+		RETURNING `+runColumns, id, owner, ttl)
+	if err != nil {
+		return nil, fmt.Errorf("acquire run %s: %w", id, err)
+	}
+	run, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Run])
+	if err == nil {
+		return run, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("acquire run %s: %w", id, err)
+	}
+	cur, err := s.RunGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Status == RunRunning {
+		return cur, fmt.Errorf("acquire run %s: %w", id, ErrLeaseHeld)
+	}
+	return cur, fmt.Errorf("acquire run %s (%s): %w", id, cur.Status, ErrRunFinished)
+}
+
+// RunRenewLease extends owner's lease and returns the run's status, so that the executor notices a
+// cancellation. A lost lease is ErrLeaseHeld.
+func (s *Store) RunRenewLease(ctx context.Context, id uuid.UUID, owner string, ttl time.Duration) (string, error) {
+	var status string
+	var held bool
+	err := s.db.QueryRow(ctx, `WITH renewed AS (
+			UPDATE runs SET lease_expires_at = now() + $3::interval
+			WHERE id = $1 AND lease_owner = $2 AND status = 'running' RETURNING status)
+		SELECT r.status, EXISTS (SELECT 1 FROM renewed) FROM runs r WHERE r.id = $1`, id, owner, ttl).Scan(&status, &held)
+	if err != nil {
+		return "", fmt.Errorf("renew lease of run %s: %w", id, notFound(err))
+	}
+	if !held && status == RunRunning {
+		return status, fmt.Errorf("renew lease of run %s: %w", id, ErrLeaseHeld)
+	}
+	return status, nil
+}
+
+// RunProgressParams records what a run has done so far.
+type RunProgressParams struct {
+	ID           uuid.UUID
+	Turns        int
+	Model        string
+	InputTokens  int64
+	OutputTokens int64
+	TraceID      string
+}
+
+// RunProgress updates a running run's turn count, model, token usage and trace id.
+func (s *Store) RunProgress(ctx context.Context, p RunProgressParams) error {
+	if _, err := s.db.Exec(ctx, `UPDATE runs SET turns = greatest(turns, $2), model = coalesce(NULLIF($3, ''), model),
+			input_tokens = $4, output_tokens = $5, trace_id = coalesce(trace_id, NULLIF($6, '')), updated_at = now()
+		WHERE id = $1`, p.ID, p.Turns, p.Model, p.InputTokens, p.OutputTokens, p.TraceID); err != nil {
+		return fmt.Errorf("record progress of run %s: %w", p.ID, err)
+	}
+	return nil
+}
+
+// RunFinishParams ends an execution of a run.
+type RunFinishParams struct {
+	ID     uuid.UUID
+	Owner  string
+	Status string // succeeded, failed, aborted, interrupted or cancelled
+	Output json.RawMessage
+	Error  json.RawMessage
+}
+
+// RunFinish moves a running run that owner holds to its final (or interrupted) status and releases
+// the lease. A run that was cancelled meanwhile, or whose lease was lost, is ErrRunFinished or
+// ErrLeaseHeld and stays as it is.
+func (s *Store) RunFinish(ctx context.Context, p RunFinishParams) (*Run, error) {
+	finished := p.Status != RunInterrupted
+	rows, err := s.db.Query(ctx, `UPDATE runs SET status = $3, output = $4, error = $5,
+			finished_at = CASE WHEN $6 THEN now() END, lease_owner = NULL, lease_expires_at = NULL,
+			updated_at = now(), version = version + 1
+		WHERE id = $1 AND lease_owner = $2 AND status = 'running'
+		RETURNING `+runColumns, p.ID, p.Owner, p.Status, nullJSON(p.Output), nullJSON(p.Error), finished)
+	if err != nil {
+		return nil, fmt.Errorf("finish run %s: %w", p.ID, err)
+	}
+	run, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Run])
+	if err == nil {
+		return run, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("finish run %s: %w", p.ID, err)
+	}
+	cur, err := s.RunGet(ctx, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Status == RunRunning {
+		return cur, fmt.Errorf("finish run %s: %w", p.ID, ErrLeaseHeld)
+	}
+	return cur, fmt.Errorf("finish run %s (%s): %w", p.ID, cur.Status, ErrRunFinished)
+}
+
+// RunRequeue marks an interrupted run queued again, for its resume job, and counts the resume.
+func (s *Store) RunRequeue(ctx context.Context, id uuid.UUID) error {
+	tag, err := s.db.Exec(ctx, `UPDATE runs SET status = 'queued', resumes = resumes + 1, updated_at = now(),
+		version = version + 1 WHERE id = $1 AND status = 'interrupted'`, id)
+	if err != nil {
+		return fmt.Errorf("requeue run %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("requeue run %s: %w", id, ErrRunFinished)
+	}
+	return nil
+}
+
+// RunCancel cancels a queued, running or interrupted run. A finished run is ErrRunFinished.
+func (s *Store) RunCancel(ctx context.Context, id uuid.UUID) (*Run, error) {
+	rows, err := s.db.Query(ctx, `UPDATE runs SET status = 'cancelled', finished_at = now(),
+			error = '{"status":"CANCELLED","message":"cancelled by request"}', lease_owner = NULL,
+			lease_expires_at = NULL, updated_at = now(), version = version + 1
+		WHERE id = $1 AND status IN ('queued', 'running', 'interrupted')
+		RETURNING `+runColumns, id)
+	if err != nil {
+		return nil, fmt.Errorf("cancel run %s: %w", id, err)
+	}
+	run, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Run])
+	if err == nil {
+		return run, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("cancel run %s: %w", id, err)
+	}
+	cur, err := s.RunGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return cur, fmt.Errorf("cancel run %s: it is already %s: %w", id, cur.Status, ErrRunFinished)
+}
+
+// RunListOrphaned returns running runs whose executor's lease has expired: their worker died.
+func (s *Store) RunListOrphaned(ctx context.Context, limit int) ([]uuid.UUID, error) {
+	rows, err := s.db.Query(ctx, `SELECT id FROM runs WHERE status = 'running'
+		AND (lease_expires_at IS NULL OR lease_expires_at < now()) ORDER BY lease_expires_at NULLS FIRST LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list orphaned runs: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("list orphaned runs: %w", err)
+	}
+	return ids, nil
+}
+
+// nullJSON stores an empty raw message as SQL NULL.
+func nullJSON(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return raw
 }

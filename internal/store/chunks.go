@@ -1,0 +1,64 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// RunChunk is one streamed chunk of a run.
+type RunChunk struct {
+	RunID     uuid.UUID       `db:"run_id" json:"-"`
+	Seq       int64           `db:"seq" json:"seq"`
+	Turn      int             `db:"turn" json:"turn"`
+	Index     int             `db:"idx" json:"index"`
+	Role      string          `db:"role" json:"role"`
+	Content   json.RawMessage `db:"content" json:"content"`
+	CreatedAt time.Time       `db:"created_at" json:"created_at"`
+}
+
+// ChunkInsert appends chunks, which carry their own per-run sequence numbers, in one COPY.
+func (s *Store) ChunkInsert(ctx context.Context, chunks []RunChunk) error {
+	if len(chunks) == 0 {
+		return nil
+	}
+	_, err := s.db.CopyFrom(ctx, pgx.Identifier{"run_chunks"}, []string{"run_id", "seq", "turn", "idx", "role", "content"},
+		pgx.CopyFromSlice(len(chunks), func(i int) ([]any, error) {
+			c := chunks[i]
+			return []any{c.RunID, c.Seq, c.Turn, c.Index, c.Role, c.Content}, nil
+		}))
+	if err != nil {
+		return fmt.Errorf("insert %d chunks: %w", len(chunks), err)
+	}
+	return nil
+}
+
+// ChunkList returns a run's chunks with a sequence number above after, in order.
+func (s *Store) ChunkList(ctx context.Context, runID uuid.UUID, after int64, limit int) ([]*RunChunk, error) {
+	if limit <= 0 || limit > 10000 {
+		limit = 10000
+	}
+	rows, err := s.db.Query(ctx, `SELECT run_id, seq, turn, idx, role, content, created_at FROM run_chunks
+		WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, runID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list chunks of run %s: %w", runID, err)
+	}
+	chunks, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[RunChunk])
+	if err != nil {
+		return nil, fmt.Errorf("list chunks of run %s: %w", runID, err)
+	}
+	return chunks, nil
+}
+
+// ChunkMaxSeq returns the highest chunk sequence number of a run, 0 for none.
+func (s *Store) ChunkMaxSeq(ctx context.Context, runID uuid.UUID) (int64, error) {
+	var seq int64
+	if err := s.db.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM run_chunks WHERE run_id = $1`, runID).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("max chunk of run %s: %w", runID, err)
+	}
+	return seq, nil
+}

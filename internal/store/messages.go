@@ -1,0 +1,54 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// RunMessage is one message of a run's history.
+type RunMessage struct {
+	RunID     uuid.UUID       `db:"run_id" json:"-"`
+	Seq       int             `db:"seq" json:"seq"`
+	Turn      int             `db:"turn" json:"turn"`
+	Role      string          `db:"role" json:"role"`
+	Content   json.RawMessage `db:"content" json:"content"`
+	CreatedAt time.Time       `db:"created_at" json:"created_at"`
+}
+
+// MessagePut writes the message at position seq of a run's history. Writing the same position
+// again replaces it, which is what a resume's re-stamping and a recovered turn need.
+func (s *Store) MessagePut(ctx context.Context, runID uuid.UUID, seq, turn int, role string, content json.RawMessage) error {
+	if _, err := s.db.Exec(ctx, `INSERT INTO run_messages (run_id, seq, turn, role, content) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (run_id, seq) DO UPDATE SET turn = excluded.turn, role = excluded.role, content = excluded.content`,
+		runID, seq, turn, role, content); err != nil {
+		return fmt.Errorf("put message %d of run %s: %w", seq, runID, err)
+	}
+	return nil
+}
+
+// MessageList returns a run's history in order.
+func (s *Store) MessageList(ctx context.Context, runID uuid.UUID) ([]*RunMessage, error) {
+	rows, err := s.db.Query(ctx, `SELECT run_id, seq, turn, role, content, created_at FROM run_messages
+		WHERE run_id = $1 ORDER BY seq`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("list messages of run %s: %w", runID, err)
+	}
+	msgs, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[RunMessage])
+	if err != nil {
+		return nil, fmt.Errorf("list messages of run %s: %w", runID, err)
+	}
+	return msgs, nil
+}
+
+// MessageTruncate deletes the messages from seq on: a recovered run replays from its checkpoint.
+func (s *Store) MessageTruncate(ctx context.Context, runID uuid.UUID, fromSeq int) error {
+	if _, err := s.db.Exec(ctx, `DELETE FROM run_messages WHERE run_id = $1 AND seq >= $2`, runID, fromSeq); err != nil {
+		return fmt.Errorf("truncate messages of run %s: %w", runID, err)
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Tool call ledger statuses and sources.
+const (
+	ToolCallStarted     = "started"
+	ToolCallCompleted   = "completed"
+	ToolCallFailed      = "failed"
+	ToolCallInterrupted = "interrupted"
+
+	ToolSourceExecuted   = "executed"
+	ToolSourceReexecuted = "reexecuted"
+	ToolSourceReused     = "reused"
+	ToolSourceReviewer   = "reviewer"
+)
+
+// ToolCall is one entry of the tool-call ledger.
+type ToolCall struct {
+	RunID          uuid.UUID       `db:"run_id" json:"-"`
+	Turn           int             `db:"turn" json:"turn"`
+	Ref            string          `db:"ref" json:"ref"`
+	Tool           string          `db:"tool" json:"tool"`
+	Input          json.RawMessage `db:"input" json:"input"`
+	Status         string          `db:"status" json:"status"`
+	Source         string          `db:"source" json:"source"`
+	Output         json.RawMessage `db:"output" json:"output,omitempty"`
+	Error          json.RawMessage `db:"error" json:"error,omitempty"`
+	Attempt        int             `db:"attempt" json:"attempt"`
+	IdempotencyKey string          `db:"idempotency_key" json:"idempotency_key"`
+	StartedAt      time.Time       `db:"started_at" json:"started_at"`
+	FinishedAt     *time.Time      `db:"finished_at" json:"finished_at,omitempty"`
+}
+
+const toolCallColumns = `run_id, turn, ref, tool, input, status, source, output, error, attempt,
+	idempotency_key, started_at, finished_at`
+
+// ToolCallStartParams is the intent to execute a tool call.
+type ToolCallStartParams struct {
+	RunID          uuid.UUID
+	Turn           int
+	Ref            string
+	Tool           string
+	Input          json.RawMessage
+	IdempotencyKey string
+}
+
+// ToolCallStart records the intent to execute a call and returns its ledger entry. A call already
+// completed is returned as it is, with reused set, and must not run again. A call found started
+// was in flight at a crash: it is marked re-executed and its attempt counted.
+func (s *Store) ToolCallStart(ctx context.Context, p ToolCallStartParams) (call *ToolCall, reused bool, err error) {
+	rows, err := s.db.Query(ctx, `INSERT INTO tool_calls (run_id, turn, ref, tool, input, idempotency_key)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (run_id, turn, ref) DO UPDATE SET
+			attempt = tool_calls.attempt + 1,
+			source = CASE WHEN tool_calls.status = 'started' THEN 'reexecuted' ELSE tool_calls.source END,
+			status = 'started', input = excluded.input, started_at = now(), finished_at = NULL
+		WHERE tool_calls.status <> 'completed'
+		RETURNING `+toolCallColumns, p.RunID, p.Turn, p.Ref, p.Tool, p.Input, p.IdempotencyKey)
+	if err != nil {
+		return nil, false, fmt.Errorf("record intent of tool call %s: %w", p.Ref, err)
+	}
+	call, err = pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[ToolCall])
+	if err == nil {
+		return call, false, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, fmt.Errorf("record intent of tool call %s: %w", p.Ref, err)
+	}
+	call, err = s.ToolCallGet(ctx, p.RunID, p.Turn, p.Ref)
+	if err != nil {
+		return nil, false, err
+	}
+	return call, true, nil
+}
+
+// ToolCallGet returns one ledger entry.
+func (s *Store) ToolCallGet(ctx context.Context, runID uuid.UUID, turn int, ref string) (*ToolCall, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+toolCallColumns+` FROM tool_calls WHERE run_id = $1 AND turn = $2 AND ref = $3`,
+		runID, turn, ref)
+	if err != nil {
+		return nil, fmt.Errorf("get tool call %s: %w", ref, err)
+	}
+	call, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[ToolCall])
+	if err != nil {
+		return nil, fmt.Errorf("get tool call %s: %w", ref, notFound(err))
+	}
+	return call, nil
+}
+
+// ToolCallFinishParams is the result of a tool call.
+type ToolCallFinishParams struct {
+	RunID  uuid.UUID
+	Turn   int
+	Ref    string
+	Status string // completed, failed or interrupted
+	Output json.RawMessage
+	Error  json.RawMessage
+}
+
+// ToolCallFinish records the result of a call.
+func (s *Store) ToolCallFinish(ctx context.Context, p ToolCallFinishParams) error {
+	if _, err := s.db.Exec(ctx, `UPDATE tool_calls SET status = $4, output = $5, error = $6, finished_at = now()
+		WHERE run_id = $1 AND turn = $2 AND ref = $3`, p.RunID, p.Turn, p.Ref, p.Status, nullJSON(p.Output), nullJSON(p.Error)); err != nil {
+		return fmt.Errorf("record result of tool call %s: %w", p.Ref, err)
+	}
+	return nil
+}
+
+// ToolCallAnswer records a call that a reviewer answered instead of the tool running.
+func (s *Store) ToolCallAnswer(ctx context.Context, runID uuid.UUID, turn int, ref string, output json.RawMessage) error {
+	if _, err := s.db.Exec(ctx, `UPDATE tool_calls SET status = 'completed', source = 'reviewer', output = $4,
+		finished_at = now() WHERE run_id = $1 AND turn = $2 AND ref = $3`, runID, turn, ref, output); err != nil {
+		return fmt.Errorf("record answer of tool call %s: %w", ref, err)
+	}
+	return nil
+}
+
+// ToolCallList returns a run's ledger in execution order.
+func (s *Store) ToolCallList(ctx context.Context, runID uuid.UUID) ([]*ToolCall, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+toolCallColumns+` FROM tool_calls WHERE run_id = $1 ORDER BY turn, started_at, ref`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("list tool calls of run %s: %w", runID, err)
+	}
+	calls, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[ToolCall])
+	if err != nil {
+		return nil, fmt.Errorf("list tool calls of run %s: %w", runID, err)
+	}
+	return calls, nil
+}
