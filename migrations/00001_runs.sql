@@ -76,9 +76,12 @@ CREATE TABLE interrupts (
     resolved_by   text,
     resolved_at   timestamptz,
     comment       text,
+    -- round counts the run's resumes when the interrupt was raised: a restarted tool that interrupts
+    -- again raises a new interrupt for the same (turn, ref) in a later round.
+    round         integer     NOT NULL DEFAULT 0,
     created_at    timestamptz NOT NULL DEFAULT now(),
     version       bigint      NOT NULL DEFAULT 1,
-    UNIQUE (run_id, turn, ref),
+    UNIQUE (run_id, turn, ref, round),
     CHECK ((status = 'pending') = (resolved_at IS NULL))
 );
 

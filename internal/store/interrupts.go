@@ -37,12 +37,13 @@ type Interrupt struct {
 	ResolvedBy   *string         `db:"resolved_by" json:"resolved_by,omitempty"`
 	ResolvedAt   *time.Time      `db:"resolved_at" json:"resolved_at,omitempty"`
 	Comment      *string         `db:"comment" json:"comment,omitempty"`
+	Round        int             `db:"round" json:"round"`
 	CreatedAt    time.Time       `db:"created_at" json:"created_at"`
 	Version      int64           `db:"version" json:"version"`
 }
 
 const interruptColumns = `id, run_id, turn, tool, ref, input, metadata, input_schema, output_schema,
-	status, resolution, resolved_by, resolved_at, comment, created_at, version`
+	status, resolution, resolved_by, resolved_at, comment, round, created_at, version`
 
 // InterruptListPending returns pending interrupts, oldest first.
 func (s *Store) InterruptListPending(ctx context.Context, limit int) ([]*Interrupt, error) {
@@ -74,6 +75,7 @@ func (s *Store) InterruptCountPending(ctx context.Context) (int64, error) {
 type InterruptCreateParams struct {
 	RunID        uuid.UUID
 	Turn         int
+	Round        int
 	Tool         string
 	Ref          string
 	Input        json.RawMessage
@@ -82,8 +84,8 @@ type InterruptCreateParams struct {
 	OutputSchema json.RawMessage
 }
 
-// InterruptCreate stores pending interrupts. Storing the same (run, turn, ref) twice keeps the
-// first, so a recovered execution that interrupts again does not duplicate them.
+// InterruptCreate stores pending interrupts. Storing the same (run, turn, ref, round) twice keeps
+// the first, so a recovered execution that interrupts again does not duplicate them.
 func (s *Store) InterruptCreate(ctx context.Context, list []InterruptCreateParams) ([]*Interrupt, error) {
 	batch := &pgx.Batch{}
 	for _, p := range list {
@@ -91,11 +93,11 @@ func (s *Store) InterruptCreate(ctx context.Context, list []InterruptCreateParam
 		if len(md) == 0 {
 			md = json.RawMessage("true")
 		}
-		batch.Queue(`INSERT INTO interrupts (run_id, turn, tool, ref, input, metadata, input_schema, output_schema)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-			ON CONFLICT (run_id, turn, ref) DO UPDATE SET tool = interrupts.tool
+		batch.Queue(`INSERT INTO interrupts (run_id, turn, round, tool, ref, input, metadata, input_schema, output_schema)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			ON CONFLICT (run_id, turn, ref, round) DO UPDATE SET tool = interrupts.tool
 			RETURNING `+interruptColumns,
-			p.RunID, p.Turn, p.Tool, p.Ref, p.Input, md, nullJSON(p.InputSchema), nullJSON(p.OutputSchema))
+			p.RunID, p.Turn, p.Round, p.Tool, p.Ref, p.Input, md, nullJSON(p.InputSchema), nullJSON(p.OutputSchema))
 	}
 	br := s.db.SendBatch(ctx, batch)
 	defer br.Close()
@@ -133,7 +135,7 @@ func (s *Store) InterruptGet(ctx context.Context, id uuid.UUID, lock bool) (*Int
 
 // InterruptListByRun returns a run's interrupts in the order they happened.
 func (s *Store) InterruptListByRun(ctx context.Context, runID uuid.UUID) ([]*Interrupt, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+interruptColumns+` FROM interrupts WHERE run_id = $1 ORDER BY turn, created_at, ref`, runID)
+	rows, err := s.db.Query(ctx, `SELECT `+interruptColumns+` FROM interrupts WHERE run_id = $1 ORDER BY turn, round, created_at, ref`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("list interrupts of run %s: %w", runID, err)
 	}

@@ -377,3 +377,37 @@ func nullJSON(raw json.RawMessage) any {
 	}
 	return raw
 }
+
+// RunReleaseLease gives up owner's lease of a running run, so that another execution may take it
+// over at once.
+func (s *Store) RunReleaseLease(ctx context.Context, id uuid.UUID, owner string) error {
+	if _, err := s.db.Exec(ctx, `UPDATE runs SET lease_expires_at = now() WHERE id = $1 AND lease_owner = $2`, id, owner); err != nil {
+		return fmt.Errorf("release lease of run %s: %w", id, err)
+	}
+	return nil
+}
+
+// RunLock locks a run's row until the transaction ends and returns it.
+func (s *Store) RunLock(ctx context.Context, id uuid.UUID) (*Run, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 FOR UPDATE`, id)
+	if err != nil {
+		return nil, fmt.Errorf("lock run %s: %w", id, err)
+	}
+	run, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Run])
+	if err != nil {
+		return nil, fmt.Errorf("lock run %s: %w", id, notFound(err))
+	}
+	return run, nil
+}
+
+// RunJobWaiting reports whether a River job for the run is waiting to be worked, so that the
+// recovery sweep does not enqueue another.
+func (s *Store) RunJobWaiting(ctx context.Context, id uuid.UUID) (bool, error) {
+	var waiting bool
+	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM river_job WHERE kind = 'loupe.run'
+		AND args->>'run_id' = $1::text AND state IN ('available', 'scheduled', 'retryable', 'pending'))`, id).Scan(&waiting)
+	if err != nil {
+		return false, fmt.Errorf("look up jobs of run %s: %w", id, err)
+	}
+	return waiting, nil
+}

@@ -1,0 +1,410 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Span sources, as in the spans.source column.
+const (
+	SpanSourceLoupe  = "loupe"
+	SpanSourceGenkit = "genkit"
+	SpanSourceOTLP   = "otlp"
+)
+
+// Span status codes, in OTLP's numbering (Genkit JS uses the same; Genkit Go does not, and its
+// ingest maps it).
+const (
+	StatusUnset int16 = 0
+	StatusOK    int16 = 1
+	StatusError int16 = 2
+)
+
+// Span is one stored OpenTelemetry span. Times are Unix nanoseconds; EndTime is 0 while the span
+// is running. Attributes, Resource are JSON objects; Events and Links are JSON arrays.
+type Span struct {
+	TraceID       string          `db:"trace_id" json:"trace_id"`
+	SpanID        string          `db:"span_id" json:"span_id"`
+	ParentSpanID  *string         `db:"parent_span_id" json:"parent_span_id,omitempty"`
+	Name          string          `db:"name" json:"name"`
+	Kind          int16           `db:"kind" json:"kind"`
+	StartTime     int64           `db:"start_time_unix_nano" json:"start_time_unix_nano"`
+	EndTime       int64           `db:"end_time_unix_nano" json:"end_time_unix_nano"`
+	StatusCode    int16           `db:"status_code" json:"status_code"`
+	StatusMessage string          `db:"status_message" json:"status_message,omitempty"`
+	Attributes    json.RawMessage `db:"attributes" json:"attributes"`
+	Events        json.RawMessage `db:"events" json:"events"`
+	Links         json.RawMessage `db:"links" json:"links"`
+	Resource      json.RawMessage `db:"resource" json:"resource"`
+	Scope         string          `db:"scope" json:"scope,omitempty"`
+	ScopeVersion  string          `db:"scope_version" json:"scope_version,omitempty"`
+	Source        string          `db:"source" json:"source"`
+	RunID         *uuid.UUID      `db:"run_id" json:"run_id,omitempty"`
+}
+
+const spanColumns = `trace_id, span_id, parent_span_id, name, kind, start_time_unix_nano,
+	end_time_unix_nano, status_code, status_message, attributes, events, links, resource, scope,
+	scope_version, source, run_id`
+
+// SpanIngestResult counts what an ingest did.
+type SpanIngestResult struct {
+	Inserted int64 // spans that were new
+	Updated  int64 // spans that replaced a stored copy (a running span that ended, a resend)
+	Skipped  int64 // spans ignored because the stored copy is newer (a start that arrived after its end)
+}
+
+// copyThreshold is the batch size from which SpanIngest stages rows with COPY instead of sending
+// them as arrays: COPY costs a temporary table per transaction but streams large batches faster.
+const copyThreshold = 256
+
+// SpanIngest stores spans and keeps the traces summary rows up to date, in one statement (one
+// transaction). A span already stored is merged, never duplicated: the incoming copy wins unless the
+// stored copy has ended and the incoming one has not, which is how Genkit JS's realtime mode (a
+// span sent at start and again at end, in either order) ends up as one finished span. A run id that
+// names no run is stored as NULL. Batches of copyThreshold spans or more are staged with COPY.
+//
+// Duplicate (trace, span) keys within spans are merged by the same rule before anything is sent.
+func (s *Store) SpanIngest(ctx context.Context, spans []Span) (SpanIngestResult, error) {
+	spans = dedupeSpans(spans)
+	if len(spans) == 0 {
+		return SpanIngestResult{}, nil
+	}
+	var (
+		res SpanIngestResult
+		err error
+	)
+	for attempt := 0; attempt < 3; attempt++ {
+		if len(spans) >= copyThreshold {
+			err = s.WithTx(ctx, func(tx *Store) error {
+				res, err = tx.spanIngestCopy(ctx, spans)
+				return err
+			})
+		} else {
+			res, err = s.spanIngestArrays(ctx, spans)
+		}
+		if !retryable(err) || s.Tx() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return SpanIngestResult{}, fmt.Errorf("ingest %d spans: %w", len(spans), err)
+	}
+	return res, nil
+}
+
+// retryable reports a deadlock or serialization failure, which a retry resolves.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
+// dedupeSpans sorts spans by key, so that concurrent ingests lock rows in the same order, and
+// merges repeated keys by the ingest rule.
+func dedupeSpans(spans []Span) []Span {
+	sorted := slices.IsSortedFunc(spans, compareSpanKeys)
+	if !sorted {
+		spans = slices.Clone(spans)
+		slices.SortStableFunc(spans, compareSpanKeys)
+	}
+	out := spans[:0:0]
+	for i := range spans {
+		if n := len(out); n > 0 && compareSpanKeys(out[n-1], spans[i]) == 0 {
+			if out[n-1].EndTime == 0 || spans[i].EndTime != 0 {
+				prev := out[n-1]
+				out[n-1] = spans[i]
+				if out[n-1].ParentSpanID == nil {
+					out[n-1].ParentSpanID = prev.ParentSpanID
+				}
+				if out[n-1].RunID == nil {
+					out[n-1].RunID = prev.RunID
+				}
+			}
+			continue
+		}
+		out = append(out, spans[i])
+	}
+	return out
+}
+
+func compareSpanKeys(a, b Span) int {
+	if c := strings.Compare(a.TraceID, b.TraceID); c != 0 {
+		return c
+	}
+	return strings.Compare(a.SpanID, b.SpanID)
+}
+
+// spanMergeSQL upserts the rows of the relation src into spans, then folds what changed into
+// traces. %s is the source relation, with the columns of spanColumns.
+const spanMergeSQL = `
+WITH src AS (%s),
+up AS (
+	INSERT INTO spans AS sp (` + spanColumns + `)
+	SELECT s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, s.start_time_unix_nano,
+		s.end_time_unix_nano, s.status_code, s.status_message, s.attributes, s.events, s.links,
+		s.resource, s.scope, s.scope_version, s.source, r.id
+	FROM src s LEFT JOIN runs r ON r.id = s.run_id
+	ORDER BY s.trace_id, s.span_id
+	ON CONFLICT (trace_id, span_id) DO UPDATE SET
+		parent_span_id       = COALESCE(EXCLUDED.parent_span_id, sp.parent_span_id),
+		name                 = EXCLUDED.name,
+		kind                 = EXCLUDED.kind,
+		start_time_unix_nano = EXCLUDED.start_time_unix_nano,
+		end_time_unix_nano   = EXCLUDED.end_time_unix_nano,
+		status_code          = EXCLUDED.status_code,
+		status_message       = EXCLUDED.status_message,
+		attributes           = EXCLUDED.attributes,
+		events               = EXCLUDED.events,
+		links                = EXCLUDED.links,
+		resource             = EXCLUDED.resource,
+		scope                = EXCLUDED.scope,
+		scope_version        = EXCLUDED.scope_version,
+		run_id               = COALESCE(EXCLUDED.run_id, sp.run_id)
+	WHERE sp.end_time_unix_nano = 0 OR EXCLUDED.end_time_unix_nano <> 0
+	RETURNING sp.trace_id, sp.span_id, sp.parent_span_id, sp.name, sp.start_time_unix_nano,
+		sp.end_time_unix_nano, sp.status_code, sp.source, sp.run_id, (sp.xmax = 0) AS inserted
+),
+agg AS (
+	SELECT trace_id,
+		max(span_id) FILTER (WHERE parent_span_id IS NULL)              AS root_span_id,
+		max(name) FILTER (WHERE parent_span_id IS NULL)                 AS root_name,
+		min(start_time_unix_nano) FILTER (WHERE parent_span_id IS NULL) AS root_start,
+		max(end_time_unix_nano) FILTER (WHERE parent_span_id IS NULL)   AS root_end,
+		max(status_code) FILTER (WHERE parent_span_id IS NULL)          AS root_status,
+		min(NULLIF(start_time_unix_nano, 0))                            AS any_start,
+		max(end_time_unix_nano)                                         AS any_end,
+		count(*) FILTER (WHERE inserted)                                AS new_spans,
+		min(source)                                                     AS source,
+		(array_agg(run_id) FILTER (WHERE run_id IS NOT NULL))[1]        AS run_id
+	FROM up GROUP BY trace_id
+),
+tr AS (
+	INSERT INTO traces AS t (trace_id, display_name, root_span_id, start_time_unix_nano,
+		end_time_unix_nano, status_code, span_count, source, run_id, updated_at)
+	SELECT trace_id, COALESCE(root_name, ''), root_span_id, COALESCE(root_start, any_start, 0),
+		CASE WHEN root_span_id IS NOT NULL THEN root_end ELSE any_end END,
+		COALESCE(root_status, 0), new_spans, source, run_id, now()
+	FROM agg ORDER BY trace_id
+	ON CONFLICT (trace_id) DO UPDATE SET
+		display_name = CASE WHEN EXCLUDED.root_span_id IS NOT NULL THEN EXCLUDED.display_name
+			ELSE t.display_name END,
+		root_span_id = COALESCE(EXCLUDED.root_span_id, t.root_span_id),
+		start_time_unix_nano = CASE
+			WHEN EXCLUDED.root_span_id IS NOT NULL THEN EXCLUDED.start_time_unix_nano
+			WHEN t.root_span_id IS NOT NULL THEN t.start_time_unix_nano
+			ELSE COALESCE(LEAST(NULLIF(t.start_time_unix_nano, 0), NULLIF(EXCLUDED.start_time_unix_nano, 0)), 0) END,
+		end_time_unix_nano = CASE
+			WHEN EXCLUDED.root_span_id IS NOT NULL THEN EXCLUDED.end_time_unix_nano
+			WHEN t.root_span_id IS NOT NULL THEN t.end_time_unix_nano
+			ELSE GREATEST(t.end_time_unix_nano, EXCLUDED.end_time_unix_nano) END,
+		status_code = CASE WHEN EXCLUDED.root_span_id IS NOT NULL THEN EXCLUDED.status_code
+			ELSE t.status_code END,
+		span_count = t.span_count + EXCLUDED.span_count,
+		run_id     = COALESCE(t.run_id, EXCLUDED.run_id),
+		updated_at = now()
+	RETURNING 1
+)
+SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted), (SELECT count(*) FROM tr)
+FROM up`
+
+const spanArraysSource = `SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
+	$5::int2[], $6::int8[], $7::int8[], $8::int2[], $9::text[], $10::text[], $11::text[], $12::text[],
+	$13::text[], $14::text[], $15::text[], $16::text[], $17::uuid[])
+	AS s(trace_id, span_id, parent_span_id, name, kind, start_time_unix_nano, end_time_unix_nano,
+		status_code, status_message, attributes_text, events_text, links_text, resource_text, scope,
+		scope_version, source, run_id)`
+
+// spanArraysSQL casts the JSON columns, sent as text so that pgx needs no jsonb[] encoding.
+var spanArraysSQL = fmt.Sprintf(spanMergeSQL, `SELECT trace_id, span_id, parent_span_id, name, kind,
+	start_time_unix_nano, end_time_unix_nano, status_code, status_message,
+	attributes_text::jsonb AS attributes, events_text::jsonb AS events, links_text::jsonb AS links,
+	resource_text::jsonb AS resource, scope, scope_version, source, run_id FROM (`+spanArraysSource+`) a`)
+
+var spanCopySQL = fmt.Sprintf(spanMergeSQL, `SELECT * FROM spans_stage`)
+
+func (s *Store) spanIngestArrays(ctx context.Context, spans []Span) (SpanIngestResult, error) {
+	n := len(spans)
+	var (
+		traceIDs, spanIDs, names, statusMsgs, scopes, scopeVersions, sources = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		parents                                                             = make([]*string, n)
+		kinds, statuses                                                     = make([]int16, n), make([]int16, n)
+		starts, ends                                                        = make([]int64, n), make([]int64, n)
+		attrs, events, links, resources                                     = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		runIDs                                                              = make([]*uuid.UUID, n)
+	)
+	for i := range spans {
+		sp := &spans[i]
+		traceIDs[i], spanIDs[i], parents[i], names[i] = sp.TraceID, sp.SpanID, sp.ParentSpanID, sp.Name
+		kinds[i], starts[i], ends[i], statuses[i], statusMsgs[i] = sp.Kind, sp.StartTime, sp.EndTime, sp.StatusCode, sp.StatusMessage
+		attrs[i], events[i] = jsonOr(sp.Attributes, "{}"), jsonOr(sp.Events, "[]")
+		links[i], resources[i] = jsonOr(sp.Links, "[]"), jsonOr(sp.Resource, "{}")
+		scopes[i], scopeVersions[i], sources[i], runIDs[i] = sp.Scope, sp.ScopeVersion, sourceOr(sp.Source), sp.RunID
+	}
+	var res SpanIngestResult
+	var traces int64
+	err := s.db.QueryRow(ctx, spanArraysSQL, traceIDs, spanIDs, parents, names, kinds, starts, ends,
+		statuses, statusMsgs, attrs, events, links, resources, scopes, scopeVersions, sources, runIDs).
+		Scan(&res.Inserted, &res.Updated, &traces)
+	if err != nil {
+		return SpanIngestResult{}, err
+	}
+	res.Skipped = int64(n) - res.Inserted - res.Updated
+	return res, nil
+}
+
+// spanIngestCopy stages spans with COPY in a temporary table dropped at commit, then merges them.
+// It must run in a transaction.
+func (s *Store) spanIngestCopy(ctx context.Context, spans []Span) (SpanIngestResult, error) {
+	if _, err := s.db.Exec(ctx, `CREATE TEMPORARY TABLE spans_stage
+		(LIKE spans INCLUDING DEFAULTS) ON COMMIT DROP`); err != nil {
+		return SpanIngestResult{}, fmt.Errorf("create staging table: %w", err)
+	}
+	if _, err := s.db.CopyFrom(ctx, pgx.Identifier{"spans_stage"}, spanCopyColumns, spanCopySource(spans)); err != nil {
+		return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
+	}
+	var res SpanIngestResult
+	var traces int64
+	if err := s.db.QueryRow(ctx, spanCopySQL).Scan(&res.Inserted, &res.Updated, &traces); err != nil {
+		return SpanIngestResult{}, err
+	}
+	res.Skipped = int64(len(spans)) - res.Inserted - res.Updated
+	return res, nil
+}
+
+var spanCopyColumns = strings.Fields(strings.ReplaceAll(spanColumns, ",", " "))
+
+// spanCopySource feeds spans to CopyFrom. It is also what a raw COPY into spans (the ingest
+// benchmark's baseline) uses.
+func spanCopySource(spans []Span) pgx.CopyFromSource {
+	return pgx.CopyFromSlice(len(spans), func(i int) ([]any, error) {
+		sp := &spans[i]
+		return []any{sp.TraceID, sp.SpanID, sp.ParentSpanID, sp.Name, sp.Kind, sp.StartTime,
+			sp.EndTime, sp.StatusCode, sp.StatusMessage, jsonOr(sp.Attributes, "{}"),
+			jsonOr(sp.Events, "[]"), jsonOr(sp.Links, "[]"), jsonOr(sp.Resource, "{}"), sp.Scope,
+			sp.ScopeVersion, sourceOr(sp.Source), sp.RunID}, nil
+	})
+}
+
+// SpanCopyRaw copies spans straight into the spans table with COPY: no merge, no traces summary,
+// no run check. It exists as the baseline of the ingest benchmark, never for real ingest.
+func (s *Store) SpanCopyRaw(ctx context.Context, spans []Span) (int64, error) {
+	n, err := s.db.CopyFrom(ctx, pgx.Identifier{"spans"}, spanCopyColumns, spanCopySource(spans))
+	if err != nil {
+		return 0, fmt.Errorf("copy %d spans: %w", len(spans), err)
+	}
+	return n, nil
+}
+
+func jsonOr(raw json.RawMessage, empty string) string {
+	if len(raw) == 0 {
+		return empty
+	}
+	return string(raw)
+}
+
+func sourceOr(source string) string {
+	if source == "" {
+		return SpanSourceLoupe
+	}
+	return source
+}
+
+// SpansByTrace returns every span of a trace, in start order.
+func (s *Store) SpansByTrace(ctx context.Context, traceID string) ([]Span, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+spanColumns+` FROM spans WHERE trace_id = $1
+		ORDER BY start_time_unix_nano, span_id`, traceID)
+	if err != nil {
+		return nil, fmt.Errorf("spans of trace %s: %w", traceID, err)
+	}
+	spans, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Span])
+	if err != nil {
+		return nil, fmt.Errorf("spans of trace %s: %w", traceID, err)
+	}
+	return spans, nil
+}
+
+// SpansGet returns the spans with the given keys that exist, in no particular order.
+func (s *Store) SpansGet(ctx context.Context, keys []SpanKey) ([]Span, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	traceIDs, spanIDs := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		traceIDs[i], spanIDs[i] = k.TraceID, k.SpanID
+	}
+	rows, err := s.db.Query(ctx, `SELECT `+spanColumns+` FROM spans
+		WHERE (trace_id, span_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, traceIDs, spanIDs)
+	if err != nil {
+		return nil, fmt.Errorf("get %d spans: %w", len(keys), err)
+	}
+	spans, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Span])
+	if err != nil {
+		return nil, fmt.Errorf("get %d spans: %w", len(keys), err)
+	}
+	return spans, nil
+}
+
+// SpanKey names one span.
+type SpanKey struct {
+	TraceID string
+	SpanID  string
+}
+
+// SpanTurnFacts is what a per-turn summary needs of one span, extracted in SQL so that the
+// attributes of a large trace are never decoded in Go.
+type SpanTurnFacts struct {
+	SpanID       string  `db:"span_id"`
+	ParentSpanID *string `db:"parent_span_id"`
+	Name         string  `db:"name"`
+	StartTime    int64   `db:"start_time_unix_nano"`
+	EndTime      int64   `db:"end_time_unix_nano"`
+	StatusCode   int16   `db:"status_code"`
+	TurnIndex    *string `db:"turn_index"`   // loupe.turn.index
+	GenkitName   *string `db:"genkit_name"`  // genkit:name
+	GenkitType   *string `db:"genkit_type"`  // genkit:type
+	Subtype      *string `db:"subtype"`      // genkit:metadata:subtype
+	State        *string `db:"state"`        // genkit:state
+	Operation    *string `db:"operation"`    // gen_ai.operation.name
+	Model        *string `db:"model"`        // gen_ai.request.model
+	ToolName     *string `db:"tool_name"`    // gen_ai.tool.name
+	InputTokens  *string `db:"input_tokens"`  // gen_ai.usage.input_tokens
+	OutputTokens *string `db:"output_tokens"` // gen_ai.usage.output_tokens
+	// ModelOutput is genkit:output of a Genkit model span without gen_ai usage attributes, whose
+	// usage the caller parses.
+	ModelOutput *string `db:"model_output"`
+}
+
+// SpanTurnFactsByTrace returns the turn-relevant facts of every span of a trace, in start order.
+func (s *Store) SpanTurnFactsByTrace(ctx context.Context, traceID string) ([]SpanTurnFacts, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT span_id, parent_span_id, name, start_time_unix_nano, end_time_unix_nano, status_code,
+			attributes->>'loupe.turn.index' AS turn_index,
+			attributes->>'genkit:name' AS genkit_name,
+			attributes->>'genkit:type' AS genkit_type,
+			attributes->>'genkit:metadata:subtype' AS subtype,
+			attributes->>'genkit:state' AS state,
+			attributes->>'gen_ai.operation.name' AS operation,
+			attributes->>'gen_ai.request.model' AS model,
+			attributes->>'gen_ai.tool.name' AS tool_name,
+			attributes->>'gen_ai.usage.input_tokens' AS input_tokens,
+			attributes->>'gen_ai.usage.output_tokens' AS output_tokens,
+			CASE WHEN attributes->>'genkit:metadata:subtype' = 'model'
+				AND NOT attributes ? 'gen_ai.usage.input_tokens'
+				THEN attributes->>'genkit:output' END AS model_output
+		FROM spans WHERE trace_id = $1 ORDER BY start_time_unix_nano, span_id`, traceID)
+	if err != nil {
+		return nil, fmt.Errorf("turn facts of trace %s: %w", traceID, err)
+	}
+	facts, err := pgx.CollectRows(rows, pgx.RowToStructByName[SpanTurnFacts])
+	if err != nil {
+		return nil, fmt.Errorf("turn facts of trace %s: %w", traceID, err)
+	}
+	return facts, nil
+}

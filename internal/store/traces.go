@@ -1,0 +1,440 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Trace is the summary row of one trace, kept up to date by SpanIngest. Its name, times and status
+// are its root span's once the root has arrived; before that, the span-wide extremes.
+type Trace struct {
+	TraceID     string     `db:"trace_id" json:"trace_id"`
+	DisplayName string     `db:"display_name" json:"display_name"`
+	RootSpanID  *string    `db:"root_span_id" json:"root_span_id,omitempty"`
+	StartTime   int64      `db:"start_time_unix_nano" json:"start_time_unix_nano"`
+	EndTime     int64      `db:"end_time_unix_nano" json:"end_time_unix_nano"`
+	StatusCode  int16      `db:"status_code" json:"status_code"`
+	SpanCount   int        `db:"span_count" json:"span_count"`
+	Source      string     `db:"source" json:"source"`
+	RunID       *uuid.UUID `db:"run_id" json:"run_id,omitempty"`
+	UpdatedAt   time.Time  `db:"updated_at" json:"updated_at"`
+}
+
+const traceColumns = `t.trace_id, t.display_name, t.root_span_id, t.start_time_unix_nano,
+	t.end_time_unix_nano, t.status_code, t.span_count, t.source, t.run_id, t.updated_at`
+
+// TraceGet returns one trace's summary.
+func (s *Store) TraceGet(ctx context.Context, traceID string) (*Trace, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+traceColumns+` FROM traces t WHERE trace_id = $1`, traceID)
+	if err != nil {
+		return nil, fmt.Errorf("get trace %s: %w", traceID, err)
+	}
+	tr, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByPos[Trace])
+	if err != nil {
+		return nil, fmt.Errorf("get trace %s: %w", traceID, notFound(err))
+	}
+	return tr, nil
+}
+
+// ErrInvalidFilter wraps every complaint about a TraceFilter: the caller's mistake, not the
+// database's.
+var ErrInvalidFilter = errors.New("invalid trace filter")
+
+// TraceCursor is a keyset position in the trace list, newest first.
+type TraceCursor struct {
+	StartTime int64
+	TraceID   string
+}
+
+// String encodes the cursor for a URL.
+func (c TraceCursor) String() string {
+	return strconv.FormatInt(c.StartTime, 10) + "_" + c.TraceID
+}
+
+// ParseTraceCursor decodes TraceCursor.String.
+func ParseTraceCursor(s string) (*TraceCursor, error) {
+	start, id, ok := strings.Cut(s, "_")
+	n, err := strconv.ParseInt(start, 10, 64)
+	if !ok || err != nil || len(id) != 32 {
+		return nil, fmt.Errorf("cursor %q is not one this server issued", s)
+	}
+	return &TraceCursor{StartTime: n, TraceID: id}, nil
+}
+
+// Filter operators for TraceFilter.
+const (
+	FilterEq       = "eq"
+	FilterNeq      = "neq"
+	FilterGt       = "gt"
+	FilterGte      = "gte"
+	FilterLt       = "lt"
+	FilterLte      = "lte"
+	FilterContains = "contains"
+)
+
+// Trace filter fields. Any other field names an attribute of the root span.
+const (
+	TraceFieldID      = "id"
+	TraceFieldName    = "name"
+	TraceFieldStart   = "start"  // Unix nanoseconds
+	TraceFieldEnd     = "end"    // Unix nanoseconds
+	TraceFieldStatus  = "status" // status code
+	TraceFieldType    = "type"   // Genkit's: the root's genkit:metadata:subtype, else genkit:type, else UNKNOWN
+	TraceFieldSource  = "source"
+	TraceFieldRunning = "running" // value true or false
+)
+
+// TraceFilter is one condition on the trace list. Value is a string, an int64, a float64, a bool,
+// or, for eq and neq, a []any of those meaning "any of".
+type TraceFilter struct {
+	Field string
+	Op    string
+	Value any
+}
+
+// TraceListParams filters and pages the trace list.
+type TraceListParams struct {
+	Filters []TraceFilter
+	After   *TraceCursor // the last row of the previous page
+	Limit   int          // default 50, at most 1000
+	// WithRoot also returns each trace's root span, for Genkit's list, in one query.
+	WithRoot bool
+}
+
+// TraceListItem is one trace of the list, with its root span when asked for and present.
+type TraceListItem struct {
+	Trace
+	Root *Span
+}
+
+// TraceList returns traces newest first, and the cursor of the next page (nil on the last page).
+func (s *Store) TraceList(ctx context.Context, p TraceListParams) ([]TraceListItem, *TraceCursor, error) {
+	if p.Limit <= 0 {
+		p.Limit = 50
+	}
+	p.Limit = min(p.Limit, 1000)
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	needRoot := p.WithRoot
+	for _, f := range p.Filters {
+		cond, root, err := traceFilterSQL(f, arg)
+		if err != nil {
+			return nil, nil, err
+		}
+		needRoot = needRoot || root
+		where = append(where, cond)
+	}
+	if p.After != nil {
+		where = append(where, fmt.Sprintf("(t.start_time_unix_nano, t.trace_id) < (%s, %s)",
+			arg(p.After.StartTime), arg(p.After.TraceID)))
+	}
+	q := `SELECT ` + traceColumns
+	if p.WithRoot {
+		q += `, r.trace_id IS NOT NULL AS has_root, ` + prefixed("r.", spanColumns)
+	}
+	q += ` FROM traces t`
+	if needRoot {
+		q += ` LEFT JOIN spans r ON r.trace_id = t.trace_id AND r.span_id = t.root_span_id`
+	}
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY t.start_time_unix_nano DESC, t.trace_id DESC LIMIT ` + arg(p.Limit+1)
+
+	rows, err := s.db.Query(ctx, q, args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list traces: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (TraceListItem, error) {
+		var it TraceListItem
+		t := &it.Trace
+		dest := []any{&t.TraceID, &t.DisplayName, &t.RootSpanID, &t.StartTime, &t.EndTime,
+			&t.StatusCode, &t.SpanCount, &t.Source, &t.RunID, &t.UpdatedAt}
+		if !p.WithRoot {
+			return it, row.Scan(dest...)
+		}
+		var (
+			hasRoot bool
+			r       spanNullable
+		)
+		dest = append(dest, &hasRoot)
+		dest = append(dest, r.dest()...)
+		if err := row.Scan(dest...); err != nil {
+			return it, err
+		}
+		if hasRoot {
+			it.Root = r.span()
+		}
+		return it, nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list traces: %w", err)
+	}
+	var next *TraceCursor
+	if len(items) > p.Limit {
+		items = items[:p.Limit]
+		last := items[len(items)-1]
+		next = &TraceCursor{StartTime: last.StartTime, TraceID: last.TraceID}
+	}
+	return items, next, nil
+}
+
+func prefixed(prefix, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = prefix + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
+
+// spanNullable scans a span from a LEFT JOIN, where every column may be NULL.
+type spanNullable struct {
+	traceID, spanID, name, statusMessage, scope, scopeVersion, source *string
+	parent                                                            *string
+	kind, statusCode                                                  *int16
+	start, end                                                        *int64
+	attributes, events, links, resource                               []byte
+	runID                                                             *uuid.UUID
+}
+
+func (n *spanNullable) dest() []any {
+	return []any{&n.traceID, &n.spanID, &n.parent, &n.name, &n.kind, &n.start, &n.end,
+		&n.statusCode, &n.statusMessage, &n.attributes, &n.events, &n.links, &n.resource, &n.scope,
+		&n.scopeVersion, &n.source, &n.runID}
+}
+
+func (n *spanNullable) span() *Span {
+	return &Span{TraceID: *n.traceID, SpanID: *n.spanID, ParentSpanID: n.parent, Name: *n.name,
+		Kind: *n.kind, StartTime: *n.start, EndTime: *n.end, StatusCode: *n.statusCode,
+		StatusMessage: *n.statusMessage, Attributes: n.attributes, Events: n.events, Links: n.links,
+		Resource: n.resource, Scope: *n.scope, ScopeVersion: *n.scopeVersion, Source: *n.source,
+		RunID: n.runID}
+}
+
+// traceFilterSQL turns one filter into a condition, and reports whether it reads the root span.
+func traceFilterSQL(f TraceFilter, arg func(any) string) (string, bool, error) {
+	var (
+		col     string
+		numeric bool
+		root    bool
+	)
+	switch f.Field {
+	case TraceFieldID:
+		col = "t.trace_id"
+	case TraceFieldName:
+		col = "t.display_name"
+	case TraceFieldSource:
+		col = "t.source"
+	case TraceFieldStart:
+		col, numeric = "t.start_time_unix_nano", true
+	case TraceFieldEnd:
+		col, numeric = "t.end_time_unix_nano", true
+	case TraceFieldStatus:
+		col, numeric = "t.status_code", true
+	case TraceFieldRunning:
+		b, ok := f.Value.(bool)
+		if !ok || (f.Op != FilterEq && f.Op != FilterNeq) {
+			return "", false, fmt.Errorf("%w: filter running: want eq or neq with true or false", ErrInvalidFilter)
+		}
+		if f.Op == FilterNeq {
+			b = !b
+		}
+		if b {
+			return "t.end_time_unix_nano = 0", false, nil
+		}
+		return "t.end_time_unix_nano <> 0", false, nil
+	case TraceFieldType:
+		col, root = `COALESCE(r.attributes->>'genkit:metadata:subtype', r.attributes->>'genkit:type', 'UNKNOWN')`, true
+	case "":
+		return "", false, fmt.Errorf("%w: filter with an empty field name", ErrInvalidFilter)
+	default:
+		// An attribute of the root span, compared as text, or as a number for ordering.
+		root = true
+		key := arg(f.Field)
+		col = "(r.attributes->>" + key + ")"
+		if isOrdering(f.Op) {
+			v, ok := toFloat(f.Value)
+			if !ok {
+				return "", false, fmt.Errorf("%w: filter %s %s: want a number", ErrInvalidFilter, f.Field, f.Op)
+			}
+			return fmt.Sprintf("(jsonb_typeof(r.attributes->%s) = 'number' AND (r.attributes->%s)::numeric %s %s)",
+				key, key, sqlOp(f.Op), arg(v)), true, nil
+		}
+	}
+	switch {
+	case f.Op == FilterContains:
+		str, ok := f.Value.(string)
+		if !ok || numeric {
+			return "", false, fmt.Errorf("%w: filter %s contains: want a string field and value", ErrInvalidFilter, f.Field)
+		}
+		return fmt.Sprintf("strpos(lower(%s), lower(%s)) > 0", col, arg(str)), root, nil
+	case f.Op == FilterEq || f.Op == FilterNeq:
+		vals, isList := f.Value.([]any)
+		if !isList {
+			vals = []any{f.Value}
+		}
+		if len(vals) == 0 {
+			return "", false, fmt.Errorf("%w: filter %s %s: empty list", ErrInvalidFilter, f.Field, f.Op)
+		}
+		parts := make([]string, len(vals))
+		for i, v := range vals {
+			p, err := filterValue(f.Field, v, numeric, arg)
+			if err != nil {
+				return "", false, err
+			}
+			parts[i] = p
+		}
+		in := col + " IN (" + strings.Join(parts, ", ") + ")"
+		if f.Op == FilterNeq {
+			return "(" + col + " IS NULL OR NOT " + in + ")", root, nil
+		}
+		return in, root, nil
+	case isOrdering(f.Op):
+		if !numeric {
+			str, ok := f.Value.(string)
+			if !ok {
+				return "", false, fmt.Errorf("%w: filter %s %s: want a string", ErrInvalidFilter, f.Field, f.Op)
+			}
+			return fmt.Sprintf("%s %s %s", col, sqlOp(f.Op), arg(str)), root, nil
+		}
+		p, err := filterValue(f.Field, f.Value, true, arg)
+		if err != nil {
+			return "", false, err
+		}
+		return fmt.Sprintf("%s %s %s", col, sqlOp(f.Op), p), root, nil
+	}
+	return "", false, fmt.Errorf("%w: filter %s: unknown operator %q (want eq, neq, gt, gte, lt, lte or contains)", ErrInvalidFilter, f.Field, f.Op)
+}
+
+func isOrdering(op string) bool {
+	return op == FilterGt || op == FilterGte || op == FilterLt || op == FilterLte
+}
+
+func sqlOp(op string) string {
+	switch op {
+	case FilterGt:
+		return ">"
+	case FilterGte:
+		return ">="
+	case FilterLt:
+		return "<"
+	case FilterLte:
+		return "<="
+	}
+	return "="
+}
+
+func filterValue(field string, v any, numeric bool, arg func(any) string) (string, error) {
+	if numeric {
+		switch x := v.(type) {
+		case int64:
+			return arg(x), nil
+		case int:
+			return arg(int64(x)), nil
+		case float64:
+			return arg(int64(x)), nil
+		}
+		return "", fmt.Errorf("%w: filter %s: want a number, not %v", ErrInvalidFilter, field, v)
+	}
+	switch x := v.(type) {
+	case string:
+		return arg(x), nil
+	case int64:
+		return arg(strconv.FormatInt(x, 10)), nil
+	case int:
+		return arg(strconv.Itoa(x)), nil
+	case float64:
+		return arg(strconv.FormatFloat(x, 'f', -1, 64)), nil
+	case bool:
+		return arg(strconv.FormatBool(x)), nil
+	}
+	return "", fmt.Errorf("%w: filter %s: unsupported value %v", ErrInvalidFilter, field, v)
+}
+
+func toFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case int64:
+		return float64(x), true
+	case int:
+		return float64(x), true
+	}
+	return 0, false
+}
+
+// TraceDeleteParams selects traces for retention. A trace qualifies when it started before
+// OlderThan (Unix nanoseconds; 0 disables the rule) or when it lies beyond the newest KeepSpans
+// spans (0 disables the rule). Traces of a run that is interrupted, or that a replay or a fork
+// refers to, never qualify.
+type TraceDeleteParams struct {
+	OlderThan int64
+	KeepSpans int64
+	Limit     int // traces per batch, default 100
+}
+
+// TraceDeleteBatch deletes one batch of qualifying traces, spans first, in one short transaction,
+// and returns how many traces and spans it deleted. Call it until it deletes nothing.
+func (s *Store) TraceDeleteBatch(ctx context.Context, p TraceDeleteParams) (traces, spans int64, err error) {
+	if p.OlderThan == 0 && p.KeepSpans == 0 {
+		return 0, 0, nil
+	}
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	q := `
+		WITH c AS (
+			SELECT trace_id, run_id, start_time_unix_nano,
+				sum(span_count) OVER (ORDER BY start_time_unix_nano DESC, trace_id DESC) AS newer_spans
+			FROM traces
+		)
+		SELECT c.trace_id FROM c
+		WHERE (($1::bigint > 0 AND c.start_time_unix_nano < $1::bigint)
+			OR ($2::bigint > 0 AND c.newer_spans > $2::bigint))
+		AND NOT EXISTS (
+			SELECT 1 FROM runs r
+			WHERE (r.id = c.run_id OR r.trace_id = c.trace_id)
+			AND (r.status = 'interrupted'
+				OR EXISTS (SELECT 1 FROM runs d WHERE d.replay_of = r.id OR d.fork_of = r.id))
+		)
+		ORDER BY c.start_time_unix_nano, c.trace_id
+		LIMIT $3`
+	err = s.WithTx(ctx, func(tx *Store) error {
+		rows, err := tx.db.Query(ctx, q, p.OlderThan, p.KeepSpans, p.Limit)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		tag, err := tx.db.Exec(ctx, `DELETE FROM spans WHERE trace_id = ANY($1)`, ids)
+		if err != nil {
+			return err
+		}
+		spans = tag.RowsAffected()
+		tag, err = tx.db.Exec(ctx, `DELETE FROM traces WHERE trace_id = ANY($1)`, ids)
+		if err != nil {
+			return err
+		}
+		traces = tag.RowsAffected()
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("delete expired traces: %w", err)
+	}
+	return traces, spans, nil
+}
