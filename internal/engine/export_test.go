@@ -1,0 +1,4 @@
+package engine
+
+// SchemaCompiles exposes the compile counter to the external tests.
+func SchemaCompiles() int64 { return schemaCompiles.Load() }

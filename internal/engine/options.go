@@ -1,0 +1,168 @@
+package engine
+
+import (
+	"reflect"
+	"sync"
+)
+
+// GenerateOption configures one Generate call.
+type GenerateOption func(*generateConfig)
+
+type generateConfig struct {
+	opts       GenerateActionOptions
+	model      Model
+	system     string
+	prompt     []*Part
+	tools      []Tool
+	middleware []*Middleware
+	stream     ModelStreamFunc
+	hooks      *Hooks
+}
+
+// WithActionOptions starts from serializable options, for example stored by a durable runner:
+// messages, tool names, config, output, resume and limits. Later options override it.
+func WithActionOptions(o *GenerateActionOptions) GenerateOption {
+	return func(c *generateConfig) {
+		c.opts = *o
+		c.opts.Messages = append([]*Message(nil), o.Messages...)
+		c.opts.Tools = append([]string(nil), o.Tools...)
+	}
+}
+
+// WithModel sets the model.
+func WithModel(m Model) GenerateOption { return func(c *generateConfig) { c.model = m } }
+
+// WithModelName sets the model by registry name or key.
+func WithModelName(name string) GenerateOption {
+	return func(c *generateConfig) { c.opts.Model = name }
+}
+
+// WithSystem adds a system message before the history.
+func WithSystem(text string) GenerateOption { return func(c *generateConfig) { c.system = text } }
+
+// WithPrompt adds a user message after the history.
+func WithPrompt(text string) GenerateOption {
+	return func(c *generateConfig) { c.prompt = append(c.prompt, NewTextPart(text)) }
+}
+
+// WithPromptParts adds a multipart user message after the history.
+func WithPromptParts(parts ...*Part) GenerateOption {
+	return func(c *generateConfig) { c.prompt = append(c.prompt, parts...) }
+}
+
+// WithMessages appends messages to the history.
+func WithMessages(msgs ...*Message) GenerateOption {
+	return func(c *generateConfig) { c.opts.Messages = append(c.opts.Messages, msgs...) }
+}
+
+// WithTools makes tools available to the model. They need not be registered.
+func WithTools(tools ...Tool) GenerateOption {
+	return func(c *generateConfig) { c.tools = append(c.tools, tools...) }
+}
+
+// WithToolNames makes registered tools available by name (see Registry.LookupTool).
+func WithToolNames(names ...string) GenerateOption {
+	return func(c *generateConfig) { c.opts.Tools = append(c.opts.Tools, names...) }
+}
+
+// WithToolChoice sets the tool choice.
+func WithToolChoice(tc ToolChoice) GenerateOption {
+	return func(c *generateConfig) { c.opts.ToolChoice = tc }
+}
+
+// WithConfig sets the model configuration, passed through to the model.
+func WithConfig(cfg any) GenerateOption { return func(c *generateConfig) { c.opts.Config = cfg } }
+
+// WithDocs adds context documents.
+func WithDocs(docs ...*Document) GenerateOption {
+	return func(c *generateConfig) { c.opts.Docs = append(c.opts.Docs, docs...) }
+}
+
+// WithMaxTurns sets the turn limit (default 5): the model is called at most n+1 times and tools run
+// in at most n rounds.
+func WithMaxTurns(n int) GenerateOption { return func(c *generateConfig) { c.opts.MaxTurns = n } }
+
+// WithReturnToolRequests makes the model's tool requests come back in the response instead of
+// running them.
+func WithReturnToolRequests(v bool) GenerateOption {
+	return func(c *generateConfig) { c.opts.ReturnToolRequests = v }
+}
+
+// WithOutputFormat sets the output format: "text" (the default) or "json".
+func WithOutputFormat(format string) GenerateOption {
+	return func(c *generateConfig) { c.output().Format = format }
+}
+
+// WithOutputSchema asks for JSON output conforming to s (format json unless set otherwise).
+func WithOutputSchema(s *Schema) GenerateOption {
+	return func(c *generateConfig) { c.output().Schema = s }
+}
+
+// WithOutputInstructions replaces the format instructions; "" keeps the default.
+func WithOutputInstructions(text string) GenerateOption {
+	return func(c *generateConfig) {
+		if text != "" {
+			c.output().Instructions = text
+		}
+	}
+}
+
+var typeSchemas sync.Map // reflect.Type -> *Schema
+
+// WithOutputType asks for JSON output conforming to the schema of T. The schema is derived and
+// compiled once per type and cached.
+func WithOutputType[T any]() GenerateOption {
+	t := reflect.TypeFor[T]()
+	s, ok := typeSchemas.Load(t)
+	if !ok {
+		cs, err := schemaForType(t)
+		if err != nil {
+			return func(*generateConfig) { panic(err) }
+		}
+		s, _ = typeSchemas.LoadOrStore(t, cs)
+	}
+	return WithOutputSchema(s.(*Schema))
+}
+
+// WithResume answers the interrupts of the last model message of the history.
+func WithResume(r *Resume) GenerateOption { return func(c *generateConfig) { c.opts.Resume = r } }
+
+// WithRespond adds resume.respond parts (from Tool.Respond or RespondPart).
+func WithRespond(parts ...*Part) GenerateOption {
+	return func(c *generateConfig) { c.resume().Respond = append(c.resume().Respond, parts...) }
+}
+
+// WithRestart adds resume.restart parts (from Tool.Restart or RestartPart).
+func WithRestart(parts ...*Part) GenerateOption {
+	return func(c *generateConfig) { c.resume().Restart = append(c.resume().Restart, parts...) }
+}
+
+// WithStreaming streams chunks of every turn to cb. An error from cb aborts the generate.
+func WithStreaming(cb ModelStreamFunc) GenerateOption {
+	return func(c *generateConfig) { c.stream = cb }
+}
+
+// WithMiddleware adds middleware; the first given is the outermost.
+func WithMiddleware(mws ...*Middleware) GenerateOption {
+	return func(c *generateConfig) { c.middleware = append(c.middleware, mws...) }
+}
+
+// WithHooks sets observation hooks, for recording a run as it happens.
+func WithHooks(h *Hooks) GenerateOption { return func(c *generateConfig) { c.hooks = h } }
+
+func (c *generateConfig) output() *GenerateOutputOptions {
+	if c.opts.Output == nil {
+		c.opts.Output = &GenerateOutputOptions{}
+	} else {
+		cp := *c.opts.Output
+		c.opts.Output = &cp
+	}
+	return c.opts.Output
+}
+
+func (c *generateConfig) resume() *Resume {
+	if c.opts.Resume == nil {
+		c.opts.Resume = &Resume{}
+	}
+	return c.opts.Resume
+}

@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// ActionType is the kind of an action; it is the first segment of its key.
+type ActionType string
+
+// Action types, as Genkit names them.
+const (
+	ActionTypeModel   ActionType = "model"
+	ActionTypeTool    ActionType = "tool"
+	ActionTypeToolV2  ActionType = "tool.v2"
+	ActionTypeFlow    ActionType = "flow"
+	ActionTypePrompt  ActionType = "prompt"
+	ActionTypeUtil    ActionType = "util"
+	ActionTypeDynamic ActionType = "dynamic-action-provider"
+)
+
+// ActionKey returns the registry key of an action: "/type/name".
+func ActionKey(typ ActionType, name string) string { return "/" + string(typ) + "/" + name }
+
+// ActionDesc describes a registered action for catalogues (the UI, GET /actions, Genkit reflection).
+type ActionDesc struct {
+	Key          string         `json:"key"`
+	Name         string         `json:"name"`
+	Type         ActionType     `json:"type"`
+	Description  string         `json:"description,omitempty"`
+	InputSchema  *Schema        `json:"inputSchema,omitempty"`
+	OutputSchema *Schema        `json:"outputSchema,omitempty"`
+	StreamSchema *Schema        `json:"streamSchema,omitempty"`
+	Metadata     map[string]any `json:"metadata,omitempty"`
+}
+
+// StreamFunc receives streamed chunks of an action run by key, as JSON.
+type StreamFunc func(ctx context.Context, chunk json.RawMessage) error
+
+// Action is anything the registry can list and run by key with JSON input: models, tools, flows and
+// the generate utility.
+type Action interface {
+	Desc() *ActionDesc
+	// RunJSON runs the action on raw JSON input. cb may be nil; when set, streaming actions send
+	// their chunks to it.
+	RunJSON(ctx context.Context, input json.RawMessage, cb StreamFunc) (json.RawMessage, error)
+}
+
+// Registry holds actions by key and the tracer they report spans to. It is safe for concurrent use.
+type Registry struct {
+	mu        sync.RWMutex
+	actions   map[string]Action
+	tracer    trace.Tracer
+	attrLimit int
+}
+
+// RegistryOption configures a Registry.
+type RegistryOption func(*Registry)
+
+// WithTracerProvider makes the registry's actions report spans to tp. Without it spans are no-ops.
+func WithTracerProvider(tp trace.TracerProvider) RegistryOption {
+	return func(r *Registry) { r.tracer = tp.Tracer("github.com/loupe-dev/loupe/internal/engine") }
+}
+
+// WithAttributeLimit sets the byte limit of genkit:input and genkit:output span attributes; longer
+// values are cut and end with a truncation marker. The default is 32 KiB.
+func WithAttributeLimit(n int) RegistryOption {
+	return func(r *Registry) { r.attrLimit = n }
+}
+
+// NewRegistry returns a registry holding the /util/generate action.
+func NewRegistry(opts ...RegistryOption) *Registry {
+	r := &Registry{
+		actions:   make(map[string]Action),
+		tracer:    noop.NewTracerProvider().Tracer(""),
+		attrLimit: 32 << 10,
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	r.mustRegister(&generateAction{r: r})
+	return r
+}
+
+// Register adds an action. A key that is already taken is ALREADY_EXISTS.
+func (r *Registry) Register(a Action) error {
+	d := a.Desc()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.actions[d.Key]; ok {
+		return Errorf(StatusAlreadyExists, "register %s: key already registered", d.Key)
+	}
+	r.actions[d.Key] = a
+	return nil
+}
+
+func (r *Registry) mustRegister(a Action) {
+	if err := r.Register(a); err != nil {
+		panic(err)
+	}
+}
+
+// Lookup returns the action with the key, or nil.
+func (r *Registry) Lookup(key string) Action {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.actions[key]
+}
+
+// List returns the descriptions of all actions, sorted by key.
+func (r *Registry) List() []*ActionDesc {
+	r.mu.RLock()
+	out := make([]*ActionDesc, 0, len(r.actions))
+	for _, a := range r.actions {
+		out = append(out, a.Desc())
+	}
+	r.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *ActionDesc) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
+// Run runs the action with the key on raw JSON input. An unknown key is NOT_FOUND.
+func (r *Registry) Run(ctx context.Context, key string, input json.RawMessage, cb StreamFunc) (json.RawMessage, error) {
+	a := r.Lookup(key)
+	if a == nil {
+		return nil, Errorf(StatusNotFound, "run %s: action not found", key)
+	}
+	return a.RunJSON(ctx, input, cb)
+}
+
+// toolLookupPrefixes is the order in which a short tool name is resolved, as in Genkit's
+// lookupToolByName.
+var toolLookupPrefixes = []string{"", "/tool/", "/tool.v2/", "/prompt/", "/dynamic-action-provider/"}
+
+// LookupTool finds a tool by key or short name, trying the name itself, then /tool/, /tool.v2/,
+// /prompt/ and /dynamic-action-provider/. Only actions that implement Tool match.
+func (r *Registry) LookupTool(name string) (Tool, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, p := range toolLookupPrefixes {
+		if t, ok := r.actions[p+name].(Tool); ok {
+			return t, true
+		}
+	}
+	return nil, false
+}
+
+// ToolSchemas returns the compiled input and output schemas of a tool (nil when unconstrained).
+// An unknown tool is NOT_FOUND.
+func (r *Registry) ToolSchemas(name string) (in, out *Schema, err error) {
+	t, ok := r.LookupTool(name)
+	if !ok {
+		return nil, nil, Errorf(StatusNotFound, "tool %q not found", name)
+	}
+	d := t.Definition()
+	return d.InputSchema, d.OutputSchema, nil
+}
+
+// ValidateToolInput validates a JSON value against a tool's input schema. A violation is
+// INVALID_ARGUMENT wrapping a *ValidationError that names each failing field.
+func (r *Registry) ValidateToolInput(name string, value json.RawMessage) error {
+	in, _, err := r.ToolSchemas(name)
+	if err != nil {
+		return err
+	}
+	if err := in.ValidateJSON(value); err != nil {
+		return Errorf(StatusInvalidArgument, "tool %s input: %w", name, err)
+	}
+	return nil
+}
+
+// ValidateToolOutput validates a JSON value against a tool's output schema, like ValidateToolInput.
+func (r *Registry) ValidateToolOutput(name string, value json.RawMessage) error {
+	_, out, err := r.ToolSchemas(name)
+	if err != nil {
+		return err
+	}
+	if err := out.ValidateJSON(value); err != nil {
+		return Errorf(StatusInvalidArgument, "tool %s output: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,33 @@
+package engine
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/trace"
+)
+
+type runIDKey struct{}
+
+// WithRunID returns a context carrying a durable run id. Tool idempotency keys and spans use it.
+func WithRunID(ctx context.Context, runID string) context.Context {
+	return context.WithValue(ctx, runIDKey{}, runID)
+}
+
+// RunID returns the run id carried by ctx, or "".
+func RunID(ctx context.Context) string {
+	s, _ := ctx.Value(runIDKey{}).(string)
+	return s
+}
+
+// IdempotencyKey returns the key of a tool call: the run id (or else the trace id) of ctx, a colon,
+// and the call's ref. The same call in the same run always gets the same key, so a runner can use it
+// to dedupe side effects across crashes and resumes.
+func IdempotencyKey(ctx context.Context, ref string) string {
+	scope := RunID(ctx)
+	if scope == "" {
+		if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+			scope = sc.TraceID().String()
+		}
+	}
+	return scope + ":" + ref
+}

@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Span attribute keys: Genkit's, OTel GenAI semantic conventions, and Loupe's own.
+const (
+	AttrName          = "genkit:name"
+	AttrType          = "genkit:type"
+	AttrSubtype       = "genkit:metadata:subtype"
+	AttrPath          = "genkit:path"
+	AttrInput         = "genkit:input"
+	AttrOutput        = "genkit:output"
+	AttrState         = "genkit:state"
+	AttrIsRoot        = "genkit:isRoot"
+	AttrRunID         = "loupe.run.id"
+	AttrTurnIndex     = "loupe.turn.index"
+	AttrGenAIOp       = "gen_ai.operation.name"
+	AttrGenAIModel    = "gen_ai.request.model"
+	AttrGenAIToolName = "gen_ai.tool.name"
+	AttrGenAIToolCall = "gen_ai.tool.call.id"
+	AttrGenAIInTok    = "gen_ai.usage.input_tokens"
+	AttrGenAIOutTok   = "gen_ai.usage.output_tokens"
+	AttrGenAIFinish   = "gen_ai.response.finish_reasons"
+)
+
+// Span states written to genkit:state.
+const (
+	StateSuccess     = "success"
+	StateError       = "error"
+	StateInterrupted = "interrupted"
+)
+
+// TruncationMarker ends an attribute value cut at the registry's attribute limit; it is followed by
+// the original length in bytes and "]".
+const TruncationMarker = "…[truncated, total bytes="
+
+type pathKey struct{}
+
+// startSpan starts a Genkit-shaped span. typ is genkit:type ("action", "util"), subtype is
+// genkit:metadata:subtype ("flow", "model", "tool", or "").
+func (r *Registry) startSpan(ctx context.Context, name, typ, subtype string, extra ...attribute.KeyValue) (context.Context, trace.Span) {
+	parent, _ := ctx.Value(pathKey{}).(string)
+	seg := "/{" + name + ",t:" + typ
+	if subtype != "" {
+		seg += ",s:" + subtype
+	}
+	path := parent + seg + "}"
+	ctx, span := r.tracer.Start(ctx, name)
+	if span.IsRecording() {
+		attrs := make([]attribute.KeyValue, 0, 6+len(extra))
+		attrs = append(attrs,
+			attribute.String(AttrName, name),
+			attribute.String(AttrType, typ),
+			attribute.String(AttrPath, path),
+		)
+		if subtype != "" {
+			attrs = append(attrs, attribute.String(AttrSubtype, subtype))
+		}
+		if parent == "" {
+			attrs = append(attrs, attribute.Bool(AttrIsRoot, true))
+		}
+		if id := RunID(ctx); id != "" {
+			attrs = append(attrs, attribute.String(AttrRunID, id))
+		}
+		attrs = append(attrs, extra...)
+		span.SetAttributes(attrs...)
+	}
+	return context.WithValue(ctx, pathKey{}, path), span
+}
+
+// setJSONAttr marshals v into a span attribute, cut at the limit with a marker. It does nothing
+// when the span is not recording, so untraced runs never pay for it.
+func (r *Registry) setJSONAttr(span trace.Span, key string, v any) {
+	if !span.IsRecording() {
+		return
+	}
+	var b []byte
+	switch x := v.(type) {
+	case json.RawMessage:
+		b = x
+	case string:
+		span.SetAttributes(attribute.String(key, r.truncate(x)))
+		return
+	default:
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			b = []byte(strconv.Quote("unencodable: " + err.Error()))
+		}
+	}
+	span.SetAttributes(attribute.String(key, r.truncateBytes(b)))
+}
+
+func (r *Registry) truncate(s string) string {
+	if r.attrLimit <= 0 || len(s) <= r.attrLimit {
+		return s
+	}
+	return s[:r.attrLimit] + TruncationMarker + strconv.Itoa(len(s)) + "]"
+}
+
+func (r *Registry) truncateBytes(b []byte) string {
+	if r.attrLimit <= 0 || len(b) <= r.attrLimit {
+		return string(b)
+	}
+	return string(b[:r.attrLimit]) + TruncationMarker + strconv.Itoa(len(b)) + "]"
+}
+
+// endSpan records the outcome and ends the span. Interrupts are not errors: they end with state
+// interrupted and an "interrupt" event carrying the metadata.
+func (r *Registry) endSpan(span trace.Span, err error) {
+	if span.IsRecording() {
+		var ie *InterruptError
+		switch {
+		case err == nil:
+			span.SetAttributes(attribute.String(AttrState, StateSuccess))
+		case asInterrupt(err, &ie):
+			span.SetAttributes(attribute.String(AttrState, StateInterrupted))
+			md, _ := json.Marshal(ie.Metadata)
+			span.AddEvent("interrupt", trace.WithAttributes(attribute.String("interrupt.metadata", r.truncateBytes(md))))
+		default:
+			span.SetAttributes(attribute.String(AttrState, StateError))
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
+}

@@ -1,0 +1,110 @@
+package engine_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/codes"
+
+	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/engine/scripted"
+)
+
+func TestItem13_SpansPerTurnModelAndToolWithAttributes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := weather(b, nil)
+	m := scripted.New("scripted/m", scripted.Reply(call("getWeather", "r1", map[string]any{"city": "x"})).WithUsage(10, 5), scripted.Text("ok").WithUsage(20, 2))
+	_, err := engine.Generate(engine.WithRunID(context.Background(), "run-1"), b.r, engine.WithModel(m), engine.WithPrompt("q"), engine.WithTools(w))
+	require.NoError(t, err)
+	spans := b.exp.GetSpans()
+	gens := spanByName(spans, "generate")
+	require.Len(t, gens, 2)
+	models := spanByName(spans, "scripted/m")
+	require.Len(t, models, 2)
+	tools := spanByName(spans, "getWeather")
+	require.Len(t, tools, 1)
+
+	// Turn 1's generate span nests under turn 0's, as Genkit's recursion does.
+	g0, g1 := gens[1], gens[0]
+	if v, _ := attr(g0, engine.AttrTurnIndex); v != int64(0) {
+		g0, g1 = g1, g0
+	}
+	require.Equal(t, g0.SpanContext.SpanID(), g1.Parent.SpanID())
+	isRoot, _ := attr(g0, engine.AttrIsRoot)
+	require.Equal(t, true, isRoot)
+	for k, v := range map[string]any{
+		engine.AttrName: "generate", engine.AttrType: "util", engine.AttrGenAIOp: "invoke_agent", engine.AttrState: "success",
+		engine.AttrPath: "/{generate,t:util}", engine.AttrRunID: "run-1",
+	} {
+		got, ok := attr(g0, k)
+		require.True(t, ok, k)
+		require.Equal(t, v, got, k)
+	}
+	in, _ := attr(g0, engine.AttrInput)
+	require.Contains(t, in, `"messages"`)
+	out, _ := attr(g0, engine.AttrOutput)
+	require.Contains(t, out, `"finishReason"`)
+
+	mt := models[0]
+	for k, v := range map[string]any{
+		engine.AttrType: "action", engine.AttrSubtype: "model", engine.AttrGenAIOp: "chat", engine.AttrGenAIModel: "scripted/m",
+		engine.AttrGenAIInTok: int64(10), engine.AttrGenAIOutTok: int64(5), engine.AttrGenAIFinish: []string{"stop"},
+	} {
+		got, ok := attr(mt, k)
+		require.True(t, ok, k)
+		require.Equal(t, v, got, k)
+	}
+	require.Equal(t, g0.SpanContext.SpanID(), mt.Parent.SpanID())
+
+	tt := tools[0]
+	for k, v := range map[string]any{
+		engine.AttrSubtype: "tool", engine.AttrGenAIOp: "execute_tool", engine.AttrGenAIToolName: "getWeather",
+		engine.AttrGenAIToolCall: "r1", engine.AttrInput: `{"city":"x"}`, engine.AttrOutput: `{"tempC":1}`,
+		engine.AttrPath: "/{generate,t:util}/{getWeather,t:action,s:tool}", engine.AttrTurnIndex: int64(0),
+	} {
+		got, ok := attr(tt, k)
+		require.True(t, ok, k)
+		require.Equal(t, v, got, k)
+	}
+}
+
+func TestItem13_InterruptedToolSpanIsNotAnError(t *testing.T) {
+	t.Parallel()
+	h := setupHITL(t)
+	h.interrupted(t, call("transferMoney", "t1", map[string]any{"to": "bob", "amount": 500}))
+	s := spanByName(h.exp.GetSpans(), "transferMoney")[0]
+	require.NotEqual(t, codes.Error, s.Status.Code)
+	st, _ := attr(s, engine.AttrState)
+	require.Equal(t, "interrupted", st)
+	require.Len(t, s.Events, 1)
+	require.Equal(t, "interrupt", s.Events[0].Name)
+	require.Contains(t, s.Events[0].Attributes[0].Value.AsString(), `"reason":"confirm"`)
+}
+
+func TestItem13_LargeAttributesTruncatedWithMarker(t *testing.T) {
+	t.Parallel()
+	b := setup(t, engine.WithAttributeLimit(64))
+	m := scripted.New("m", scripted.Text("ok"))
+	_, err := engine.Generate(context.Background(), b.r, engine.WithModel(m), engine.WithPrompt(strings.Repeat("x", 500)))
+	require.NoError(t, err)
+	in, _ := attr(spanByName(b.exp.GetSpans(), "m")[0], engine.AttrInput)
+	s := in.(string)
+	require.True(t, strings.HasPrefix(s, `{"messages":[{"role":"user"`))
+	require.Contains(t, s, engine.TruncationMarker)
+	require.Less(t, len(s), 120)
+}
+
+func TestItem13_ErrorSpanState(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	m := scripted.New("m")
+	_, err := engine.Generate(context.Background(), b.r, engine.WithModel(m), engine.WithPrompt("q"))
+	require.Error(t, err)
+	s := spanByName(b.exp.GetSpans(), "generate")[0]
+	st, _ := attr(s, engine.AttrState)
+	require.Equal(t, "error", st)
+	require.Equal(t, codes.Error, s.Status.Code)
+}
