@@ -43,6 +43,9 @@ func Generate(ctx context.Context, r *Registry, opts ...GenerateOption) (*ModelR
 	for _, o := range opts {
 		o(cfg)
 	}
+	if co, ok := ctx.Value(contextOptionsKey{}).(*contextOptions); ok {
+		co.apply(cfg)
+	}
 	g, err := r.newGeneration(cfg)
 	if err != nil {
 		return nil, err
@@ -58,7 +61,9 @@ func (r *Registry) newGeneration(cfg *generateConfig) (*generation, error) {
 	if cfg.hooks != nil {
 		g.hooks = *cfg.hooks
 	}
-	if cfg.system != "" || len(cfg.prompt) > 0 {
+	if cfg.hasHistory {
+		cfg.opts.Messages = cfg.history
+	} else if cfg.system != "" || len(cfg.prompt) > 0 {
 		msgs := make([]*Message, 0, len(cfg.opts.Messages)+2)
 		if cfg.system != "" {
 			msgs = append(msgs, NewTextMessage(RoleSystem, cfg.system))
@@ -145,6 +150,13 @@ func (g *generation) resolveTools() error {
 
 func (g *generation) run(ctx context.Context) (*ModelResponse, error) {
 	req := g.cfg.opts
+	if g.hooks.OnMessage != nil {
+		for i, m := range req.Messages {
+			if err := g.hooks.OnMessage(ctx, &MessageEvent{Index: i, Source: SourceInput, Message: m}); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return g.turn(ctx, &GenerateTurn{Request: &req})
 }
 

@@ -13,6 +13,10 @@ const (
 	SourceTool MessageSource = "tool"
 	// SourceResume is the revised model message and the tool message built from resume options.
 	SourceResume MessageSource = "resume"
+	// SourceInput is a message of the conversation the generate started from (system, prompt,
+	// given history), reported before the first model call so that a recorder holds the whole
+	// conversation.
+	SourceInput MessageSource = "input"
 )
 
 // MessageEvent reports one message appended to the history.
@@ -32,8 +36,8 @@ type MessageEvent struct {
 // nil. A hook error aborts the generate: a recorder that cannot persist must not let the run go on.
 // Hooks run on the generate's goroutine, in order, never concurrently.
 type Hooks struct {
-	// OnMessage sees each message appended to the history (model and tool messages of every turn
-	// that continues, and the messages a resume rewrites or appends).
+	// OnMessage sees each message of the history: first the input messages (SourceInput), then
+	// each model and tool message as it is appended, and the messages a resume rewrites or appends.
 	OnMessage func(ctx context.Context, ev *MessageEvent) error
 	// OnChunk sees each streamed chunk, with its index and role, whether or not the caller streams.
 	OnChunk func(ctx context.Context, chunk *ModelResponseChunk) error

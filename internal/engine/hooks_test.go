@@ -73,7 +73,7 @@ func TestHooks_RecorderAndToolLedger(t *testing.T) {
 	tool := m.Requests()[1].Messages[2]
 	require.JSONEq(t, `{"tempC":99}`, string(tool.Content[0].ToolResponse.Output.(json.RawMessage)))
 	require.Equal(t, []string{
-		"chunk:model", "chunk:model", "usage:7", "model:model:1:t0", "tool:tool:2:t0", "chunk:tool",
+		"input:user:0:t0", "chunk:model", "chunk:model", "usage:7", "model:model:1:t0", "tool:tool:2:t0", "chunk:tool",
 		"chunk:model", "usage:9", "model:model:3:t1", "response:done",
 	}, events)
 }

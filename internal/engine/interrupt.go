@@ -35,6 +35,15 @@ func RespondPart(toolName, ref string, output any) *Part {
 	}
 }
 
+// DenyPart builds a resume.respond entry that answers the interrupted call (toolName, ref) with a
+// reviewer's denial. Unlike RespondPart its output is not checked against the tool's output schema:
+// a denial has its own shape, which the model reads in the tool response.
+func DenyPart(toolName, ref string, denial any) *Part {
+	p := RespondPart(toolName, ref, denial)
+	p.Metadata[MetaDenied] = true
+	return p
+}
+
 // RestartPart builds a resume.restart entry from stored data: run the interrupted call (toolName,
 // ref) again. replaceInput, when not nil, replaces the original input, which the tool then sees as
 // ToolContext.OriginalInput. resumedMetadata is given to the tool as ToolContext.Resumed (empty when

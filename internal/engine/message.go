@@ -40,6 +40,8 @@ const (
 	MetaInterruptResponse = "interruptResponse"
 	MetaSource            = "source"
 	MetaOriginalName      = "originalName"
+	// MetaDenied marks a resume.respond part that carries a reviewer's denial (Loupe's own).
+	MetaDenied = "denied"
 )
 
 // Message is one entry of a conversation history.

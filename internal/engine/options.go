@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"reflect"
 	"sync"
 )
@@ -17,6 +18,9 @@ type generateConfig struct {
 	middleware []*Middleware
 	stream     ModelStreamFunc
 	hooks      *Hooks
+	// history, when set, is the whole conversation: system, prompt and messages are ignored.
+	history    []*Message
+	hasHistory bool
 }
 
 // WithActionOptions starts from serializable options, for example stored by a durable runner:
@@ -147,8 +151,122 @@ func WithMiddleware(mws ...*Middleware) GenerateOption {
 	return func(c *generateConfig) { c.middleware = append(c.middleware, mws...) }
 }
 
-// WithHooks sets observation hooks, for recording a run as it happens.
-func WithHooks(h *Hooks) GenerateOption { return func(c *generateConfig) { c.hooks = h } }
+// WithHooks sets observation hooks, for recording a run as it happens. Given twice (for example by
+// the caller and by WithContextOptions), both sets run, the earlier first.
+func WithHooks(h *Hooks) GenerateOption {
+	return func(c *generateConfig) {
+		if c.hooks == nil {
+			c.hooks = h
+			return
+		}
+		c.hooks = joinHooks(c.hooks, h)
+	}
+}
+
+// WithHistory makes msgs the whole conversation, replacing what WithSystem, WithPrompt and
+// WithMessages would build. A durable runner uses it, through WithContextOptions, to resume a flow
+// from its recorded history while the flow's own code stays unchanged.
+func WithHistory(msgs ...*Message) GenerateOption {
+	return func(c *generateConfig) {
+		c.history = append([]*Message(nil), msgs...)
+		c.hasHistory = true
+	}
+}
+
+type contextOptionsKey struct{}
+
+// WithContextOptions returns a context whose Generate calls apply opts after their own options.
+// A durable runner uses it to record and resume flows it does not control: hooks, middleware,
+// history and resume reach the generate inside the flow. Only the first Generate under the
+// context gets WithHistory and the resume options; later ones get the rest, so a flow that calls
+// generate again after a resumed one starts that call fresh.
+func WithContextOptions(ctx context.Context, opts ...GenerateOption) context.Context {
+	return context.WithValue(ctx, contextOptionsKey{}, &contextOptions{opts: opts})
+}
+
+type contextOptions struct {
+	mu   sync.Mutex
+	opts []GenerateOption
+	used bool
+}
+
+// apply applies the context's options to cfg; resume state only on first use.
+func (co *contextOptions) apply(cfg *generateConfig) {
+	co.mu.Lock()
+	first := !co.used
+	co.used = true
+	co.mu.Unlock()
+	if first {
+		for _, o := range co.opts {
+			o(cfg)
+		}
+		return
+	}
+	probe := &generateConfig{}
+	for _, o := range co.opts {
+		o(probe)
+	}
+	// Later generates keep only the observing options: hooks and middleware.
+	if probe.hooks != nil {
+		WithHooks(probe.hooks)(cfg)
+	}
+	cfg.middleware = append(cfg.middleware, probe.middleware...)
+}
+
+func joinHooks(a, b *Hooks) *Hooks {
+	return &Hooks{
+		OnMessage: func(ctx context.Context, ev *MessageEvent) error {
+			if a.OnMessage != nil {
+				if err := a.OnMessage(ctx, ev); err != nil {
+					return err
+				}
+			}
+			if b.OnMessage != nil {
+				return b.OnMessage(ctx, ev)
+			}
+			return nil
+		},
+		OnChunk: joinChunkHooks(a.OnChunk, b.OnChunk),
+		OnUsage: func(ctx context.Context, turn int, u *Usage) error {
+			if a.OnUsage != nil {
+				if err := a.OnUsage(ctx, turn, u); err != nil {
+					return err
+				}
+			}
+			if b.OnUsage != nil {
+				return b.OnUsage(ctx, turn, u)
+			}
+			return nil
+		},
+		OnResponse: func(ctx context.Context, r *ModelResponse) error {
+			if a.OnResponse != nil {
+				if err := a.OnResponse(ctx, r); err != nil {
+					return err
+				}
+			}
+			if b.OnResponse != nil {
+				return b.OnResponse(ctx, r)
+			}
+			return nil
+		},
+	}
+}
+
+// joinChunkHooks keeps a nil chunk hook nil, since its presence turns streaming on.
+func joinChunkHooks(a, b func(context.Context, *ModelResponseChunk) error) func(context.Context, *ModelResponseChunk) error {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func(ctx context.Context, c *ModelResponseChunk) error {
+		if err := a(ctx, c); err != nil {
+			return err
+		}
+		return b(ctx, c)
+	}
+}
 
 func (c *generateConfig) output() *GenerateOutputOptions {
 	if c.opts.Output == nil {

@@ -42,7 +42,9 @@ func (g *generation) resume(ctx context.Context, raw *GenerateActionOptions) (*G
 			if !ok {
 				return nil, nil, Errorf(StatusNotFound, "resume: tool %q (ref %s) not found", tr.Name, tr.Ref)
 			}
-			if err := t.Definition().OutputSchema.Validate(rp.ToolResponse.Output); err != nil {
+			if denied, _ := rp.Metadata[MetaDenied].(bool); denied {
+				// A denial has its own shape; the output schema does not apply.
+			} else if err := t.Definition().OutputSchema.Validate(rp.ToolResponse.Output); err != nil {
 				return nil, nil, Errorf(StatusInvalidArgument, "resume: respond to %s (ref %s): %w", tr.Name, tr.Ref, err)
 			}
 			revised[i] = resolved(p)
