@@ -30,7 +30,52 @@ type Model struct {
 	turns    []Turn
 	next     int
 	loop     bool
+	byConv   bool
+	script   ScriptFunc
 	requests []*engine.ModelRequest
+}
+
+// ScriptFunc picks the turn that answers a request. Deciding from the request alone (rather than
+// from a call counter) keeps a model deterministic when many runs share it, and when a run is
+// resumed or taken over after a crash.
+type ScriptFunc func(req *engine.ModelRequest) (Turn, error)
+
+// NewFunc returns an unregistered scripted model whose turns come from fn.
+func NewFunc(name string, fn ScriptFunc) *Model {
+	m := New(name)
+	m.script = fn
+	return m
+}
+
+// DefineFunc returns a scripted model, registered under /model/<name>, whose turns come from fn.
+func DefineFunc(r *engine.Registry, name string, fn ScriptFunc) *Model {
+	m := NewFunc(name, fn)
+	if err := r.Register(m); err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// PerConversation makes each request answered by the turn whose position is the number of model
+// messages already in the request's history, instead of the next turn of a shared counter. The
+// same conversation then always gets the same answer, however many conversations share the
+// model. Requests are not recorded in this mode.
+func (m *Model) PerConversation() *Model {
+	m.mu.Lock()
+	m.byConv = true
+	m.mu.Unlock()
+	return m
+}
+
+// ModelTurns counts the model messages of a conversation: the turn a request is at.
+func ModelTurns(msgs []*engine.Message) int {
+	n := 0
+	for _, msg := range msgs {
+		if msg.Role == engine.RoleModel {
+			n++
+		}
+	}
+	return n
 }
 
 // New returns an unregistered scripted model named name.
@@ -75,7 +120,32 @@ func (m *Model) Requests() []*engine.ModelRequest {
 	return append([]*engine.ModelRequest(nil), m.requests...)
 }
 
+func (m *Model) pick(req *engine.ModelRequest) (Turn, error) {
+	if m.script != nil {
+		m.mu.Lock()
+		m.next++
+		m.mu.Unlock()
+		return m.script(req)
+	}
+	n := ModelTurns(req.Messages)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.next++
+	if n >= len(m.turns) {
+		return Turn{}, engine.Errorf(engine.StatusFailedPrecondition, "scripted model %s: no turn %d in a script of %d", m.Name(), n, len(m.turns))
+	}
+	return m.turns[n], nil
+}
+
 func (m *Model) generate(ctx context.Context, req *engine.ModelRequest, cb engine.ModelStreamFunc) (*engine.ModelResponse, error) {
+	var t Turn
+	if m.script != nil || m.byConv {
+		var err error
+		if t, err = m.pick(req); err != nil {
+			return nil, err
+		}
+		return m.answer(ctx, t, cb)
+	}
 	m.mu.Lock()
 	if !m.loop {
 		m.requests = append(m.requests, req)
@@ -86,10 +156,14 @@ func (m *Model) generate(ctx context.Context, req *engine.ModelRequest, cb engin
 		m.mu.Unlock()
 		return nil, engine.Errorf(engine.StatusFailedPrecondition, "scripted model %s: script exhausted after %d calls", m.Name(), len(m.turns))
 	}
-	t := m.turns[m.next]
+	t = m.turns[m.next]
 	m.next++
 	m.mu.Unlock()
+	return m.answer(ctx, t, cb)
+}
 
+// answer plays one turn: blocks, fails, or streams and returns its response.
+func (m *Model) answer(ctx context.Context, t Turn, cb engine.ModelStreamFunc) (*engine.ModelResponse, error) {
 	if t.Block {
 		<-ctx.Done()
 		return nil, ctx.Err()

@@ -47,3 +47,28 @@ func TestItem12_ScriptedModelIsDeterministic(t *testing.T) {
 	}
 	require.Equal(t, []string{"a", "b", "a"}, got)
 }
+
+func TestPerConversationAnswersByHistoryNotByCallOrder(t *testing.T) {
+	t.Parallel()
+	m := scripted.New("conv", scripted.Text("first"), scripted.Text("second")).PerConversation()
+	ctx := context.Background()
+	user := &engine.Message{Role: engine.RoleUser, Content: []*engine.Part{engine.NewTextPart("q")}}
+	model := &engine.Message{Role: engine.RoleModel, Content: []*engine.Part{engine.NewTextPart("a")}}
+	for range 3 {
+		r, err := m.Generate(ctx, &engine.ModelRequest{Messages: []*engine.Message{user}}, nil)
+		require.NoError(t, err)
+		require.Equal(t, "first", r.Text(), "the same conversation always gets the same turn")
+	}
+	r, err := m.Generate(ctx, &engine.ModelRequest{Messages: []*engine.Message{user, model, user}}, nil)
+	require.NoError(t, err)
+	require.Equal(t, "second", r.Text())
+	_, err = m.Generate(ctx, &engine.ModelRequest{Messages: []*engine.Message{user, model, user, model}}, nil)
+	require.Equal(t, engine.StatusFailedPrecondition, engine.StatusOf(err))
+
+	fn := scripted.NewFunc("fn", func(req *engine.ModelRequest) (scripted.Turn, error) {
+		return scripted.Text(req.Messages[len(req.Messages)-1].Text()), nil
+	})
+	r, err = fn.Generate(ctx, &engine.ModelRequest{Messages: []*engine.Message{user}}, nil)
+	require.NoError(t, err)
+	require.Equal(t, "q", r.Text())
+}
