@@ -1,0 +1,99 @@
+// Package demo registers the demo agents a newcomer can run from the UI: a travel agent whose
+// flight booking needs approval, a money transfer that asks for confirmation, a streaming
+// countdown, and a research agent whose many turns make a large trace. Without a model endpoint
+// they run on scripted models, deterministic per conversation, so they work offline.
+package demo
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/engine/openai"
+	"github.com/loupe-dev/loupe/internal/engine/scripted"
+)
+
+// Config chooses the demos' model.
+type Config struct {
+	// OpenAI, when its BaseURL or APIKey is set, makes the demos use that endpoint's Model instead
+	// of the scripted models.
+	OpenAI openai.Config
+	// Model is the model name at the endpoint (default gpt-4o-mini).
+	Model string
+}
+
+// Register defines the demo flows, their tools and their models on r.
+func Register(r *engine.Registry, cfg Config) error {
+	models := map[string]string{}
+	if cfg.OpenAI.BaseURL != "" || cfg.OpenAI.APIKey != "" {
+		name := cfg.Model
+		if name == "" {
+			name = "gpt-4o-mini"
+		}
+		m, err := openai.Define(r, cfg.OpenAI, name)
+		if err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		for _, k := range []string{"travel", "transfer", "research"} {
+			models[k] = m.Name()
+		}
+	} else {
+		models["travel"] = scripted.DefineFunc(r, "demo/travel", travelScript).Name()
+		models["transfer"] = scripted.DefineFunc(r, "demo/transfer", transferScript).Name()
+		models["research"] = scripted.DefineFunc(r, "demo/research", researchScript).Name()
+	}
+	defineTravel(r, models["travel"])
+	defineTransfer(r, models["transfer"])
+	defineCountdown(r)
+	defineResearch(r, models["research"])
+	return nil
+}
+
+// words streams a text as one chunk per word, as a real model does.
+func words(text string) [][]*engine.Part {
+	var chunks [][]*engine.Part
+	fields := strings.SplitAfter(text, " ")
+	for _, w := range fields {
+		chunks = append(chunks, []*engine.Part{engine.NewTextPart(w)})
+	}
+	return chunks
+}
+
+// say is a scripted text turn streamed word by word.
+func say(text string) scripted.Turn {
+	return scripted.Text(text).WithChunks(words(text)...).WithUsage(len(text)/4+20, len(text)/4)
+}
+
+// toolResponses returns the tool responses in the last message of a request.
+func toolResponses(req *engine.ModelRequest) []*engine.ToolResponse {
+	if len(req.Messages) == 0 {
+		return nil
+	}
+	var out []*engine.ToolResponse
+	for _, p := range req.Messages[len(req.Messages)-1].Content {
+		if p.ToolResponse != nil {
+			out = append(out, p.ToolResponse)
+		}
+	}
+	return out
+}
+
+// denied reports whether a tool response is a reviewer's denial.
+func denied(resp *engine.ToolResponse) (string, bool) {
+	m, ok := resp.Output.(map[string]any)
+	if !ok || m["denied"] != true {
+		return "", false
+	}
+	reason, _ := m["reason"].(string)
+	return reason, true
+}
+
+// firstUserText is the prompt of a conversation.
+func firstUserText(req *engine.ModelRequest) string {
+	for _, m := range req.Messages {
+		if m.Role == engine.RoleUser {
+			return m.Text()
+		}
+	}
+	return ""
+}

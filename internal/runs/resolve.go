@@ -1,0 +1,225 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// Resolution actions a reviewer can take.
+const (
+	ActionApprove = "approve"
+	ActionEdit    = "edit"
+	ActionRespond = "respond"
+	ActionDeny    = "deny"
+)
+
+// ResolveParams is a reviewer's decision on one interrupt.
+type ResolveParams struct {
+	InterruptID uuid.UUID
+	Action      string          // approve, edit, respond or deny
+	Input       json.RawMessage // edit: the replacement input
+	Output      json.RawMessage // respond: the tool's output; deny: an optional denial shape
+	Comment     string
+	// Version, when not zero, must match the interrupt's version: a stale form loses.
+	Version int64
+	Actor   string
+}
+
+// ConflictError says that an interrupt was already resolved, by whom and how.
+type ConflictError struct {
+	Interrupt *store.Interrupt
+	Reason    string
+}
+
+func (e *ConflictError) Error() string { return e.Reason }
+
+// Unwrap makes errors.Is(err, ErrConflict) hold.
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// ValidationError says which field of a payload is wrong.
+type ValidationError struct {
+	Field   string
+	Message string
+	Cause   error
+}
+
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
+
+// Unwrap makes errors.Is(err, ErrInvalid) hold.
+func (e *ValidationError) Unwrap() []error { return []error{ErrInvalid, e.Cause} }
+
+// Resolve records a decision exactly once. In one transaction it locks the run and the interrupt,
+// checks that the interrupt is still pending (and at the expected version), validates the payload
+// against the tool's schema, records the decision and the audit entry, and, when it was the run's
+// last pending interrupt, enqueues the resume.
+func (s *Service) Resolve(ctx context.Context, p ResolveParams) (*store.Interrupt, error) {
+	status, err := statusFor(p.Action)
+	if err != nil {
+		return nil, err
+	}
+	peek, err := s.store.InterruptGet(ctx, p.InterruptID, false)
+	if err != nil {
+		return nil, err
+	}
+	var resolved *store.Interrupt
+	resumed := false
+	err = s.store.WithTx(ctx, func(tx *store.Store) error {
+		// Lock order, shared with Cancel: the run, then its interrupts. It serialises the decisions
+		// on one run, so exactly one of them sees no pending interrupt left and enqueues the resume.
+		run, err := tx.RunLock(ctx, peek.RunID)
+		if err != nil {
+			return err
+		}
+		it, err := tx.InterruptGet(ctx, p.InterruptID, true)
+		if err != nil {
+			return err
+		}
+		if it.Status != store.InterruptPending {
+			return alreadyResolved(it)
+		}
+		if p.Version != 0 && p.Version != it.Version {
+			return &ConflictError{Interrupt: it, Reason: fmt.Sprintf("interrupt %s changed since version %d (now %d): reload it", it.ID, p.Version, it.Version)}
+		}
+		res, err := s.resolution(it, p)
+		if err != nil {
+			return err
+		}
+		raw, err := json.Marshal(res)
+		if err != nil {
+			return fmt.Errorf("encode resolution: %w", err)
+		}
+		resolved, err = tx.InterruptResolve(ctx, store.InterruptResolveParams{
+			ID: it.ID, Status: status, Resolution: raw, ResolvedBy: p.Actor, Comment: p.Comment,
+		})
+		if err != nil {
+			return err
+		}
+		if err := tx.AuditInsert(ctx, p.Actor, "interrupt."+p.Action, "interrupt", it.ID.String(),
+			map[string]any{"run_id": it.RunID, "tool": it.Tool, "ref": it.Ref, "comment": p.Comment, "resolution": res}); err != nil {
+			return err
+		}
+		pending, err := tx.InterruptCountPendingByRun(ctx, it.RunID)
+		if err != nil {
+			return err
+		}
+		if pending > 0 || run.Status != store.RunInterrupted {
+			return nil
+		}
+		if err := tx.RunRequeue(ctx, run.ID); err != nil {
+			return err
+		}
+		resumed = true
+		return s.enqueue(ctx, tx, run)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.publish(resolved.RunID, EventInterrupt, map[string]any{"interrupt_id": resolved.ID.String(), "status": resolved.Status})
+	if resumed {
+		s.publish(resolved.RunID, EventStatus, map[string]any{"status": store.RunQueued})
+	}
+	return resolved, nil
+}
+
+func statusFor(action string) (string, error) {
+	switch action {
+	case ActionApprove:
+		return store.InterruptApproved, nil
+	case ActionEdit:
+		return store.InterruptEdited, nil
+	case ActionRespond:
+		return store.InterruptResponded, nil
+	case ActionDeny:
+		return store.InterruptDenied, nil
+	}
+	return "", &ValidationError{Field: "action", Message: fmt.Sprintf("%q is not one of approve, edit, respond, deny", action)}
+}
+
+func alreadyResolved(it *store.Interrupt) error {
+	who, when := "someone", ""
+	if it.ResolvedBy != nil {
+		who = *it.ResolvedBy
+	}
+	if it.ResolvedAt != nil {
+		when = " at " + it.ResolvedAt.UTC().Format(time.RFC3339)
+	}
+	return &ConflictError{Interrupt: it, Reason: fmt.Sprintf("interrupt %s was already %s by %s%s", it.ID, it.Status, who, when)}
+}
+
+// resolution validates the payload of a decision against the tool's schemas.
+func (s *Service) resolution(it *store.Interrupt, p ResolveParams) (*resolution, error) {
+	res := &resolution{Action: p.Action}
+	switch p.Action {
+	case ActionEdit:
+		if len(p.Input) == 0 || string(p.Input) == "null" {
+			return nil, &ValidationError{Field: "input", Message: "edit needs the replacement input"}
+		}
+		if err := s.validate(it.Tool, "input", p.Input, s.registry.ValidateToolInput); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(p.Input, &res.Input); err != nil {
+			return nil, &ValidationError{Field: "input", Message: "not valid JSON", Cause: err}
+		}
+	case ActionRespond:
+		if len(p.Output) == 0 {
+			return nil, &ValidationError{Field: "output", Message: "respond needs the tool's output"}
+		}
+		if err := s.validate(it.Tool, "output", p.Output, s.registry.ValidateToolOutput); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(p.Output, &res.Output); err != nil {
+			return nil, &ValidationError{Field: "output", Message: "not valid JSON", Cause: err}
+		}
+	case ActionDeny:
+		if len(p.Output) > 0 {
+			if err := json.Unmarshal(p.Output, &res.Output); err != nil {
+				return nil, &ValidationError{Field: "output", Message: "not valid JSON", Cause: err}
+			}
+		} else {
+			res.Output = Denial(p.Actor, p.Comment)
+		}
+	}
+	return res, nil
+}
+
+// Denial is the structured answer a denied tool call gets, so that the model can read that a person
+// refused it and why.
+func Denial(by, reason string) map[string]any {
+	if reason == "" {
+		reason = "no reason given"
+	}
+	return map[string]any{"denied": true, "by": by, "reason": reason,
+		"message": "A reviewer denied this tool call. Do not retry it; tell the user."}
+}
+
+func (s *Service) validate(tool, field string, value json.RawMessage, check func(string, json.RawMessage) error) error {
+	if !json.Valid(value) {
+		return &ValidationError{Field: field, Message: "not valid JSON"}
+	}
+	err := check(tool, value)
+	if err == nil {
+		return nil
+	}
+	if engine.StatusOf(err) == engine.StatusNotFound {
+		return &ValidationError{Field: field, Message: fmt.Sprintf("tool %s is no longer registered, so its schema cannot be checked", tool), Cause: err}
+	}
+	var ve *engine.ValidationError
+	if errors.As(err, &ve) && len(ve.Fields) > 0 {
+		f := ve.Fields[0]
+		path := field + f.Path
+		if f.Field != "" && !strings.HasSuffix(path, "/"+f.Field) {
+			path += "/" + f.Field
+		}
+		return &ValidationError{Field: path, Message: f.Message, Cause: err}
+	}
+	return &ValidationError{Field: field, Message: err.Error(), Cause: err}
+}

@@ -1,0 +1,90 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// resumeOptions rebuilds the engine's resume.respond and resume.restart from the decisions stored
+// on the interrupts of the history's last model message. A history that does not end in tool
+// requests needs none: the execution continues with the next model call.
+func (s *Service) resumeOptions(ctx context.Context, run *store.Run, history []*engine.Message) ([]engine.GenerateOption, error) {
+	last := history[len(history)-1]
+	if last.Role != engine.RoleModel || len(last.ToolRequests()) == 0 {
+		return nil, nil
+	}
+	turn := countModelMessages(history) - 1
+	interrupts, err := s.store.InterruptListByRun(ctx, run.ID)
+	if err != nil {
+		return nil, err
+	}
+	latest := map[string]*store.Interrupt{} // by ref: the newest round of this turn
+	for _, i := range interrupts {
+		if i.Turn == turn {
+			latest[i.Ref] = i
+		}
+	}
+	var opts []engine.GenerateOption
+	for _, p := range last.ToolRequests() {
+		if _, ok := p.Metadata[engine.MetaPendingOutput]; ok {
+			continue // answered before; the engine reuses it
+		}
+		tr := p.ToolRequest
+		it, ok := latest[tr.Ref]
+		if !ok {
+			return nil, fmt.Errorf("resume run %s: tool request %s (ref %s) of turn %d has no interrupt to resume from", run.ID, tr.Name, tr.Ref, turn)
+		}
+		var res resolution
+		if len(it.Resolution) > 0 {
+			if err := json.Unmarshal(it.Resolution, &res); err != nil {
+				return nil, fmt.Errorf("decode resolution of interrupt %s: %w", it.ID, err)
+			}
+		}
+		resumed := map[string]any{"decision": it.Status}
+		if it.ResolvedBy != nil {
+			resumed["by"] = *it.ResolvedBy
+		}
+		if it.Comment != nil {
+			resumed["comment"] = *it.Comment
+		}
+		switch it.Status {
+		case store.InterruptApproved:
+			opts = append(opts, engine.WithRestart(engine.RestartPart(tr.Name, tr.Ref, nil, resumed)))
+		case store.InterruptEdited:
+			opts = append(opts, engine.WithRestart(engine.RestartPart(tr.Name, tr.Ref, res.Input, resumed)))
+		case store.InterruptResponded:
+			opts = append(opts, engine.WithRespond(engine.RespondPart(tr.Name, tr.Ref, res.Output)))
+			if err := s.answerLedger(ctx, run, it, res.Output); err != nil {
+				return nil, err
+			}
+		case store.InterruptDenied:
+			opts = append(opts, engine.WithRespond(engine.DenyPart(tr.Name, tr.Ref, res.Output)))
+			if err := s.answerLedger(ctx, run, it, res.Output); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("resume run %s: interrupt %s of %s is %s: %w", run.ID, it.ID, tr.Name, it.Status, ErrConflict)
+		}
+	}
+	return opts, nil
+}
+
+// answerLedger marks a call answered by a reviewer in the tool-call ledger.
+func (s *Service) answerLedger(ctx context.Context, run *store.Run, it *store.Interrupt, output any) error {
+	raw, err := json.Marshal(engine.ToolOutput{Output: output})
+	if err != nil {
+		return fmt.Errorf("encode answer: %w", err)
+	}
+	return s.store.ToolCallAnswer(ctx, run.ID, it.Turn, it.Ref, raw)
+}
+
+// resolution is what an interrupt's resolution column holds.
+type resolution struct {
+	Action string `json:"action"`
+	Input  any    `json:"input,omitempty"`
+	Output any    `json:"output,omitempty"`
+}

@@ -1,0 +1,162 @@
+// Package runs makes agent runs durable. A run is a row plus a River job inserted in one
+// transaction; a worker executes it through the engine while a recorder persists every message,
+// chunk, tool call and interrupt as it happens. An interrupted run waits for reviewers; resolving its
+// last pending interrupt enqueues the resume in the same transaction. A worker that dies loses its
+// lease, and the run is taken over from its last checkpoint without running completed tools again.
+package runs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// Config configures the run service.
+type Config struct {
+	// Workers is how many runs this process executes at once; 0 makes an insert-only service that
+	// starts, resolves and cancels runs but executes none (the API of a scale-out deployment whose
+	// workers run in `devui worker`).
+	Workers int
+	// LeaseTTL bounds how long a dead worker keeps a run: another takes over after it. Default 15s.
+	LeaseTTL time.Duration
+	// SweepInterval is how often orphaned runs are looked for. Default LeaseTTL/3.
+	SweepInterval time.Duration
+	Logger        *slog.Logger
+}
+
+// Service starts, executes, resolves, resumes, cancels and recovers runs.
+type Service struct {
+	cfg      Config
+	store    *store.Store
+	registry *engine.Registry
+	river    *river.Client[pgx.Tx]
+	log      *slog.Logger
+	owner    string
+	// publisher is set before Start and only read after.
+	publisher Publisher
+
+	mu      sync.Mutex
+	active  map[uuid.UUID]context.CancelFunc
+	stopped chan struct{}
+	sweepWG sync.WaitGroup
+	started bool
+}
+
+// RunArgs is the River job that executes, resumes or recovers one run.
+type RunArgs struct {
+	RunID uuid.UUID `json:"run_id"`
+}
+
+// Kind names the job kind in River's tables.
+func (RunArgs) Kind() string { return "loupe.run" }
+
+// New builds the service. Workers, if any, begin with Start.
+func New(cfg Config, st *store.Store, reg *engine.Registry) (*Service, error) {
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = 15 * time.Second
+	}
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = cfg.LeaseTTL / 3
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	host, _ := os.Hostname()
+	s := &Service{
+		cfg: cfg, store: st, registry: reg, log: cfg.Logger,
+		owner:  fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(4)),
+		active: map[uuid.UUID]context.CancelFunc{},
+	}
+	rcfg := &river.Config{
+		Logger:               cfg.Logger.With("component", "river"),
+		JobTimeout:           -1, // runs last as long as their model calls; cancellation goes through the lease
+		RescueStuckJobsAfter: 2 * cfg.LeaseTTL,
+		MaxAttempts:          25,
+	}
+	if cfg.Workers > 0 {
+		workers := river.NewWorkers()
+		if err := river.AddWorkerSafely(workers, &runWorker{svc: s}); err != nil {
+			return nil, fmt.Errorf("runs: register worker: %w", err)
+		}
+		rcfg.Workers = workers
+		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}}
+		rcfg.FetchCooldown = 20 * time.Millisecond
+		rcfg.FetchPollInterval = 250 * time.Millisecond
+	}
+	client, err := river.NewClient(riverpgxv5.New(st.Pool()), rcfg)
+	if err != nil {
+		return nil, fmt.Errorf("runs: river client: %w", err)
+	}
+	s.river = client
+	return s, nil
+}
+
+// Registry is the engine registry the service runs actions from.
+func (s *Service) Registry() *engine.Registry { return s.registry }
+
+// Start starts the workers and the recovery sweep. It is a no-op for an insert-only service.
+func (s *Service) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.cfg.Workers == 0 {
+		return nil
+	}
+	if err := s.river.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("runs: start workers: %w", err)
+	}
+	s.started = true
+	s.stopped = make(chan struct{})
+	s.sweepWG.Add(1)
+	go s.sweepLoop()
+	s.log.Info("run workers started", "workers", s.cfg.Workers, "owner", s.owner)
+	return nil
+}
+
+// Stop stops fetching jobs and waits for the running ones to finish, up to 30 seconds, then cancels
+// them; cancelled executions keep their checkpoints and are taken over later. It is safe to call
+// twice and without Start.
+func (s *Service) Stop() {
+	s.mu.Lock()
+	started := s.started
+	s.started = false
+	s.mu.Unlock()
+	if !started {
+		return
+	}
+	close(s.stopped)
+	s.sweepWG.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.river.Stop(ctx); err != nil {
+		s.log.Warn("runs: workers did not stop in time; cancelling them", "err", err)
+		_ = s.river.StopAndCancel(context.Background())
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Error kinds the API maps to status codes.
+var (
+	// ErrInvalid marks a request that is malformed or fails validation (422 or 400).
+	ErrInvalid = errors.New("invalid")
+	// ErrConflict marks a request that lost a race or targets the wrong state (409).
+	ErrConflict = errors.New("conflict")
+)

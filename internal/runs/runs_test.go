@@ -1,0 +1,366 @@
+package runs_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/runs"
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/store/storetest"
+)
+
+type bundle struct {
+	svc   *runs.Service
+	store *store.Store
+	pool  *pgxpool.Pool
+	dsn   string
+}
+
+// setup gives the test a fresh database with the test agent and a run service with workers
+// (none when workers is 0).
+func setup(t *testing.T, workers int) *bundle {
+	t.Helper()
+	ctx := context.Background()
+	dsn := storetest.NewURL(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = pool.Exec(ctx, `CREATE TABLE test_effects (run_id text, ref text, at timestamptz DEFAULT now())`)
+	require.NoError(t, err)
+	b := &bundle{store: store.New(pool), pool: pool, dsn: dsn}
+	b.svc = b.newService(t, workers)
+	return b
+}
+
+func (b *bundle) newService(t *testing.T, workers int) *runs.Service {
+	t.Helper()
+	reg := engine.NewRegistry()
+	defineTestAgent(reg, b.pool, "", "")
+	svc, err := runs.New(runs.Config{Workers: workers, LeaseTTL: time.Second}, b.store, reg)
+	require.NoError(t, err)
+	require.NoError(t, svc.Start(context.Background()))
+	t.Cleanup(svc.Stop)
+	return svc
+}
+
+func (b *bundle) start(t *testing.T, scenario string) *store.Run {
+	t.Helper()
+	run, err := b.svc.StartRun(context.Background(), runs.StartParams{
+		Action: "testAgent", Input: json.RawMessage(`{"scenario":"` + scenario + `"}`), CreatedBy: "tester",
+	})
+	require.NoError(t, err)
+	require.Equal(t, store.RunQueued, run.Status)
+	return run
+}
+
+// wait polls the run until it reaches status.
+func (b *bundle) wait(t *testing.T, id uuid.UUID, status string) *store.Run {
+	t.Helper()
+	var run *store.Run
+	require.Eventually(t, func() bool {
+		var err error
+		run, err = b.store.RunGet(context.Background(), id)
+		require.NoError(t, err)
+		return run.Status == status
+	}, 60*time.Second, 20*time.Millisecond, "run %s never became %s", id, status)
+	return run
+}
+
+func (b *bundle) pending(t *testing.T, id uuid.UUID) []*store.Interrupt {
+	t.Helper()
+	list, err := b.store.InterruptListByRun(context.Background(), id)
+	require.NoError(t, err)
+	var out []*store.Interrupt
+	for _, i := range list {
+		if i.Status == store.InterruptPending {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (b *bundle) resolve(t *testing.T, i *store.Interrupt, action string, payload string) *store.Interrupt {
+	t.Helper()
+	p := runs.ResolveParams{InterruptID: i.ID, Action: action, Actor: "rita", Comment: "ok " + action, Version: i.Version}
+	switch action {
+	case runs.ActionEdit:
+		p.Input = json.RawMessage(payload)
+	case runs.ActionRespond:
+		p.Output = json.RawMessage(payload)
+	}
+	res, err := b.svc.Resolve(context.Background(), p)
+	require.NoError(t, err)
+	return res
+}
+
+func (b *bundle) effects(t *testing.T, id uuid.UUID) map[string]int {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `SELECT ref, count(*) FROM test_effects WHERE run_id = $1 GROUP BY ref`, id.String())
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var ref string
+		var n int
+		require.NoError(t, rows.Scan(&ref, &n))
+		out[ref] = n
+	}
+	return out
+}
+
+func TestStartInterruptResolveResumeSucceed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	run := b.start(t, "approve1")
+	b.wait(t, run.ID, store.RunInterrupted)
+	pending := b.pending(t, run.ID)
+	require.Len(t, pending, 1)
+	it := pending[0]
+	require.Equal(t, "confirm", it.Tool)
+	require.Equal(t, "c1", it.Ref)
+	require.JSONEq(t, `{"amount":5}`, string(it.Input))
+	require.JSONEq(t, `{"message":"Confirm 5?"}`, string(it.Metadata))
+	require.NotEmpty(t, it.InputSchema, "the tool's schemas are stored with the interrupt")
+	require.Empty(t, b.effects(t, run.ID), "nothing happened before approval")
+
+	b.resolve(t, it, runs.ActionApprove, "")
+	done := b.wait(t, run.ID, store.RunSucceeded)
+	require.JSONEq(t, `"done: c1={\"ok\":true,\"amount\":5};"`, string(done.Output))
+	require.Equal(t, map[string]int{"c1": 1}, b.effects(t, run.ID))
+	require.Equal(t, 1, done.Resumes)
+	require.EqualValues(t, 20, done.InputTokens, "usage of both model calls is recorded")
+
+	msgs, err := b.store.MessageList(context.Background(), run.ID)
+	require.NoError(t, err)
+	var roles []string
+	for _, m := range msgs {
+		roles = append(roles, m.Role)
+	}
+	require.Equal(t, []string{"user", "model", "tool", "model"}, roles, "the resume continued the same history")
+	require.Contains(t, string(msgs[1].Content), "resolvedInterrupt")
+	calls, err := b.store.ToolCallList(context.Background(), run.ID)
+	require.NoError(t, err)
+	require.Len(t, calls, 1)
+	require.Equal(t, store.ToolCallCompleted, calls[0].Status)
+	require.Equal(t, 2, calls[0].Attempt, "interrupted, then run again on approval")
+	audit, err := b.store.AuditList(context.Background(), "interrupt", it.ID.String())
+	require.NoError(t, err)
+	require.Len(t, audit, 1)
+	require.Equal(t, "rita", audit[0].Actor)
+}
+
+func TestTwoInterruptsInOneTurnResolvedInEitherOrder(t *testing.T) {
+	t.Parallel()
+	for _, order := range [][]int{{0, 1}, {1, 0}} {
+		b := setup(t, 2)
+		run := b.start(t, "approve2")
+		b.wait(t, run.ID, store.RunInterrupted)
+		pending := b.pending(t, run.ID)
+		require.Len(t, pending, 2)
+		b.resolve(t, pending[order[0]], runs.ActionApprove, "")
+		r, err := b.store.RunGet(context.Background(), run.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.RunInterrupted, r.Status, "one decision left: no resume yet")
+		b.resolve(t, pending[order[1]], runs.ActionRespond, `{"ok":false,"amount":0}`)
+		done := b.wait(t, run.ID, store.RunSucceeded)
+		approved := pending[order[0]].Ref
+		require.Equal(t, map[string]int{approved: 1}, b.effects(t, run.ID), "only the approved call ran")
+		require.Contains(t, string(done.Output), `\"ok\":false`, "the responded value reached the model")
+	}
+}
+
+func TestEachResolutionKind(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		action, payload string
+		effects         map[string]int
+		output          string
+		ledgerSource    string
+	}{
+		"approve": {runs.ActionApprove, "", map[string]int{"c1": 1}, `c1={\"ok\":true,\"amount\":5}`, store.ToolSourceExecuted},
+		"edit":    {runs.ActionEdit, `{"amount":7}`, map[string]int{"c1": 1}, `c1={\"ok\":true,\"amount\":7}`, store.ToolSourceExecuted},
+		"respond": {runs.ActionRespond, `{"ok":true,"amount":42}`, map[string]int{}, `c1={\"amount\":42,\"ok\":true}`, store.ToolSourceReviewer},
+		"deny":    {runs.ActionDeny, "", map[string]int{}, `\"denied\":true`, store.ToolSourceReviewer},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, 1)
+			run := b.start(t, "approve1")
+			b.wait(t, run.ID, store.RunInterrupted)
+			it := b.resolve(t, b.pending(t, run.ID)[0], tc.action, tc.payload)
+			require.Equal(t, map[string]string{"approve": "approved", "edit": "edited", "respond": "responded", "deny": "denied"}[name], it.Status)
+			done := b.wait(t, run.ID, store.RunSucceeded)
+			require.Contains(t, string(done.Output), tc.output)
+			require.Equal(t, tc.effects, b.effects(t, run.ID))
+			calls, err := b.store.ToolCallList(context.Background(), run.ID)
+			require.NoError(t, err)
+			require.Equal(t, tc.ledgerSource, calls[0].Source)
+			require.Equal(t, store.ToolCallCompleted, calls[0].Status)
+		})
+	}
+}
+
+func TestConcurrentResolutionsExactlyOneWins(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	run := b.start(t, "approve1")
+	b.wait(t, run.ID, store.RunInterrupted)
+	it := b.pending(t, run.ID)[0]
+
+	const n = 50
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			_, errs[i] = b.svc.Resolve(context.Background(), runs.ResolveParams{
+				InterruptID: it.ID, Action: runs.ActionApprove, Actor: "r" + string(rune('a'+i%26)), Version: it.Version,
+			})
+		})
+	}
+	close(start)
+	wg.Wait()
+	wins := 0
+	for _, err := range errs {
+		if err == nil {
+			wins++
+			continue
+		}
+		require.ErrorIs(t, err, runs.ErrConflict)
+		var ce *runs.ConflictError
+		require.True(t, errors.As(err, &ce))
+		require.Contains(t, ce.Error(), "already approved by")
+	}
+	require.Equal(t, 1, wins, "exactly one resolution wins")
+	b.wait(t, run.ID, store.RunSucceeded)
+	require.Equal(t, map[string]int{"c1": 1}, b.effects(t, run.ID), "the tool executed exactly once")
+	var jobs int
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE args->>'run_id' = $1`, run.ID.String()).Scan(&jobs))
+	require.Equal(t, 2, jobs, "one start job and one resume job")
+}
+
+func TestResolutionPayloadValidation(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	run := b.start(t, "approve1")
+	b.wait(t, run.ID, store.RunInterrupted)
+	it := b.pending(t, run.ID)[0]
+	cases := []struct {
+		p     runs.ResolveParams
+		field string
+	}{
+		{runs.ResolveParams{Action: "maybe"}, "action"},
+		{runs.ResolveParams{Action: runs.ActionEdit}, "input"},
+		{runs.ResolveParams{Action: runs.ActionEdit, Input: json.RawMessage(`{"amount":-1}`)}, "input/amount"},
+		{runs.ResolveParams{Action: runs.ActionEdit, Input: json.RawMessage(`{"amount":"x"}`)}, "input/amount"},
+		{runs.ResolveParams{Action: runs.ActionEdit, Input: json.RawMessage(`{}`)}, "input/amount"},
+		{runs.ResolveParams{Action: runs.ActionRespond}, "output"},
+		{runs.ResolveParams{Action: runs.ActionRespond, Output: json.RawMessage(`{"ok":"yes","amount":1}`)}, "output/ok"},
+		{runs.ResolveParams{Action: runs.ActionRespond, Output: json.RawMessage(`{not json`)}, "output"},
+	}
+	for _, tc := range cases {
+		tc.p.InterruptID, tc.p.Actor = it.ID, "rita"
+		_, err := b.svc.Resolve(context.Background(), tc.p)
+		require.ErrorIs(t, err, runs.ErrInvalid, "%+v", tc.p)
+		var ve *runs.ValidationError
+		require.True(t, errors.As(err, &ve), "%v", err)
+		require.Equal(t, tc.field, ve.Field, "%v", err)
+	}
+	after, err := b.store.InterruptGet(context.Background(), it.ID, false)
+	require.NoError(t, err)
+	require.Equal(t, store.InterruptPending, after.Status, "a rejected payload changes nothing")
+	require.Equal(t, it.Version, after.Version)
+
+	_, err = b.svc.Resolve(context.Background(), runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionApprove, Actor: "rita", Version: it.Version + 5})
+	require.ErrorIs(t, err, runs.ErrConflict, "a stale version loses")
+	_, err = b.svc.Resolve(context.Background(), runs.ResolveParams{InterruptID: uuid.New(), Action: runs.ActionApprove})
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func TestStartRejectsBadRequests(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 0)
+	_, err := b.svc.StartRun(context.Background(), runs.StartParams{Action: "nope"})
+	require.ErrorIs(t, err, runs.ErrInvalid)
+	_, err = b.svc.StartRun(context.Background(), runs.StartParams{Action: "testAgent", Input: json.RawMessage(`{"scenario":`)})
+	require.ErrorIs(t, err, runs.ErrInvalid)
+	_, err = b.svc.StartRun(context.Background(), runs.StartParams{Action: "testAgent", Input: json.RawMessage(`{"scenario":3}`)})
+	require.ErrorIs(t, err, runs.ErrInvalid, "the input is checked against the flow's schema")
+	list, _, err := b.store.RunList(context.Background(), store.RunListParams{})
+	require.NoError(t, err)
+	require.Empty(t, list, "a rejected start writes nothing")
+}
+
+func TestCancelInEachState(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("queued", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, 0) // no workers: the run stays queued
+		run := b.start(t, "approve1")
+		got, err := b.svc.Cancel(ctx, run.ID, "rita")
+		require.NoError(t, err)
+		require.Equal(t, store.RunCancelled, got.Status)
+		b.newService(t, 1) // a worker that picks the job up finds nothing to do
+		time.Sleep(300 * time.Millisecond)
+		r, err := b.store.RunGet(ctx, run.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.RunCancelled, r.Status)
+		_, err = b.svc.Cancel(ctx, run.ID, "rita")
+		require.ErrorIs(t, err, runs.ErrConflict, "cancelling twice is a conflict")
+	})
+
+	t.Run("interrupted", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, 1)
+		run := b.start(t, "approve1")
+		b.wait(t, run.ID, store.RunInterrupted)
+		it := b.pending(t, run.ID)[0]
+		_, err := b.svc.Cancel(ctx, run.ID, "rita")
+		require.NoError(t, err)
+		after, err := b.store.InterruptGet(ctx, it.ID, false)
+		require.NoError(t, err)
+		require.Equal(t, store.InterruptCancelled, after.Status)
+		_, err = b.svc.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionApprove, Actor: "x"})
+		require.ErrorIs(t, err, runs.ErrConflict)
+	})
+
+	t.Run("running", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, 0)
+		// A worker whose effect tool blocks until its context ends.
+		reg := engine.NewRegistry()
+		defineTestAgent(reg, b.pool, "tool", "")
+		svc, err := runs.New(runs.Config{Workers: 1, LeaseTTL: time.Second}, b.store, reg)
+		require.NoError(t, err)
+		require.NoError(t, svc.Start(ctx))
+		t.Cleanup(svc.Stop)
+		run := b.start(t, "pair")
+		require.Eventually(t, func() bool {
+			c, err := b.store.ToolCallGet(ctx, run.ID, 0, "b")
+			return err == nil && c.Status == store.ToolCallStarted
+		}, 30*time.Second, 10*time.Millisecond)
+		_, err = b.svc.Cancel(ctx, run.ID, "rita")
+		require.NoError(t, err)
+		r := b.wait(t, run.ID, store.RunCancelled)
+		require.Nil(t, r.LeaseOwner)
+		// The blocked tool saw its context end: the worker is free and the run stays cancelled.
+		require.Eventually(t, func() bool {
+			var n int
+			_ = b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'running'`).Scan(&n)
+			return n == 0
+		}, 30*time.Second, 20*time.Millisecond)
+	})
+}
