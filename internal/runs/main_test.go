@@ -138,7 +138,7 @@ func defineTestAgent(r *engine.Registry, pool *pgxpool.Pool, block, markers stri
 					}
 				}
 			}
-			return scripted.Text("done: " + string(sb)).WithUsage(10, 5), nil
+			return scripted.Text("done: "+string(sb)).WithUsage(10, 5), nil
 		}
 		switch scenario {
 		case "approve1":

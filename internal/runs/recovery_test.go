@@ -1,0 +1,124 @@
+package runs_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// startWorkerProcess runs this test binary as a worker process (see TestMain) that blocks at the
+// given point, and waits until it gets there. The caller then SIGKILLs it.
+func (b *bundle) startWorkerProcess(t *testing.T, block string) *exec.Cmd {
+	t.Helper()
+	cmd, reached := b.spawnWorkerProcess(t, block)
+	reached()
+	return cmd
+}
+
+// spawnWorkerProcess starts the worker process and returns a function that waits until it
+// reaches its blocking point.
+func (b *bundle) spawnWorkerProcess(t *testing.T, block string) (*exec.Cmd, func()) {
+	t.Helper()
+	markers := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "LOUPE_RUNS_WORKER_DB="+b.dsn, "LOUPE_RUNS_BLOCK="+block, "LOUPE_RUNS_MARKERS="+markers)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, func() {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			_, err := os.Stat(filepath.Join(markers, block))
+			return err == nil
+		}, 60*time.Second, 10*time.Millisecond, "the worker process never reached %s", block)
+	}
+}
+
+func kill(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+}
+
+// TestRecoveryAfterSIGKILLDuringModelCall kills a worker process in the middle of a model call.
+// A new worker takes the run over once the dead one's lease expires, and finishes it.
+func TestRecoveryAfterSIGKILLDuringModelCall(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 0)
+	run := b.start(t, "slow")
+	proc := b.startWorkerProcess(t, "model")
+	r, err := b.store.RunGet(context.Background(), run.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.RunRunning, r.Status)
+	kill(t, proc)
+
+	b.newService(t, 1)
+	done := b.wait(t, run.ID, store.RunSucceeded)
+	require.Contains(t, string(done.Output), "did s")
+	require.Equal(t, map[string]int{"s": 1}, b.effects(t, run.ID))
+}
+
+// TestRecoveryAfterSIGKILLBetweenTools kills a worker process after one of two parallel tools
+// completed while the other was still running. After recovery the completed tool is reused, not
+// run again, and the in-flight one is re-executed and marked so in the ledger.
+func TestRecoveryAfterSIGKILLBetweenTools(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 0)
+	run := b.start(t, "pair")
+	proc := b.startWorkerProcess(t, "tool")
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		c, err := b.store.ToolCallGet(ctx, run.ID, 0, "a")
+		return err == nil && c.Status == store.ToolCallCompleted
+	}, 30*time.Second, 10*time.Millisecond)
+	kill(t, proc)
+	require.Equal(t, map[string]int{"a": 1}, b.effects(t, run.ID))
+
+	b.newService(t, 1)
+	done := b.wait(t, run.ID, store.RunSucceeded)
+	require.Contains(t, string(done.Output), "did a")
+	require.Contains(t, string(done.Output), "did b")
+	require.Equal(t, map[string]int{"a": 1, "b": 1}, b.effects(t, run.ID), "no completed tool ran twice")
+
+	a, err := b.store.ToolCallGet(ctx, run.ID, 0, "a")
+	require.NoError(t, err)
+	require.Equal(t, 1, a.Attempt)
+	require.Equal(t, store.ToolSourceExecuted, a.Source)
+	bc, err := b.store.ToolCallGet(ctx, run.ID, 0, "b")
+	require.NoError(t, err)
+	require.Equal(t, 2, bc.Attempt)
+	require.Equal(t, store.ToolSourceReexecuted, bc.Source)
+	require.Equal(t, run.ID.String()+":b", bc.IdempotencyKey, "the re-execution kept the idempotency key")
+	calls, err := b.store.ModelCallList(ctx, run.ID)
+	require.NoError(t, err)
+	require.Len(t, calls, 2, "the recorded model response of turn 0 was replayed, not asked again")
+}
+
+// TestRecoveryAfterSIGKILLDuringResume kills a worker process while it runs a resumed (approved)
+// tool. The run still completes, with the approval applied once.
+func TestRecoveryAfterSIGKILLDuringResume(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	run := b.start(t, "approve1")
+	b.wait(t, run.ID, store.RunInterrupted)
+	b.svc.Stop() // only the process below may pick the resume up
+
+	proc, reached := b.spawnWorkerProcess(t, "resume")
+	b.resolve(t, b.pending(t, run.ID)[0], "approve", "")
+	reached()
+	kill(t, proc)
+	require.Empty(t, b.effects(t, run.ID))
+
+	b.newService(t, 1)
+	done := b.wait(t, run.ID, store.RunSucceeded)
+	require.Contains(t, string(done.Output), `c1={\"ok\":true,\"amount\":5}`)
+	require.Equal(t, map[string]int{"c1": 1}, b.effects(t, run.ID))
+}
