@@ -22,7 +22,8 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	cfg.bindCommon(root.PersistentFlags())
-	root.AddCommand(newServeCommand(cfg), newMigrateCommand(cfg), newDBCommand(cfg), newUserCommand(cfg), newVersionCommand())
+	root.AddCommand(newServeCommand(cfg), newMigrateCommand(cfg), newDBCommand(cfg), newUserCommand(cfg),
+		newWorkerCommand(cfg), newRunCommand(cfg), newInterruptsCommand(cfg), newVersionCommand())
 	return root
 }
 
@@ -31,6 +32,7 @@ func newServeCommand(cfg *config) *cobra.Command {
 		dev       bool
 		noMigrate bool
 		bodyLimit string
+		eng       engineOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -38,13 +40,14 @@ func newServeCommand(cfg *config) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			addr, _ := cmd.Flags().GetString("addr")
-			return serve(cmd.Context(), cfg, serveOptions{addr: addr, dev: dev, migrate: !noMigrate, bodyLimit: bodyLimit})
+			return serve(cmd.Context(), cfg, serveOptions{addr: addr, dev: dev, migrate: !noMigrate, bodyLimit: bodyLimit, engine: eng})
 		},
 	}
 	cmd.Flags().String("addr", envOr("LOUPE_ADDR", "127.0.0.1:4000"), "listen address (env LOUPE_ADDR)")
 	cmd.Flags().BoolVar(&dev, "dev", false, "local mode: skip sign-in; only allowed on a loopback address")
 	cmd.Flags().BoolVar(&noMigrate, "no-migrate", false, "do not apply pending migrations at start")
 	cmd.Flags().StringVar(&bodyLimit, "body-limit", "16M", "largest accepted request body")
+	eng.bind(cmd.Flags(), 8)
 	return cmd
 }
 
@@ -53,6 +56,7 @@ type serveOptions struct {
 	dev       bool
 	migrate   bool
 	bodyLimit string
+	engine    engineOptions
 }
 
 func serve(ctx context.Context, cfg *config, opts serveOptions) error {
@@ -77,6 +81,14 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 		}
 	}
 	st := store.New(db.pool)
+	tracing, err := newTracing(ctx, st, log)
+	if err != nil {
+		return err
+	}
+	if err := tracing.Start(ctx); err != nil {
+		return err
+	}
+	defer tracing.Stop() // after the runs stop (defers run last in, first out), so their spans are flushed
 	if !opts.dev {
 		path, err := auth.New(st).Bootstrap(ctx, cfg.DataDir)
 		if err != nil {
@@ -86,12 +98,24 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 			log.Warn("created the first admin; sign in as 'admin' with the password in the file, then change it", "file", path)
 		}
 	}
-	srv, err := server.New(server.Config{
-		Addr: opts.addr, Dev: opts.dev, Version: version, BodyLimit: opts.bodyLimit, Logger: log,
-	}, server.Deps{Store: st})
+	reg, err := newRegistry(opts.engine, tracing.provider.TracerProvider(), log)
 	if err != nil {
 		return err
 	}
+	runSvc, err := newRuns(opts.engine, st, reg, log)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(server.Config{
+		Addr: opts.addr, Dev: opts.dev, Version: version, BodyLimit: opts.bodyLimit, Logger: log,
+	}, server.Deps{Store: st, Runs: runSvc, Traces: tracing.service})
+	if err != nil {
+		return err
+	}
+	if err := runSvc.Start(ctx); err != nil {
+		return err
+	}
+	defer runSvc.Stop()
 	if err := srv.Start(ctx); err != nil {
 		return err
 	}

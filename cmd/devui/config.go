@@ -52,3 +52,6 @@ func (c *config) logger() (*slog.Logger, error) {
 	}
 	return nil, fmt.Errorf("LOG_FORMAT %q: want text or json", c.LogFormat)
 }
+
+// nopLogger discards logs, for commands whose output is their result.
+func nopLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -15,7 +15,7 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "devui:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 

@@ -73,17 +73,5 @@ func newUserCommand(cfg *config) *cobra.Command {
 
 // withAuth opens the database (migrating it) and runs fn with the auth service.
 func withAuth(cmd *cobra.Command, cfg *config, fn func(*auth.Service) error) error {
-	log, err := cfg.logger()
-	if err != nil {
-		return err
-	}
-	db, err := openDatabase(cmd.Context(), cfg, log)
-	if err != nil {
-		return err
-	}
-	defer db.close()
-	if err := db.migrate(cmd.Context(), log); err != nil {
-		return err
-	}
-	return fn(auth.New(store.New(db.pool)))
+	return withStore(cmd, cfg, func(st *store.Store) error { return fn(auth.New(st)) })
 }

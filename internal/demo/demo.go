@@ -5,6 +5,7 @@
 package demo
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -78,9 +79,26 @@ func toolResponses(req *engine.ModelRequest) []*engine.ToolResponse {
 	return out
 }
 
+// asMap reads a tool output as a JSON object, whatever Go type carries it (typed tools hand
+// their outputs over as encoded JSON).
+func asMap(v any) (map[string]any, bool) {
+	if m, ok := v.(map[string]any); ok {
+		return m, true
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, false
+	}
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		return nil, false
+	}
+	return m, true
+}
+
 // denied reports whether a tool response is a reviewer's denial.
 func denied(resp *engine.ToolResponse) (string, bool) {
-	m, ok := resp.Output.(map[string]any)
+	m, ok := asMap(resp.Output)
 	if !ok || m["denied"] != true {
 		return "", false
 	}

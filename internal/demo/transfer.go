@@ -73,7 +73,7 @@ func transferScript(req *engine.ModelRequest) (scripted.Turn, error) {
 		if reason, ok := denied(tr); ok {
 			return say("The transfer was not made: " + reason + "."), nil
 		}
-		if m, ok := tr.Output.(map[string]any); ok {
+		if m, ok := asMap(tr.Output); ok {
 			return say(fmt.Sprintf("Done: sent %v %v to %v (confirmation %v).", m["amount"], m["currency"], m["to"], m["confirmation"])), nil
 		}
 	}

@@ -89,7 +89,7 @@ func travelScript(req *engine.ModelRequest) (scripted.Turn, error) {
 		if reason, ok := denied(tr); ok {
 			return say(fmt.Sprintf("I did not book the flight to %s: the booking was denied (%s).", dest, reason)), nil
 		}
-		if b, ok := tr.Output.(map[string]any); ok && tr.Name == "bookFlight" {
+		if b, ok := asMap(tr.Output); ok && tr.Name == "bookFlight" {
 			return say(fmt.Sprintf("You're booked to %s on %v, %v class, confirmation %v. Pack for the weather!", dest, b["date"], b["class"], b["confirmation"])), nil
 		}
 	}

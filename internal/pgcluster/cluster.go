@@ -112,9 +112,20 @@ func connURL(port int, password, database string) string {
 // Start runs the cluster as a child process: it initialises the cluster on first use, recovers from a
 // crashed previous run, starts postgres on a free loopback port, waits until it accepts connections
 // and creates the database. The child gets SIGINT if this process dies, so it never outlives devui.
+//
+// When a postgres already runs on this cluster (another devui, `devui db start`), Start uses it
+// without owning it: Stop then leaves it running.
 func (c *Cluster) Start(ctx context.Context) error {
 	if err := c.prepare(ctx); err != nil {
 		return err
+	}
+	if port, ok := c.runningPort(); ok {
+		c.cfg.Logger.Info("using the PostgreSQL already running on this data dir", "data_dir", c.pgData, "port", port)
+		c.port = port
+		if err := c.waitReady(ctx, nil); err != nil {
+			return err
+		}
+		return c.createDatabase(ctx)
 	}
 	if err := c.pickPort(); err != nil {
 		return err
@@ -295,7 +306,7 @@ func (c *Cluster) initdb(ctx context.Context) error {
 
 // clearStaleLock handles postmaster.pid. A lock whose process is gone, or is no postgres, is left
 // by a crash and removed. A postgres still running on this cluster is left alone: runningPort finds
-// it (StartDetached reuses it) and Start stops it first.
+// it, and Start and StartDetached use it.
 func (c *Cluster) clearStaleLock(ctx context.Context) error {
 	lock := filepath.Join(c.pgData, "postmaster.pid")
 	pid, _, err := readLock(lock)
@@ -320,20 +331,7 @@ func (c *Cluster) runningPort() (int, bool) {
 	return port, true
 }
 
-// stopOrphan stops a postgres left running on this cluster by a devui that was killed, so that Start
-// can run its own child.
-func (c *Cluster) stopOrphan(ctx context.Context) error {
-	if _, ok := c.runningPort(); !ok {
-		return nil
-	}
-	c.cfg.Logger.Warn("stopping a PostgreSQL left running by a previous devui")
-	return c.StopDetached(ctx)
-}
-
 func (c *Cluster) pickPort() error {
-	if err := c.stopOrphan(context.Background()); err != nil {
-		return err
-	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("pgcluster: find a free port: %w", err)

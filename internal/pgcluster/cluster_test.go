@@ -69,16 +69,20 @@ func TestStartRecoversFromStaleLockAndOrphan(t *testing.T) {
 	ctx := context.Background()
 	c := newTestCluster(t)
 
-	// An orphaned server still running on the cluster (its devui was SIGKILLed).
+	// A server already running on the cluster (another devui, or a detached start) is used as is,
+	// and not stopped by the one that merely attached to it.
 	require.NoError(t, c.StartDetached(ctx))
-	orphanPort, ok := c.runningPort()
+	runningPort, ok := c.runningPort()
 	require.True(t, ok)
 	second, err := New(c.cfg)
 	require.NoError(t, err)
-	require.NoError(t, second.Start(ctx), "start must stop the orphan and run its own server")
+	require.NoError(t, second.Start(ctx), "start must use the running server")
 	queryOne(t, second.URL())
-	require.NotEqual(t, 0, orphanPort)
+	require.Equal(t, runningPort, second.port)
 	second.Stop()
+	_, ok = c.runningPort()
+	require.True(t, ok, "an attached Start does not stop a server it does not own")
+	require.NoError(t, c.StopDetached(ctx))
 
 	// A stale lock whose process is gone (the server was SIGKILLed too).
 	lock := filepath.Join(c.pgData, "postmaster.pid")

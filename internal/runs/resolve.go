@@ -212,6 +212,12 @@ func (s *Service) validate(tool, field string, value json.RawMessage, check func
 	if engine.StatusOf(err) == engine.StatusNotFound {
 		return &ValidationError{Field: field, Message: fmt.Sprintf("tool %s is no longer registered, so its schema cannot be checked", tool), Cause: err}
 	}
+	return fieldError(field, err)
+}
+
+// fieldError turns a schema violation into a ValidationError naming the first failing field, as a
+// JSON-pointer-like path under field ("input/amount").
+func fieldError(field string, err error) *ValidationError {
 	var ve *engine.ValidationError
 	if errors.As(err, &ve) && len(ve.Fields) > 0 {
 		f := ve.Fields[0]

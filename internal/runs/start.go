@@ -30,7 +30,7 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*store.Run, erro
 		input = json.RawMessage("null")
 	}
 	if !json.Valid(input) {
-		return nil, fmt.Errorf("input is not valid JSON: %w", ErrInvalid)
+		return nil, &ValidationError{Field: "input", Message: "not valid JSON"}
 	}
 	if err := s.validateInput(key, input); err != nil {
 		return nil, err
@@ -80,7 +80,7 @@ func (s *Service) validateInput(key string, input json.RawMessage) error {
 		return nil
 	}
 	if err := desc.InputSchema.ValidateJSON(input); err != nil {
-		return fmt.Errorf("input does not match the input schema of %s: %w: %w", key, err, ErrInvalid)
+		return fieldError("input", err)
 	}
 	return nil
 }

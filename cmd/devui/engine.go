@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+	oteltrace "go.opentelemetry.io/otel/trace"
+
+	"github.com/loupe-dev/loupe/internal/demo"
+	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/engine/openai"
+	"github.com/loupe-dev/loupe/internal/runs"
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// engineOptions configure the registry and the run service.
+type engineOptions struct {
+	noDemo  bool
+	workers int
+}
+
+func (o *engineOptions) bind(fs *pflag.FlagSet, defaultWorkers int) {
+	fs.BoolVar(&o.noDemo, "no-demo", false, "do not register the demo agents")
+	fs.IntVar(&o.workers, "workers", defaultWorkers, "runs this process executes at once (0: none, only start, resolve and cancel)")
+}
+
+// newRegistry builds the action registry: the demo agents unless turned off, on the scripted models
+// or, when OPENAI_BASE_URL or OPENAI_API_KEY is set, on that endpoint.
+func newRegistry(o engineOptions, tp oteltrace.TracerProvider, log *slog.Logger) (*engine.Registry, error) {
+	var opts []engine.RegistryOption
+	if tp != nil {
+		opts = append(opts, engine.WithTracerProvider(tp))
+	}
+	reg := engine.NewRegistry(opts...)
+	if o.noDemo {
+		return reg, nil
+	}
+	cfg := demo.Config{
+		OpenAI: openai.Config{BaseURL: os.Getenv("OPENAI_BASE_URL"), APIKey: os.Getenv("OPENAI_API_KEY")},
+		Model:  os.Getenv("OPENAI_MODEL"),
+	}
+	if err := demo.Register(reg, cfg); err != nil {
+		return nil, fmt.Errorf("register demo agents: %w", err)
+	}
+	if cfg.OpenAI.BaseURL != "" || cfg.OpenAI.APIKey != "" {
+		log.Info("demo agents use the OpenAI-compatible endpoint", "base_url", cfg.OpenAI.BaseURL, "model", cfg.Model)
+	} else {
+		log.Info("demo agents use scripted models (set OPENAI_BASE_URL / OPENAI_API_KEY for a real one)")
+	}
+	return reg, nil
+}
+
+// newRuns builds the run service.
+func newRuns(o engineOptions, st *store.Store, reg *engine.Registry, log *slog.Logger) (*runs.Service, error) {
+	return runs.New(runs.Config{Workers: o.workers, LeaseTTL: 15 * time.Second, Logger: log}, st, reg)
+}

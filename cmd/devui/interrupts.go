@@ -1,0 +1,119 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/loupe-dev/loupe/internal/runs"
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+func newInterruptsCommand(cfg *config) *cobra.Command {
+	cmd := &cobra.Command{Use: "interrupts", Short: "List and resolve the interrupts waiting for a reviewer"}
+
+	var status string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List interrupts, oldest first (pending ones by default)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withStore(cmd, cfg, func(st *store.Store) error {
+				items, err := st.InterruptList(cmd.Context(), store.InterruptListParams{Status: status})
+				if err != nil {
+					return err
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tRUN\tTOOL\tSTATUS\tAGE\tASKS")
+				for _, i := range items {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", i.ID, i.RunID.String()[:8], i.Tool, i.Status,
+						time.Since(i.CreatedAt).Round(time.Second), i.Metadata)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	list.Flags().StringVar(&status, "status", store.InterruptPending, "pending, approved, edited, responded, denied, cancelled, or empty for all")
+
+	var (
+		approve, deny bool
+		edit, respond string
+		comment       string
+		expectVersion int64
+	)
+	resolve := &cobra.Command{
+		Use:   "resolve <interrupt-id> --approve | --edit JSON | --respond JSON | --deny [--comment TEXT]",
+		Short: "Resolve an interrupt; when it was its run's last, the run resumes on a worker",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := uuid.Parse(args[0])
+			if err != nil {
+				return fmt.Errorf("interrupt id %q is not a UUID", args[0])
+			}
+			p := runs.ResolveParams{InterruptID: id, Comment: comment, Version: expectVersion, Actor: cliActor()}
+			chosen := 0
+			if approve {
+				p.Action, chosen = runs.ActionApprove, chosen+1
+			}
+			if deny {
+				p.Action, chosen = runs.ActionDeny, chosen+1
+			}
+			if edit != "" {
+				p.Action, p.Input, chosen = runs.ActionEdit, json.RawMessage(edit), chosen+1
+			}
+			if respond != "" {
+				p.Action, p.Output, chosen = runs.ActionRespond, json.RawMessage(respond), chosen+1
+			}
+			if chosen != 1 {
+				return errors.New("give exactly one of --approve, --edit JSON, --respond JSON, --deny")
+			}
+			return withStore(cmd, cfg, func(st *store.Store) error {
+				reg, err := newRegistry(engineOptions{}, nil, nopLogger())
+				if err != nil {
+					return err
+				}
+				svc, err := newRuns(engineOptions{}, st, reg, nopLogger())
+				if err != nil {
+					return err
+				}
+				it, err := svc.Resolve(cmd.Context(), p)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "interrupt %s %s by %s\n", it.ID, it.Status, *it.ResolvedBy)
+				return nil
+			})
+		},
+	}
+	resolve.Flags().BoolVar(&approve, "approve", false, "approve: run the tool as requested")
+	resolve.Flags().StringVar(&edit, "edit", "", "approve with this input instead (JSON, checked against the tool's input schema)")
+	resolve.Flags().StringVar(&respond, "respond", "", "answer with this output instead of running the tool (JSON, checked against its output schema)")
+	resolve.Flags().BoolVar(&deny, "deny", false, "deny: the model is told the call was refused")
+	resolve.Flags().StringVar(&comment, "comment", "", "a comment for the audit log (and the denial's reason)")
+	resolve.Flags().Int64Var(&expectVersion, "version", 0, "fail unless the interrupt is still at this version")
+
+	cmd.AddCommand(list, resolve)
+	return cmd
+}
+
+// withStore opens the database (migrating it) and runs fn with a store on it.
+func withStore(cmd *cobra.Command, cfg *config, fn func(*store.Store) error) error {
+	log, err := cfg.logger()
+	if err != nil {
+		return err
+	}
+	db, err := openDatabase(cmd.Context(), cfg, log)
+	if err != nil {
+		return err
+	}
+	defer db.close()
+	if err := db.migrate(cmd.Context(), log); err != nil {
+		return err
+	}
+	return fn(store.New(db.pool))
+}

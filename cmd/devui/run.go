@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loupe-dev/loupe/internal/runs"
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// exitError ends devui with a specific exit code.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func newRunCommand(cfg *config) *cobra.Command {
+	var (
+		input string
+		wait  bool
+		eng   engineOptions
+	)
+	cmd := &cobra.Command{
+		Use:   "run <action> [--input JSON] [--wait]",
+		Short: "Start a run of a registered action; with --wait, execute it here and follow it to the end",
+		Long: `Start a run of a registered action, such as travelAgent or /flow/transferMoney.
+
+Without --wait the run is queued for the workers of devui serve or devui worker, and its id printed.
+With --wait this process also executes runs, streams the run's output as it comes, and exits with
+0 when it succeeded, 3 when it waits for a reviewer (see devui interrupts), 1 otherwise.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			log, err := cfg.logger()
+			if err != nil {
+				return err
+			}
+			db, err := openDatabase(ctx, cfg, log)
+			if err != nil {
+				return err
+			}
+			defer db.close()
+			if err := db.migrate(ctx, log); err != nil {
+				return err
+			}
+			st := store.New(db.pool)
+			if !wait {
+				eng.workers = 0
+			}
+			reg, err := newRegistry(eng, nil, log)
+			if err != nil {
+				return err
+			}
+			svc, err := newRuns(eng, st, reg, log)
+			if err != nil {
+				return err
+			}
+			if err := svc.Start(ctx); err != nil {
+				return err
+			}
+			defer svc.Stop()
+			run, err := svc.StartRun(ctx, runs.StartParams{Action: args[0], Input: json.RawMessage(input), CreatedBy: cliActor()})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if !wait {
+				fmt.Fprintln(out, run.ID)
+				return nil
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "run %s (%s) queued\n", run.ID, run.Action)
+			return follow(ctx, st, run, out, cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().StringVar(&input, "input", "null", "the action's input, as JSON")
+	cmd.Flags().BoolVar(&wait, "wait", false, "execute and follow the run until it ends or waits for a reviewer")
+	eng.bind(cmd.Flags(), 1)
+	return cmd
+}
+
+// follow prints a run's streamed text and status changes until it settles.
+func follow(ctx context.Context, st *store.Store, run *store.Run, out, info io.Writer) error {
+	var after int64
+	status := run.Status
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		chunks, err := st.ChunkList(ctx, run.ID, after, 0)
+		if err != nil {
+			return err
+		}
+		for _, c := range chunks {
+			after = c.Seq
+			printChunk(out, c)
+		}
+		cur, err := st.RunGet(ctx, run.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Status != status {
+			status = cur.Status
+			fmt.Fprintf(info, "\n[%s] turns=%d tokens=%d/%d\n", status, cur.Turns, cur.InputTokens, cur.OutputTokens)
+		}
+		switch status {
+		case store.RunSucceeded:
+			fmt.Fprintf(out, "\noutput: %s\n", cur.Output)
+			return nil
+		case store.RunInterrupted:
+			list, err := st.InterruptListByRun(ctx, run.ID)
+			if err != nil {
+				return err
+			}
+			for _, i := range list {
+				if i.Status == store.InterruptPending {
+					fmt.Fprintf(info, "waiting for a reviewer: interrupt %s, tool %s, %s\n  resolve with: devui interrupts resolve %s --approve\n", i.ID, i.Tool, i.Metadata, i.ID)
+				}
+			}
+			return &exitError{code: 3, msg: "run " + run.ID.String() + " is waiting for a reviewer"}
+		case store.RunFailed, store.RunAborted, store.RunCancelled:
+			return &exitError{code: 1, msg: fmt.Sprintf("run %s %s: %s", run.ID, status, cur.Error)}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// printChunk prints the text of a streamed chunk, or the chunk itself when it has no text.
+func printChunk(w io.Writer, c *store.RunChunk) {
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	if c.Role != "flow" && json.Unmarshal(c.Content, &parts) == nil {
+		for _, p := range parts {
+			fmt.Fprint(w, p.Text)
+		}
+		return
+	}
+	if c.Role == "flow" {
+		fmt.Fprintln(w, string(c.Content))
+	}
+}
+
+// cliActor names the person using the CLI in the audit log.
+func cliActor() string {
+	if u := os.Getenv("USER"); u != "" {
+		return "cli:" + u
+	}
+	return "cli"
+}
+
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return 1
+}

@@ -1,0 +1,350 @@
+package server
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/loupe-dev/loupe/internal/runs"
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// runRoutes registers the runs, interrupts and actions API, and Genkit's reflection API.
+func (s *Server) runRoutes(api *echo.Group) {
+	reviewer := requireRole(store.RoleReviewer)
+	api.POST("/runs", s.apiRunStart, reviewer)
+	api.GET("/runs", s.apiRunList)
+	api.GET("/runs/:id", s.apiRunGet)
+	api.GET("/runs/:id/chunks", s.apiRunChunks)
+	api.POST("/runs/:id/cancel", s.apiRunCancel, reviewer)
+	api.GET("/interrupts", s.apiInterruptList)
+	api.GET("/interrupts/:id", s.apiInterruptGet)
+	api.POST("/interrupts/:id/resolve", s.apiInterruptResolve, reviewer)
+	api.GET("/actions", s.apiActionList)
+
+	s.echo.GET("/api/actions", s.genkitActions)
+	s.echo.POST("/api/runAction", s.genkitRunAction, reviewer)
+}
+
+// bindJSON decodes a JSON body strictly: unknown fields and trailing data are errors that name the
+// problem.
+func bindJSON(c echo.Context, v any) error {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return Errorf(http.StatusBadRequest, "bad_request", "the request needs a JSON body")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return Errorf(http.StatusBadRequest, "bad_json", "invalid JSON body: %v", err)
+	}
+	if dec.More() {
+		return Errorf(http.StatusBadRequest, "bad_json", "invalid JSON body: data after the JSON value")
+	}
+	return nil
+}
+
+// pathID parses a uuid path parameter.
+func pathID(c echo.Context, name string) (uuid.UUID, error) {
+	id, err := uuid.Parse(c.Param(name))
+	if err != nil {
+		return uuid.Nil, Errorf(http.StatusBadRequest, "bad_id", "%s %q is not a valid id (want a UUID)", name, c.Param(name))
+	}
+	return id, nil
+}
+
+// runsError maps the run service's errors to API errors.
+func runsError(err error) error {
+	var ve *runs.ValidationError
+	var ce *runs.ConflictError
+	switch {
+	case errors.As(err, &ve):
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "invalid", Message: ve.Error(),
+			Details: map[string]string{"field": ve.Field}}
+	case errors.As(err, &ce):
+		d := map[string]any{"status": ce.Interrupt.Status, "version": ce.Interrupt.Version}
+		if ce.Interrupt.ResolvedBy != nil {
+			d["resolved_by"] = *ce.Interrupt.ResolvedBy
+		}
+		if ce.Interrupt.ResolvedAt != nil {
+			d["resolved_at"] = ce.Interrupt.ResolvedAt
+		}
+		return &Error{Status: http.StatusConflict, Code: "conflict", Message: ce.Error(), Details: d}
+	case errors.Is(err, runs.ErrConflict):
+		return &Error{Status: http.StatusConflict, Code: "conflict", Message: err.Error()}
+	case errors.Is(err, runs.ErrInvalid):
+		return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: err.Error()}
+	case errors.Is(err, store.ErrNotFound):
+		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: err.Error()}
+	}
+	return err
+}
+
+func (s *Server) apiRunStart(c echo.Context) error {
+	var req struct {
+		Action string          `json:"action"`
+		Input  json.RawMessage `json:"input"`
+	}
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	run, err := s.deps.Runs.StartRun(c.Request().Context(), runs.StartParams{
+		Action: req.Action, Input: req.Input, CreatedBy: principal(c).Username,
+	})
+	if err != nil {
+		return runsError(err)
+	}
+	return c.JSON(http.StatusCreated, run)
+}
+
+func (s *Server) apiRunList(c echo.Context) error {
+	p, err := runListParams(c)
+	if err != nil {
+		return err
+	}
+	list, next, err := s.store.RunList(c.Request().Context(), p)
+	if err != nil {
+		return err
+	}
+	resp := map[string]any{"runs": list, "next_cursor": nil}
+	if list == nil {
+		resp["runs"] = []*store.Run{}
+	}
+	if next != nil {
+		resp["next_cursor"] = encodeCursor(next)
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+// runListParams reads the runs list's filters, rejecting malformed ones by name.
+func runListParams(c echo.Context) (store.RunListParams, error) {
+	q := c.QueryParams()
+	p := store.RunListParams{Status: q.Get("status"), Action: q.Get("action"), Query: q.Get("q")}
+	if p.Status != "" && !validRunStatus(p.Status) {
+		return p, Errorf(http.StatusBadRequest, "bad_request", "status %q: want one of %s", p.Status, strings.Join(store.RunStatuses, ", "))
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			return p, Errorf(http.StatusBadRequest, "bad_request", "limit %q: want a number from 1 to 500", v)
+		}
+		p.Limit = n
+	}
+	for name, dst := range map[string]*time.Time{"since": &p.Since, "until": &p.Until} {
+		v := q.Get(name)
+		if v == "" {
+			continue
+		}
+		t, err := parseSince(v)
+		if err != nil {
+			return p, Errorf(http.StatusBadRequest, "bad_request", "%s %q: want an RFC 3339 time or a duration ago such as 24h", name, v)
+		}
+		*dst = t
+	}
+	if v := q.Get("cursor"); v != "" {
+		cur, err := decodeCursor(v)
+		if err != nil {
+			return p, Errorf(http.StatusBadRequest, "bad_request", "cursor %q is not one this server issued", v)
+		}
+		p.After = cur
+	}
+	return p, nil
+}
+
+func validRunStatus(s string) bool {
+	for _, st := range store.RunStatuses {
+		if s == st {
+			return true
+		}
+	}
+	return false
+}
+
+// parseSince accepts RFC 3339 or a duration before now ("24h", "90m").
+func parseSince(v string) (time.Time, error) {
+	if d, err := time.ParseDuration(v); err == nil {
+		return time.Now().Add(-d), nil
+	}
+	return time.Parse(time.RFC3339Nano, v)
+}
+
+func encodeCursor(c *store.RunCursor) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(c.CreatedAt.UTC().Format(time.RFC3339Nano) + "|" + c.ID.String()))
+}
+
+func decodeCursor(v string) (*store.RunCursor, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return nil, err
+	}
+	ts, id, ok := strings.Cut(string(raw), "|")
+	if !ok {
+		return nil, fmt.Errorf("cursor without separator")
+	}
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		return nil, err
+	}
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return nil, err
+	}
+	return &store.RunCursor{CreatedAt: t, ID: u}, nil
+}
+
+// RunDetail is a run with its history, interrupts and ledger.
+type RunDetail struct {
+	*store.Run
+	Messages   []*store.RunMessage `json:"messages"`
+	Interrupts []*store.Interrupt  `json:"interrupts"`
+	ToolCalls  []*store.ToolCall   `json:"tool_calls"`
+}
+
+func (s *Server) runDetail(c echo.Context, id uuid.UUID) (*RunDetail, error) {
+	ctx := c.Request().Context()
+	run, err := s.store.RunGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d := &RunDetail{Run: run}
+	if d.Messages, err = s.store.MessageList(ctx, id); err != nil {
+		return nil, err
+	}
+	if d.Interrupts, err = s.store.InterruptListByRun(ctx, id); err != nil {
+		return nil, err
+	}
+	if d.ToolCalls, err = s.store.ToolCallList(ctx, id); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (s *Server) apiRunGet(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	d, err := s.runDetail(c, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, d)
+}
+
+func (s *Server) apiRunChunks(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	var after int64
+	if v := c.QueryParam("after"); v != "" {
+		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
+			return Errorf(http.StatusBadRequest, "bad_request", "after %q: want a sequence number (0 or more)", v)
+		}
+	}
+	if _, err := s.store.RunGet(c.Request().Context(), id); err != nil {
+		return err
+	}
+	chunks, err := s.store.ChunkList(c.Request().Context(), id, after, 0)
+	if err != nil {
+		return err
+	}
+	if chunks == nil {
+		chunks = []*store.RunChunk{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"chunks": chunks})
+}
+
+func (s *Server) apiRunCancel(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	run, err := s.deps.Runs.Cancel(c.Request().Context(), id, principal(c).Username)
+	if err != nil {
+		return runsError(err)
+	}
+	return c.JSON(http.StatusOK, run)
+}
+
+// interruptView is an interrupt as the API lists it.
+type interruptView struct {
+	*store.Interrupt
+	Action string `json:"action,omitempty"`
+}
+
+func (s *Server) apiInterruptList(c echo.Context) error {
+	q := c.QueryParams()
+	status := q.Get("status")
+	switch status {
+	case "", store.InterruptPending, store.InterruptApproved, store.InterruptEdited, store.InterruptResponded, store.InterruptDenied, store.InterruptCancelled:
+	default:
+		return Errorf(http.StatusBadRequest, "bad_request", "status %q: want pending, approved, edited, responded, denied or cancelled", status)
+	}
+	list, err := s.store.InterruptList(c.Request().Context(), store.InterruptListParams{Status: status, Tool: q.Get("tool"), Action: q.Get("action")})
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []*store.Interrupt{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"interrupts": list})
+}
+
+func (s *Server) apiInterruptGet(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	it, err := s.store.InterruptGet(c.Request().Context(), id, false)
+	if err != nil {
+		return err
+	}
+	audit, err := s.store.AuditList(c.Request().Context(), "interrupt", id.String())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"interrupt": it, "audit": audit})
+}
+
+func (s *Server) apiInterruptResolve(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Action  string          `json:"action"`
+		Input   json.RawMessage `json:"input"`
+		Output  json.RawMessage `json:"output"`
+		Comment string          `json:"comment"`
+		Version int64           `json:"version"`
+	}
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	it, err := s.deps.Runs.Resolve(c.Request().Context(), runs.ResolveParams{
+		InterruptID: id, Action: req.Action, Input: req.Input, Output: req.Output,
+		Comment: req.Comment, Version: req.Version, Actor: principal(c).Username,
+	})
+	if err != nil {
+		return runsError(err)
+	}
+	return c.JSON(http.StatusOK, it)
+}
+
+func (s *Server) apiActionList(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]any{"actions": s.deps.Runs.Registry().List()})
+}
