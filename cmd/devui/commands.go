@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loupe-dev/loupe/internal/auth"
+	"github.com/loupe-dev/loupe/internal/live"
 	"github.com/loupe-dev/loupe/internal/pgcluster"
 	"github.com/loupe-dev/loupe/internal/server"
 	"github.com/loupe-dev/loupe/internal/store"
@@ -24,6 +25,7 @@ func newRootCommand() *cobra.Command {
 	cfg.bindCommon(root.PersistentFlags())
 	root.AddCommand(newServeCommand(cfg), newMigrateCommand(cfg), newDBCommand(cfg), newUserCommand(cfg),
 		newWorkerCommand(cfg), newRunCommand(cfg), newInterruptsCommand(cfg), newVersionCommand())
+	root.AddCommand(newReplayCommand(cfg)) // replay.go
 	return root
 }
 
@@ -106,9 +108,18 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 	if err != nil {
 		return err
 	}
+	hub, err := live.New(live.Config{Pool: db.pool, Logger: log})
+	if err != nil {
+		return err
+	}
+	runSvc.SetPublisher(hub)
+	if err := hub.Start(ctx); err != nil {
+		return err
+	}
+	defer hub.Stop()
 	srv, err := server.New(server.Config{
 		Addr: opts.addr, Dev: opts.dev, Version: version, BodyLimit: opts.bodyLimit, Logger: log,
-	}, server.Deps{Store: st, Runs: runSvc, Traces: tracing.service})
+	}, server.Deps{Store: st, Runs: runSvc, Traces: tracing.service, Live: hub})
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ type recorder struct {
 	baseIndex   int   // history length when this execution started; chunk indexes are offset by it
 	chunkSeq    int64 // last chunk sequence number used
 	pending     []store.RunChunk
+	messages    []store.RunMessage // history messages not yet checkpointed
 	inTok       int64
 	outTok      int64
 	model       string
@@ -35,29 +36,22 @@ type recorder struct {
 	recorded    map[int]*store.ModelCall
 	interrupted *engine.ModelResponse
 	final       *engine.ModelResponse
-	flushErr    error
+	// usageCounted is the usage the model middleware already added, so OnUsage skips it.
+	usageCounted *engine.Usage
 }
 
-func newRecorder(ctx context.Context, svc *Service, run *store.Run, history []*engine.Message) (*recorder, error) {
+func newRecorder(svc *Service, run *store.Run, state *store.ExecutionState, history []*engine.Message) *recorder {
 	r := &recorder{svc: svc, run: run, baseIndex: len(history), inTok: run.InputTokens, outTok: run.OutputTokens, maxTurn: run.Turns}
 	if run.Model != nil {
 		r.model = *run.Model
 	}
 	r.turn = max(countModelMessages(history)-1, 0)
-	seq, err := svc.store.ChunkMaxSeq(ctx, run.ID)
-	if err != nil {
-		return nil, err
-	}
-	r.chunkSeq = seq
-	calls, err := svc.store.ModelCallList(ctx, run.ID)
-	if err != nil {
-		return nil, err
-	}
-	r.recorded = make(map[int]*store.ModelCall, len(calls))
-	for _, c := range calls {
+	r.chunkSeq = state.ChunkSeq
+	r.recorded = make(map[int]*store.ModelCall, len(state.ModelCalls))
+	for _, c := range state.ModelCalls {
 		r.recorded[c.Turn] = c
 	}
-	return r, nil
+	return r
 }
 
 func countModelMessages(msgs []*engine.Message) int {
@@ -73,21 +67,22 @@ func countModelMessages(msgs []*engine.Message) int {
 // hooks are the engine hooks that record history, chunks, usage and the outcome.
 func (r *recorder) hooks() *engine.Hooks {
 	return &engine.Hooks{
+		// Messages are written with the next checkpoint: before the next model call, or at the
+		// end. One lost in a crash is rebuilt, since the model response and the tool results it
+		// holds are in the ledgers and a takeover replays them.
 		OnMessage: func(ctx context.Context, ev *engine.MessageEvent) error {
-			if err := r.flush(ctx); err != nil {
-				return err
+			// The recorded history this execution resumes from is reported as input again; it is
+			// stored already, with its own turns (a fork's copy must stay byte-identical).
+			if ev.Source == engine.SourceInput && ev.Index < r.baseIndex {
+				return nil
 			}
 			content, err := json.Marshal(ev.Message)
 			if err != nil {
 				return fmt.Errorf("record message: %w", err)
 			}
 			r.mu.Lock()
-			turn := r.turn
+			r.messages = append(r.messages, store.RunMessage{RunID: r.run.ID, Seq: ev.Index, Turn: r.turn, Role: string(ev.Message.Role), Content: content})
 			r.mu.Unlock()
-			if err := r.svc.store.MessagePut(ctx, r.run.ID, ev.Index, turn, string(ev.Message.Role), content); err != nil {
-				return err
-			}
-			r.svc.publish(r.run.ID, EventMessage, map[string]any{"seq": ev.Index, "turn": turn, "role": ev.Message.Role})
 			return nil
 		},
 		OnChunk: func(ctx context.Context, c *engine.ModelResponseChunk) error {
@@ -109,9 +104,12 @@ func (r *recorder) hooks() *engine.Hooks {
 		},
 		OnUsage: func(ctx context.Context, _ int, u *engine.Usage) error {
 			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.usageCounted == u {
+				return nil // counted by the model middleware already
+			}
 			r.inTok += int64(u.InputTokens)
 			r.outTok += int64(u.OutputTokens)
-			r.mu.Unlock()
 			return nil
 		},
 		OnResponse: func(ctx context.Context, resp *engine.ModelResponse) error {
@@ -177,9 +175,6 @@ func (r *recorder) modelCall(ctx context.Context, req *engine.ModelRequest, cb e
 	if err != nil {
 		return nil, err
 	}
-	if err := r.flush(ctx); err != nil {
-		return nil, err
-	}
 	reqJSON, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("record model request: %w", err)
@@ -188,13 +183,19 @@ func (r *recorder) modelCall(ctx context.Context, req *engine.ModelRequest, cb e
 	if err != nil {
 		return nil, fmt.Errorf("record model response: %w", err)
 	}
-	if err := r.svc.store.ModelCallPut(ctx, store.ModelCall{
+	if resp.Usage != nil {
+		// OnUsage runs after this middleware returns; count the tokens into this checkpoint.
+		r.mu.Lock()
+		r.inTok += int64(resp.Usage.InputTokens)
+		r.outTok += int64(resp.Usage.OutputTokens)
+		r.usageCounted = resp.Usage
+		r.mu.Unlock()
+	}
+	// The response is durable before any of its tools runs.
+	if err := r.checkpoint(ctx, &store.ModelCall{
 		RunID: r.run.ID, Turn: turn, Model: model, Request: reqJSON, Response: respJSON,
 		LatencyMs: float64(time.Since(start).Microseconds()) / 1000,
 	}); err != nil {
-		return nil, err
-	}
-	if err := r.progress(ctx); err != nil {
 		return nil, err
 	}
 	return resp, nil
@@ -244,26 +245,63 @@ func (r *recorder) toolCall(ctx context.Context, call *engine.ToolCall, next eng
 	return out, err
 }
 
-// flush writes buffered chunks in one COPY.
+// flush writes buffered chunks only; the live view calls for it while a model streams.
 func (r *recorder) flush(ctx context.Context) error {
 	r.mu.Lock()
-	batch := r.pending
+	chunks := r.pending
 	r.pending = nil
 	r.mu.Unlock()
-	if len(batch) == 0 {
+	if len(chunks) == 0 {
 		return nil
 	}
-	if err := r.svc.store.ChunkInsert(context.WithoutCancel(ctx), batch); err != nil {
+	if _, err := r.svc.store.Checkpoint(context.WithoutCancel(ctx), store.CheckpointParams{RunID: r.run.ID, Chunks: chunks}); err != nil {
 		return err
 	}
-	r.svc.publish(r.run.ID, EventChunks, map[string]any{"last_seq": batch[len(batch)-1].Seq})
+	r.svc.publish(r.run.ID, EventChunks, map[string]any{"last_seq": chunks[len(chunks)-1].Seq})
 	return nil
 }
 
-// progress records turns, model and usage on the run row.
-func (r *recorder) progress(ctx context.Context) error {
+// checkpoint writes, in one round trip, the buffered messages and chunks, the progress, and the
+// turn's model response when given.
+func (r *recorder) checkpoint(ctx context.Context, call *store.ModelCall) error {
+	_, err := r.checkpointAndFinish(ctx, call, nil)
+	return err
+}
+
+// checkpointAndFinish is checkpoint, ending the execution in the same round trip when finish is set.
+func (r *recorder) checkpointAndFinish(ctx context.Context, call *store.ModelCall, finish *store.RunFinishParams) (*store.Run, error) {
 	r.mu.Lock()
-	p := store.RunProgressParams{ID: r.run.ID, Turns: r.maxTurn, Model: r.model, InputTokens: r.inTok, OutputTokens: r.outTok}
+	p := store.CheckpointParams{
+		RunID: r.run.ID, Messages: r.messages, Chunks: r.pending, ModelCall: call, Finish: finish,
+		Progress: &store.RunProgressParams{ID: r.run.ID, Turns: r.maxTurn, Model: r.model, InputTokens: r.inTok, OutputTokens: r.outTok},
+	}
+	r.messages, r.pending = nil, nil
 	r.mu.Unlock()
-	return r.svc.store.RunProgress(ctx, p)
+	run, err := r.svc.store.Checkpoint(context.WithoutCancel(ctx), p)
+	if err != nil && run == nil {
+		return nil, err
+	}
+	for _, m := range p.Messages {
+		r.svc.publish(r.run.ID, EventMessage, map[string]any{"seq": m.Seq, "turn": m.Turn, "role": m.Role})
+	}
+	if n := len(p.Chunks); n > 0 {
+		r.svc.publish(r.run.ID, EventChunks, map[string]any{"last_seq": p.Chunks[n-1].Seq})
+	}
+	return run, err
+}
+
+// flushEvery flushes chunks on a timer until ctx ends, so that a long stream shows up live.
+func (r *recorder) flushEvery(ctx context.Context, d time.Duration) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := r.flush(ctx); err != nil && ctx.Err() == nil {
+				r.svc.log.Warn("flush chunks", "run", r.run.ID, "err", err)
+			}
+		}
+	}
 }

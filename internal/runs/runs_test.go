@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -45,7 +47,7 @@ func (b *bundle) newService(t *testing.T, workers int) *runs.Service {
 	t.Helper()
 	reg := engine.NewRegistry()
 	defineTestAgent(reg, b.pool, "", "")
-	svc, err := runs.New(runs.Config{Workers: workers, LeaseTTL: time.Second}, b.store, reg)
+	svc, err := runs.New(runs.Config{Workers: workers, LeaseTTL: time.Second, Logger: testLogger()}, b.store, reg)
 	require.NoError(t, err)
 	require.NoError(t, svc.Start(context.Background()))
 	t.Cleanup(svc.Stop)
@@ -363,4 +365,11 @@ func TestCancelInEachState(t *testing.T) {
 			return n == 0
 		}, 30*time.Second, 20*time.Millisecond)
 	})
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("LOUPE_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -57,14 +57,25 @@ func (s *Service) execute(jobCtx context.Context, run *store.Run) error {
 	}()
 	defer func() { cancel(); <-heartbeatDone }()
 
-	history, err := s.history(ctx, run)
+	state := &store.ExecutionState{}
+	if !run.FirstExecution() {
+		var err error
+		if state, err = s.store.RunExecutionState(ctx, run.ID); err != nil {
+			return err
+		}
+	}
+	history, err := decodeHistory(run, state.Messages)
 	if err != nil {
 		return err
 	}
-	rec, err := newRecorder(ctx, s, run, history)
-	if err != nil {
-		return err
-	}
+	rec := newRecorder(s, run, state, history)
+	flushCtx, stopFlush := context.WithCancel(ctx)
+	flushDone := make(chan struct{})
+	go func() {
+		defer close(flushDone)
+		rec.flushEvery(flushCtx, 100*time.Millisecond)
+	}()
+	defer func() { stopFlush(); <-flushDone }()
 	opts := []engine.GenerateOption{engine.WithHooks(rec.hooks()), engine.WithMiddleware(rec.middleware())}
 	if len(history) > 0 {
 		resume, err := s.resumeOptions(ctx, run, history)
@@ -74,34 +85,65 @@ func (s *Service) execute(jobCtx context.Context, run *store.Run) error {
 		opts = append(opts, engine.WithHistory(history...))
 		opts = append(opts, resume...)
 	}
+	// Replays, re-executions and forks (replay.go): exact playback middleware, or the overrides.
+	replay, replayOpts, err := s.replayFor(ctx, run, rec)
+	if errors.Is(err, ErrInvalid) {
+		return s.finishFailed(ctx, run, err)
+	} else if err != nil {
+		return err
+	}
+	opts = append(opts, replayOpts...)
 	runCtx := engine.WithRunID(ctx, run.ID.String())
 	runCtx = engine.WithContextOptions(runCtx, opts...)
 	out, runErr := s.registry.Run(runCtx, run.Action, run.Input, rec.recordStream)
-	if err := rec.flush(ctx); err != nil {
-		return err
-	}
-	if err := rec.progress(context.WithoutCancel(ctx)); err != nil {
+	stopFlush()
+	<-flushDone
+	// An exact replay compares how it ended with its original (replay.go).
+	if err := replay.finish(ctx, out, runErr, rec.interrupted != nil); err != nil {
 		return err
 	}
 
 	// Stopping (not cancelled by a user): keep the checkpoint, release the lease, let River retry.
 	if jobCtx.Err() != nil {
+		if err := rec.checkpoint(ctx, nil); err != nil {
+			return err
+		}
 		s.release(run)
 		return fmt.Errorf("run %s stopped before it finished: %w", run.ID, jobCtx.Err())
 	}
+	finish := &store.RunFinishParams{ID: run.ID, Owner: s.owner}
 	switch {
 	case rec.interrupted != nil && runErr == nil:
+		if err := rec.checkpoint(ctx, nil); err != nil {
+			return err
+		}
 		return s.finishInterrupted(ctx, run, rec)
 	case runErr == nil:
-		return s.finish(ctx, run, store.RunSucceeded, out, nil)
+		finish.Status, finish.Output = store.RunSucceeded, out
 	case ctx.Err() != nil:
-		// Cancelled through its lease: the run row already says cancelled (or another worker owns it).
-		return nil
+		// Cancelled through its lease: the run row already says cancelled (or another worker owns
+		// it); keep what was recorded.
+		return rec.checkpoint(ctx, nil)
 	case engine.StatusOf(runErr) == engine.StatusAborted:
-		return s.finish(ctx, run, store.RunAborted, nil, errorJSON(runErr))
+		finish.Status, finish.Error = store.RunAborted, errorJSON(runErr)
 	default:
-		return s.finish(ctx, run, store.RunFailed, nil, errorJSON(runErr))
+		finish.Status, finish.Error = store.RunFailed, errorJSON(runErr)
 	}
+	// The last messages and chunks, and the outcome, in one round trip.
+	_, err = rec.checkpointAndFinish(ctx, nil, finish)
+	return s.finished(run, finish.Status, err)
+}
+
+// finished publishes a finished run; a run cancelled meanwhile, or taken over, is not an error.
+func (s *Service) finished(run *store.Run, status string, err error) error {
+	if errors.Is(err, store.ErrRunFinished) || errors.Is(err, store.ErrLeaseHeld) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.publish(run.ID, EventStatus, map[string]any{"status": status})
+	return nil
 }
 
 // heartbeat renews the lease until ctx ends, and cancels the execution when the run was cancelled
@@ -139,12 +181,8 @@ func (s *Service) release(run *store.Run) {
 	}
 }
 
-// history loads the recorded conversation of a run being resumed or taken over.
-func (s *Service) history(ctx context.Context, run *store.Run) ([]*engine.Message, error) {
-	rows, err := s.store.MessageList(ctx, run.ID)
-	if err != nil {
-		return nil, err
-	}
+// decodeHistory decodes the recorded conversation of a run being resumed or taken over.
+func decodeHistory(run *store.Run, rows []*store.RunMessage) ([]*engine.Message, error) {
 	msgs := make([]*engine.Message, 0, len(rows))
 	for _, row := range rows {
 		var m engine.Message
@@ -156,22 +194,11 @@ func (s *Service) history(ctx context.Context, run *store.Run) ([]*engine.Messag
 	return msgs, nil
 }
 
-func (s *Service) finish(ctx context.Context, run *store.Run, status string, output, errJSON json.RawMessage) error {
+func (s *Service) finishFailed(ctx context.Context, run *store.Run, cause error) error {
 	_, err := s.store.RunFinish(context.WithoutCancel(ctx), store.RunFinishParams{
-		ID: run.ID, Owner: s.owner, Status: status, Output: output, Error: errJSON,
+		ID: run.ID, Owner: s.owner, Status: store.RunFailed, Error: errorJSON(cause),
 	})
-	if errors.Is(err, store.ErrRunFinished) || errors.Is(err, store.ErrLeaseHeld) {
-		return nil // cancelled meanwhile, or taken over: the row is someone else's now
-	}
-	if err != nil {
-		return err
-	}
-	s.publish(run.ID, EventStatus, map[string]any{"status": status})
-	return nil
-}
-
-func (s *Service) finishFailed(ctx context.Context, run *store.Run, err error) error {
-	return s.finish(ctx, run, store.RunFailed, nil, errorJSON(err))
+	return s.finished(run, store.RunFailed, err)
 }
 
 // finishInterrupted stores the pending interrupts and marks the run interrupted, in one transaction.
@@ -199,12 +226,17 @@ func (s *Service) finishInterrupted(ctx context.Context, run *store.Run, rec *re
 		list = append(list, ip)
 	}
 	var created []*store.Interrupt
+	var requeued bool
 	err := s.store.WithTx(context.WithoutCancel(ctx), func(tx *store.Store) error {
 		var err error
 		if created, err = tx.InterruptCreate(ctx, list); err != nil {
 			return err
 		}
-		_, err = tx.RunFinish(ctx, store.RunFinishParams{ID: run.ID, Owner: s.owner, Status: store.RunInterrupted})
+		if _, err = tx.RunFinish(ctx, store.RunFinishParams{ID: run.ID, Owner: s.owner, Status: store.RunInterrupted}); err != nil {
+			return err
+		}
+		// A replay offers the original run's decisions, and applies them when asked to (replay.go).
+		requeued, err = s.replayInterrupts(ctx, tx, run, created)
 		return err
 	})
 	if errors.Is(err, store.ErrRunFinished) || errors.Is(err, store.ErrLeaseHeld) {
@@ -216,6 +248,9 @@ func (s *Service) finishInterrupted(ctx context.Context, run *store.Run, rec *re
 	s.publish(run.ID, EventStatus, map[string]any{"status": store.RunInterrupted})
 	for _, i := range created {
 		s.publish(run.ID, EventInterrupt, map[string]any{"interrupt_id": i.ID.String(), "status": i.Status})
+	}
+	if requeued {
+		s.publish(run.ID, EventStatus, map[string]any{"status": store.RunQueued})
 	}
 	return nil
 }

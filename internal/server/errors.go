@@ -11,6 +11,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
+	"github.com/loupe-dev/loupe/internal/auth"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/web/templates"
 )
@@ -140,6 +141,9 @@ func (s *Server) page(c echo.Context, title, section string) templates.Page {
 	p := templates.Page{Title: title, Section: section, Dev: s.cfg.Dev, CSRF: csrfToken(c)}
 	if pr := principal(c); pr != nil && !pr.Local {
 		p.User = pr.Username
+	}
+	if pr := principal(c); pr != nil {
+		p.Admin = auth.Allows(pr.Role, store.RoleAdmin)
 	}
 	return p
 }

@@ -27,6 +27,7 @@ func (s *Server) runRoutes(api *echo.Group) {
 	api.GET("/runs/:id", s.apiRunGet)
 	api.GET("/runs/:id/chunks", s.apiRunChunks)
 	api.POST("/runs/:id/cancel", s.apiRunCancel, reviewer)
+	s.replayRoutes(api, reviewer) // replay, fork, diff and lineage: replay_api.go
 	api.GET("/interrupts", s.apiInterruptList)
 	api.GET("/interrupts/:id", s.apiInterruptGet)
 	api.POST("/interrupts/:id/resolve", s.apiInterruptResolve, reviewer)

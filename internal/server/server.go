@@ -16,7 +16,10 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/loupe-dev/loupe/internal/auth"
+	"github.com/loupe-dev/loupe/internal/live"
+	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/trace"
 	"github.com/loupe-dev/loupe/web/static"
 )
 
@@ -39,6 +42,12 @@ type Config struct {
 // routes are registered only when they are present.
 type Deps struct {
 	Store *store.Store
+	// Traces serves Genkit's telemetry API, OTLP/HTTP ingest and the trace reads.
+	Traces *trace.Service
+	// Runs starts, resolves and cancels runs; with it come the runs, interrupts and actions APIs.
+	Runs *runs.Service
+	// Live is the live event hub behind /ws; the pages update live only when it is present.
+	Live *live.Hub
 }
 
 // Server serves Loupe's HTTP interface. Start and Stop follow the house lifecycle contract.
@@ -127,9 +136,16 @@ func (s *Server) routes() {
 	e.POST("/login", s.login)
 	e.POST("/logout", s.logout)
 	e.GET("/", s.dashboard)
+	s.pageRoutes()
 
 	api := e.Group("/api/v1")
 	api.GET("/dashboard", s.apiDashboard)
+	if s.deps.Traces != nil {
+		s.traceRoutes()
+	}
+	if s.deps.Runs != nil {
+		s.runRoutes(api)
+	}
 }
 
 // Handler is the server's http.Handler, for tests that drive it without a listener.

@@ -213,6 +213,13 @@ var ErrLeaseHeld = errors.New("run is leased by another worker")
 // ErrRunFinished is returned when a run is in a state that the operation cannot change.
 var ErrRunFinished = errors.New("run is not active")
 
+// FirstExecution reports whether an acquired run starts from nothing: it had never been executed
+// (RunAcquire sets started_at only the first time, and to the same now() as updated_at) and is no
+// fork, whose history is copied in before it runs.
+func (r *Run) FirstExecution() bool {
+	return r.StartedAt != nil && r.StartedAt.Equal(r.UpdatedAt) && r.Resumes == 0 && r.ForkOf == nil
+}
+
 // RunAcquire takes the execution lease of a queued or running run for owner, marking it running.
 // A running run whose lease is held by a live worker is ErrLeaseHeld; a run in any other state is
 // ErrRunFinished (the job has nothing to do).

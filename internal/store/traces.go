@@ -143,7 +143,7 @@ func (s *Store) TraceList(ctx context.Context, p TraceListParams) ([]TraceListIt
 	}
 	q := `SELECT ` + traceColumns
 	if p.WithRoot {
-		q += `, r.trace_id IS NOT NULL AS has_root, ` + prefixed("r.", spanColumns)
+		q += `, r.trace_id IS NOT NULL AS has_root, ` + prefixed("r.", spanReadColumns)
 	}
 	q += ` FROM traces t`
 	if needRoot {

@@ -15,6 +15,8 @@ type Page struct {
 	User string
 	// CSRF is the token that forms must send back.
 	CSRF string
+	// Admin shows the users page in the navigation.
+	Admin bool
 }
 
 // NavItem is one entry of the top navigation.

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loupe-dev/loupe/internal/store/storetest"
+)
+
+// devui runs the devui command line against dbURL and returns its stdout, stderr and error.
+func devui(t *testing.T, dbURL string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := newRootCommand()
+	cmd.SetArgs(append(args, "--database-url", dbURL, "--log-level", "error"))
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
+}
+
+func TestBulkReplayReportsTheRunsThatDiverged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := storetest.NewURL(t)
+	for _, topic := range []string{"alpha", "beta"} {
+		_, _, err := devui(t, dbURL, "run", "researchAgent", "--input", `{"topic":"`+topic+`","depth":2}`, "--wait")
+		require.NoError(t, err)
+	}
+
+	out, progress, err := devui(t, dbURL, "replay", "--action", "researchAgent", "--since", "1h", "--mode", "exact")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "replayed 2 runs of /flow/researchAgent: 2 identical, 0 diverged")
+	require.Contains(t, progress, "] 2/2, 0 diverged", "a progress bar on stderr")
+
+	// Change what one original recorded for a tool of turn 1: its live replay now differs there.
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	defer pool.Close()
+	var orig string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id::text FROM runs WHERE input->>'topic' = 'beta' AND replay_of IS NULL`).Scan(&orig))
+	tag, err := pool.Exec(ctx, `UPDATE tool_calls SET output = '{"output":{"source":"doc-0000"}}' WHERE run_id = $1 AND turn = 1 AND ref = 'r1-0'`, orig)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
+
+	out, _, err = devui(t, dbURL, "replay", "--action", "researchAgent", "--since", "1h")
+	var ee *exitError
+	require.True(t, errors.As(err, &ee), "%v", err)
+	require.Equal(t, exitDiverged, ee.code, "a divergence fails the regression run")
+	require.Contains(t, out, "2 runs of /flow/researchAgent: 1 identical, 1 diverged")
+	require.Contains(t, out, orig+" -> ")
+	require.Contains(t, out, "turn 1 tool_output search (ref r1-0) at /output")
+
+	// One run, forked from turn 1 and followed to the end.
+	out, info, err := devui(t, dbURL, "replay", orig, "--mode", "fork", "--turn", "1", "--wait")
+	require.NoError(t, err, info)
+	require.Contains(t, out, "output:")
+	require.Contains(t, info, "fork ")
+
+	_, _, err = devui(t, dbURL, "replay")
+	require.ErrorContains(t, err, "give a run id")
+	_, _, err = devui(t, dbURL, "replay", orig, "--mode", "fork")
+	require.ErrorContains(t, err, "turn")
+	require.False(t, strings.Contains(out, "diverged"))
+}

@@ -1,0 +1,579 @@
+// Package live is Loupe's live event hub. Browsers hold one WebSocket per page, subscribed to
+// topics (a run, the inbox, the dashboard, the runs list, a trace). Publishers (the run service, the
+// trace pipeline, the server) tell the hub that something changed; the hub fans the news out to the
+// subscribers of this process and, through PostgreSQL LISTEN/NOTIFY, of every other process on the
+// same database.
+//
+// The database is the source of truth. A run's chunks are never carried by the notification: the
+// hub reads them from run_chunks once per topic and fans them out, and a client that (re)connects
+// says the last sequence number it saw and gets the rest from the database. That is what lets the
+// hub drop a slow client instead of waiting for it: the client reconnects and loses nothing.
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/gorilla/websocket"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/trace"
+)
+
+// Topics a client can subscribe to. Run and trace topics carry an id after the colon.
+const (
+	TopicInbox     = "inbox"
+	TopicDashboard = "dashboard"
+	TopicRuns      = "runs"
+	prefixRun      = "run:"
+	prefixTrace    = "trace:"
+)
+
+// Event kinds the hub sends besides the run service's (run.status, run.message, run.chunks,
+// run.tool_call, interrupt.changed).
+const (
+	KindSnapshot = "snapshot"
+	KindSpan     = "span"
+	// KindResync tells clients that the hub may have missed notifications (its LISTEN connection
+	// was lost), so they should reload state from the server.
+	KindResync = "resync"
+)
+
+// DefaultChannel is the PostgreSQL NOTIFY channel.
+const DefaultChannel = "loupe_live"
+
+// Config configures a Hub.
+type Config struct {
+	// Pool is the database: LISTEN/NOTIFY and the replay reads go through it. Required.
+	Pool *pgxpool.Pool
+	// Channel is the NOTIFY channel; default DefaultChannel.
+	Channel string
+	// PingInterval is how often the server pings each client; a client that does not answer within
+	// twice that is dropped. Default 25s.
+	PingInterval time.Duration
+	// WriteTimeout bounds each write to a client. Default 10s.
+	WriteTimeout time.Duration
+	// SendBuffer is how many messages may wait for a client before it counts as slow and is
+	// dropped. Default 256.
+	SendBuffer int
+	// MaxTopics caps subscriptions per connection. Default 32.
+	MaxTopics int
+	Logger    *slog.Logger
+}
+
+// Hub is the live event hub. Start and Stop follow the house lifecycle contract.
+type Hub struct {
+	cfg      Config
+	store    *store.Store
+	log      *slog.Logger
+	origin   string // this instance, so that it skips its own notifications
+	upgrader websocket.Upgrader
+
+	outbox chan wireEvent // events waiting to be NOTIFYed to the other instances
+
+	mu      sync.Mutex
+	topics  map[string]*topic
+	clients map[*client]struct{}
+	started bool
+	stopped bool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // listener, notifier, fetchers and client goroutines
+
+	counter atomic.Int64 // sequence of the topics that have no database sequence
+
+	// Dropped counts clients dropped for being slow; tests and metrics read it.
+	Dropped atomic.Int64
+}
+
+// topic is one subscription target with its subscribers.
+type topic struct {
+	name    string
+	runID   uuid.UUID // for run topics
+	clients map[*client]int64
+	// fetching is set while a goroutine reads this run's chunks; dirty asks it to read again.
+	fetching, dirty bool
+}
+
+// wireEvent is what crosses instances: what changed, never the rows themselves.
+type wireEvent struct {
+	Origin string         `json:"o"`
+	RunID  string         `json:"r,omitempty"`
+	Trace  string         `json:"t,omitempty"`
+	Kind   string         `json:"k"`
+	Data   map[string]any `json:"d,omitempty"`
+}
+
+// Message is what a client receives: one event on one topic. Seq is the run's chunk sequence on a
+// run topic (what a client sends back as "after"), and a per-process counter elsewhere.
+type Message struct {
+	Topic string `json:"topic"`
+	Seq   int64  `json:"seq"`
+	Kind  string `json:"kind"`
+	Data  any    `json:"data,omitempty"`
+}
+
+// New builds a hub over a pool. It serves WebSockets at once; cross-instance events start with
+// Start.
+func New(cfg Config) (*Hub, error) {
+	if cfg.Pool == nil {
+		return nil, errors.New("live: a pool is required")
+	}
+	if cfg.Channel == "" {
+		cfg.Channel = DefaultChannel
+	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = 25 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 10 * time.Second
+	}
+	if cfg.SendBuffer <= 0 {
+		cfg.SendBuffer = 256
+	}
+	if cfg.MaxTopics <= 0 {
+		cfg.MaxTopics = 32
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Hub{
+		cfg: cfg, store: store.New(cfg.Pool), log: cfg.Logger.With("component", "live"),
+		origin: uuid.NewString()[:8],
+		outbox: make(chan wireEvent, 4096),
+		topics: map[string]*topic{}, clients: map[*client]struct{}{},
+	}
+	h.upgrader = websocket.Upgrader{
+		ReadBufferSize: 1024, WriteBufferSize: 16 << 10,
+		CheckOrigin:       sameOrigin,
+		EnableCompression: false,
+	}
+	return h, nil
+}
+
+// Start listens for the other instances' events and starts sending this one's.
+func (h *Hub) Start(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.started || h.stopped {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	h.cancel = cancel
+	h.started = true
+	ready := make(chan error, 1)
+	h.wg.Add(2)
+	go h.listen(ctx, ready)
+	go h.notify(ctx)
+	h.mu.Unlock()
+	err := <-ready
+	h.mu.Lock()
+	if err != nil {
+		return fmt.Errorf("live: listen on %s: %w", h.cfg.Channel, err)
+	}
+	h.log.Info("live hub started", "channel", h.cfg.Channel, "origin", h.origin)
+	return nil
+}
+
+// Stop closes every connection and waits for the hub's goroutines. It is safe to call twice and
+// without Start.
+func (h *Hub) Stop() {
+	h.mu.Lock()
+	if h.stopped {
+		h.mu.Unlock()
+		return
+	}
+	h.stopped = true
+	if h.cancel != nil {
+		h.cancel()
+	}
+	clients := make([]*client, 0, len(h.clients))
+	for c := range h.clients {
+		clients = append(clients, c)
+	}
+	h.mu.Unlock()
+	for _, c := range clients {
+		c.close()
+	}
+	h.wg.Wait()
+}
+
+// Publish implements runs.Publisher: it delivers the event here and queues it for the other
+// instances. It never blocks; when the queue is full the event is dropped and the other instances'
+// clients catch up on their next chunk or reconnect.
+func (h *Hub) Publish(runID uuid.UUID, kind string, data map[string]any) {
+	ev := wireEvent{Origin: h.origin, Kind: kind, Data: data}
+	if runID != uuid.Nil {
+		ev.RunID = runID.String()
+	}
+	h.deliver(ev)
+	h.enqueue(ev)
+}
+
+// Spans returns the hub as a trace.Publisher, so that span starts and ends show live.
+func (h *Hub) Spans() trace.Publisher { return spanPublisher{h} }
+
+type spanPublisher struct{ h *Hub }
+
+// Publish sends a span event to the run's and the trace's subscribers.
+func (p spanPublisher) Publish(ev trace.SpanEvent) {
+	s := &ev.Span
+	data := map[string]any{"type": ev.Type, "span_id": s.SpanID, "name": s.Name,
+		"start": s.StartTime, "end": s.EndTime, "status": s.StatusCode}
+	if s.ParentSpanID != nil {
+		data["parent"] = *s.ParentSpanID
+	}
+	w := wireEvent{Origin: p.h.origin, Trace: s.TraceID, Kind: KindSpan, Data: data}
+	if s.RunID != nil {
+		w.RunID = s.RunID.String()
+	}
+	p.h.deliver(w)
+	p.h.enqueue(w)
+}
+
+func (h *Hub) enqueue(ev wireEvent) {
+	h.mu.Lock()
+	running := h.started && !h.stopped
+	h.mu.Unlock()
+	if !running {
+		return
+	}
+	select {
+	case h.outbox <- ev:
+	default:
+		h.log.Warn("live: notify queue full; event dropped", "kind", ev.Kind)
+	}
+}
+
+// deliver routes one event to this process's subscribers.
+func (h *Hub) deliver(ev wireEvent) {
+	var runTopic string
+	if ev.RunID != "" {
+		runTopic = prefixRun + ev.RunID
+	}
+	switch ev.Kind {
+	case "run.chunks":
+		if runTopic != "" {
+			h.fetchChunks(runTopic)
+		}
+		return
+	case KindSpan:
+		if runTopic != "" {
+			h.broadcast(runTopic, ev.Kind, ev.Data)
+		}
+		if ev.Trace != "" {
+			h.broadcast(prefixTrace+ev.Trace, ev.Kind, ev.Data)
+		}
+		return
+	}
+	data := map[string]any{"run_id": ev.RunID}
+	for k, v := range ev.Data {
+		data[k] = v
+	}
+	if runTopic != "" {
+		h.broadcast(runTopic, ev.Kind, data)
+	}
+	switch ev.Kind {
+	case "interrupt.changed":
+		h.broadcast(TopicInbox, ev.Kind, data)
+		h.broadcast(TopicDashboard, ev.Kind, data)
+	case "run.status":
+		h.broadcast(TopicRuns, ev.Kind, data)
+		h.broadcast(TopicDashboard, ev.Kind, data)
+	}
+}
+
+// broadcast encodes once and offers the message to every subscriber of a topic without waiting.
+func (h *Hub) broadcast(name, kind string, data any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.topics[name]
+	if t == nil || len(t.clients) == 0 {
+		return
+	}
+	seq := int64(0)
+	if t.runID == uuid.Nil {
+		seq = h.counter.Add(1)
+	}
+	for c, last := range t.clients {
+		s := seq
+		if t.runID != uuid.Nil {
+			s = last
+		}
+		msg, err := json.Marshal(Message{Topic: name, Seq: s, Kind: kind, Data: data})
+		if err != nil {
+			h.log.Error("live: encode event", "err", err)
+			return
+		}
+		h.offerLocked(c, msg)
+	}
+}
+
+// offerLocked queues a message for a client, dropping the client when its queue is full.
+func (h *Hub) offerLocked(c *client, msg []byte) {
+	select {
+	case c.send <- msg:
+	default:
+		h.Dropped.Add(1)
+		h.log.Info("live: dropping a slow client", "remote", c.remote)
+		h.removeLocked(c)
+		go c.close()
+	}
+}
+
+// fetchChunks reads a run topic's new chunks from the database, once for all its subscribers.
+// Concurrent triggers coalesce: a fetch in flight reads again when it finishes.
+func (h *Hub) fetchChunks(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.topics[name]
+	if t == nil || len(t.clients) == 0 || h.stopped {
+		return
+	}
+	if t.fetching {
+		t.dirty = true
+		return
+	}
+	t.fetching = true
+	h.wg.Add(1)
+	go h.fetchLoop(t)
+}
+
+// chunkBatch caps the chunks read, and sent in one message, at a time.
+const chunkBatch = 500
+
+func (h *Hub) fetchLoop(t *topic) {
+	defer h.wg.Done()
+	ctx := context.Background()
+	for {
+		h.mu.Lock()
+		if len(t.clients) == 0 || h.stopped {
+			t.fetching = false
+			h.mu.Unlock()
+			return
+		}
+		from := int64(-1)
+		for _, s := range t.clients {
+			if from < 0 || s < from {
+				from = s
+			}
+		}
+		t.dirty = false
+		h.mu.Unlock()
+
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		chunks, err := h.store.ChunkList(qctx, t.runID, from, chunkBatch)
+		cancel()
+
+		h.mu.Lock()
+		if err != nil {
+			h.log.Warn("live: read chunks", "run_id", t.runID, "err", err)
+			t.fetching = false
+			h.mu.Unlock()
+			return
+		}
+		if len(chunks) > 0 {
+			h.sendChunksLocked(t, chunks)
+		}
+		if len(chunks) < chunkBatch && !t.dirty {
+			t.fetching = false
+			h.mu.Unlock()
+			return
+		}
+		h.mu.Unlock()
+	}
+}
+
+// ChunkData is a chunk as clients receive it.
+type ChunkData struct {
+	Seq     int64           `json:"seq"`
+	Turn    int             `json:"turn"`
+	Index   int             `json:"index"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+func (h *Hub) sendChunksLocked(t *topic, chunks []*store.RunChunk) {
+	last := chunks[len(chunks)-1].Seq
+	encoded := map[int]json.RawMessage{} // by first index, so clients at the same position share bytes
+	for c, seen := range t.clients {
+		i := 0
+		for i < len(chunks) && chunks[i].Seq <= seen {
+			i++
+		}
+		if i == len(chunks) {
+			continue
+		}
+		msg, ok := encoded[i]
+		if !ok {
+			data := make([]ChunkData, 0, len(chunks)-i)
+			for _, ch := range chunks[i:] {
+				data = append(data, ChunkData{Seq: ch.Seq, Turn: ch.Turn, Index: ch.Index, Role: ch.Role, Content: ch.Content})
+			}
+			b, err := json.Marshal(Message{Topic: t.name, Seq: last, Kind: "run.chunks", Data: map[string]any{"chunks": data}})
+			if err != nil {
+				h.log.Error("live: encode chunks", "err", err)
+				return
+			}
+			msg = b
+			encoded[i] = b
+		}
+		t.clients[c] = last
+		h.offerLocked(c, msg)
+	}
+}
+
+// subscribe adds a client to a topic from a sequence number, sends it a snapshot of the current
+// state, and replays what it missed.
+func (h *Hub) subscribe(ctx context.Context, c *client, name string, after int64) error {
+	t, err := parseTopic(name)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	if h.stopped {
+		h.mu.Unlock()
+		return errors.New("hub stopped")
+	}
+	if _, ok := c.topics[name]; !ok && len(c.topics) >= h.cfg.MaxTopics {
+		h.mu.Unlock()
+		return fmt.Errorf("too many topics (at most %d)", h.cfg.MaxTopics)
+	}
+	if existing := h.topics[name]; existing != nil {
+		t = existing
+	} else {
+		h.topics[name] = t
+	}
+	if after < 0 {
+		after = 0
+	}
+	t.clients[c] = after
+	c.topics[name] = struct{}{}
+	h.mu.Unlock()
+
+	snap, err := h.snapshot(ctx, t)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	if _, still := t.clients[c]; still {
+		seq := after
+		if t.runID == uuid.Nil {
+			seq = h.counter.Add(1)
+		}
+		msg, err := json.Marshal(Message{Topic: name, Seq: seq, Kind: KindSnapshot, Data: snap})
+		if err == nil {
+			h.offerLocked(c, msg)
+		}
+	}
+	h.mu.Unlock()
+	if t.runID != uuid.Nil {
+		h.fetchChunks(name)
+	}
+	return nil
+}
+
+func (h *Hub) unsubscribe(c *client, name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t := h.topics[name]; t != nil {
+		delete(t.clients, c)
+		if len(t.clients) == 0 && !t.fetching {
+			delete(h.topics, name)
+		}
+	}
+	delete(c.topics, name)
+}
+
+// removeLocked forgets a client everywhere.
+func (h *Hub) removeLocked(c *client) {
+	for name := range c.topics {
+		if t := h.topics[name]; t != nil {
+			delete(t.clients, c)
+			if len(t.clients) == 0 && !t.fetching {
+				delete(h.topics, name)
+			}
+		}
+	}
+	c.topics = map[string]struct{}{}
+	delete(h.clients, c)
+}
+
+// snapshot is a topic's current state, read from the database, sent on every (re)subscribe.
+func (h *Hub) snapshot(ctx context.Context, t *topic) (map[string]any, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	switch {
+	case t.runID != uuid.Nil:
+		run, err := h.store.RunGet(ctx, t.runID)
+		if errors.Is(err, store.ErrNotFound) {
+			return map[string]any{"status": "unknown"}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		maxSeq, err := h.store.ChunkMaxSeq(ctx, t.runID)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"status": run.Status, "max_seq": maxSeq, "turns": run.Turns, "version": run.Version}, nil
+	case t.name == TopicInbox:
+		list, err := h.store.InterruptListPending(ctx, 500)
+		if err != nil {
+			return nil, err
+		}
+		ids := make([]string, len(list))
+		for i, it := range list {
+			ids[i] = it.ID.String()
+		}
+		return map[string]any{"pending": ids}, nil
+	}
+	return map[string]any{}, nil
+}
+
+func parseTopic(name string) (*topic, error) {
+	t := &topic{name: name, clients: map[*client]int64{}}
+	switch {
+	case name == TopicInbox, name == TopicDashboard, name == TopicRuns:
+		return t, nil
+	case strings.HasPrefix(name, prefixRun):
+		id, err := uuid.Parse(strings.TrimPrefix(name, prefixRun))
+		if err != nil {
+			return nil, fmt.Errorf("topic %q: want run:<uuid>", name)
+		}
+		t.runID = id
+		t.name = prefixRun + id.String()
+		return t, nil
+	case strings.HasPrefix(name, prefixTrace):
+		id := strings.TrimPrefix(name, prefixTrace)
+		if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
+			return nil, fmt.Errorf("topic %q: want trace:<32 lowercase hex digits>", name)
+		}
+		return t, nil
+	}
+	return nil, fmt.Errorf("unknown topic %q: want run:<id>, trace:<id>, inbox, dashboard or runs", name)
+}
+
+// sameOrigin accepts a WebSocket handshake only from a page of this server: the Origin's host must
+// be the request's Host. Non-browser clients, which send no Origin, are accepted; they still need
+// the same credentials as any request.
+func sameOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	host, ok := strings.CutPrefix(origin, "http://")
+	if !ok {
+		host, ok = strings.CutPrefix(origin, "https://")
+	}
+	return ok && strings.EqualFold(host, r.Host)
+}

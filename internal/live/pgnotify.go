@@ -1,0 +1,166 @@
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// maxPayload keeps a NOTIFY payload under PostgreSQL's 8,000-byte limit.
+const maxPayload = 7900
+
+// listen holds one connection in LISTEN and delivers the other instances' events. When the
+// connection is lost it reconnects, and tells clients to resync and topics to re-read their
+// chunks, since notifications sent meanwhile are gone.
+func (h *Hub) listen(ctx context.Context, ready chan<- error) {
+	defer h.wg.Done()
+	first := true
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := h.listenOnce(ctx, func() {
+			if first {
+				first = false
+				ready <- nil
+				return
+			}
+			backoff = 100 * time.Millisecond
+			h.resync()
+		})
+		if ctx.Err() != nil {
+			break
+		}
+		if first {
+			ready <- err
+			return
+		}
+		h.log.Warn("live: LISTEN connection lost; reconnecting", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+	if first {
+		ready <- ctx.Err()
+	}
+}
+
+func (h *Hub) listenOnce(ctx context.Context, onListening func()) error {
+	conn, err := h.cfg.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// A connection that was in LISTEN must not go back to the pool.
+	defer conn.Conn().Close(context.Background()) //nolint:errcheck
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{h.cfg.Channel}.Sanitize()); err != nil {
+		return err
+	}
+	onListening()
+	for {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		var batch []wireEvent
+		if err := json.Unmarshal([]byte(n.Payload), &batch); err != nil {
+			h.log.Warn("live: malformed notification", "err", err)
+			continue
+		}
+		for _, ev := range batch {
+			if ev.Origin == h.origin {
+				continue
+			}
+			h.deliver(ev)
+		}
+	}
+}
+
+// resync re-reads every run topic's chunks and asks every client to reload its state.
+func (h *Hub) resync() {
+	h.mu.Lock()
+	var runTopics, all []string
+	for name, t := range h.topics {
+		all = append(all, name)
+		if t.runID != uuid.Nil {
+			runTopics = append(runTopics, name)
+		}
+	}
+	h.mu.Unlock()
+	for _, name := range all {
+		h.broadcast(name, KindResync, nil)
+	}
+	for _, name := range runTopics {
+		h.fetchChunks(name)
+	}
+}
+
+// notify sends this instance's events to the others, batching what has queued up into as few
+// NOTIFYs as fit.
+func (h *Hub) notify(ctx context.Context) {
+	defer h.wg.Done()
+	for {
+		var first wireEvent
+		select {
+		case <-ctx.Done():
+			return
+		case first = <-h.outbox:
+		}
+		batch := []wireEvent{first}
+	more:
+		for len(batch) < 64 {
+			select {
+			case ev := <-h.outbox:
+				batch = append(batch, ev)
+			default:
+				break more
+			}
+		}
+		for _, payload := range packPayloads(batch) {
+			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := h.cfg.Pool.Exec(qctx, "SELECT pg_notify($1, $2)", h.cfg.Channel, payload)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				h.log.Warn("live: NOTIFY failed; event lost for other instances", "err", err)
+			}
+		}
+	}
+}
+
+// packPayloads encodes events as JSON arrays that each fit in one NOTIFY. An event too large on
+// its own loses its data: receivers read the rows anyway.
+func packPayloads(batch []wireEvent) []string {
+	var out []string
+	var cur []json.RawMessage
+	size := 2
+	flush := func() {
+		if len(cur) == 0 {
+			return
+		}
+		b, _ := json.Marshal(cur)
+		out = append(out, string(b))
+		cur, size = nil, 2
+	}
+	for _, ev := range batch {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			continue
+		}
+		if len(b)+1 > maxPayload {
+			ev.Data = nil
+			if b, err = json.Marshal(ev); err != nil {
+				continue
+			}
+		}
+		if size+len(b)+1 > maxPayload {
+			flush()
+		}
+		cur = append(cur, b)
+		size += len(b) + 1
+	}
+	flush()
+	return out
+}

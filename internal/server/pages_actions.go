@@ -1,0 +1,143 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/loupe-dev/loupe/internal/auth"
+	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/runs"
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/web/templates"
+)
+
+// actionTypeOrder is the order of the catalogue's sections.
+var actionTypeOrder = []engine.ActionType{engine.ActionTypeFlow, engine.ActionTypePrompt, engine.ActionTypeTool,
+	engine.ActionTypeToolV2, engine.ActionTypeModel, engine.ActionTypeUtil, engine.ActionTypeDynamic}
+
+func (s *Server) actionsData(c echo.Context) templates.ActionsPage {
+	pr := principal(c)
+	p := templates.ActionsPage{Page: s.page(c, "Actions", "actions"), CanRun: pr != nil && auth.Allows(pr.Role, store.RoleReviewer)}
+	byType := map[engine.ActionType][]templates.ActionView{}
+	var extra []engine.ActionType
+	for _, a := range s.deps.Runs.Registry().List() {
+		v := templates.ActionView{Key: a.Key, Name: a.Name, Type: string(a.Type), Description: a.Description,
+			Runnable: a.Type == engine.ActionTypeFlow}
+		if a.InputSchema != nil {
+			v.InputSchema = prettyJSON(a.InputSchema.Raw())
+			v.Example = prettyJSON(mustJSON(exampleFor(a.InputSchema.Raw())))
+		} else {
+			v.Example = "null"
+		}
+		if a.OutputSchema != nil {
+			v.OutputSchema = prettyJSON(a.OutputSchema.Raw())
+		}
+		if _, ok := byType[a.Type]; !ok && !containsType(actionTypeOrder, a.Type) {
+			extra = append(extra, a.Type)
+		}
+		byType[a.Type] = append(byType[a.Type], v)
+	}
+	for _, t := range append(append([]engine.ActionType{}, actionTypeOrder...), extra...) {
+		if len(byType[t]) > 0 {
+			p.Groups = append(p.Groups, templates.ActionGroup{Type: string(t), Actions: byType[t]})
+		}
+	}
+	return p
+}
+
+func containsType(list []engine.ActionType, t engine.ActionType) bool {
+	for _, x := range list {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
+
+// exampleFor builds an input from a JSON schema: its default, else its first example, else an
+// object of its properties' examples, else the type's zero value.
+func exampleFor(raw json.RawMessage) any {
+	var sch map[string]any
+	if json.Unmarshal(raw, &sch) != nil {
+		return nil
+	}
+	return exampleOf(sch, 0)
+}
+
+func exampleOf(sch map[string]any, depth int) any {
+	if v, ok := sch["default"]; ok {
+		return v
+	}
+	if ex, ok := sch["examples"].([]any); ok && len(ex) > 0 {
+		return ex[0]
+	}
+	if enum, ok := sch["enum"].([]any); ok && len(enum) > 0 {
+		return enum[0]
+	}
+	typ, _ := sch["type"].(string)
+	switch typ {
+	case "object":
+		out := map[string]any{}
+		props, _ := sch["properties"].(map[string]any)
+		if depth < 5 {
+			for k, v := range props {
+				if ps, ok := v.(map[string]any); ok {
+					out[k] = exampleOf(ps, depth+1)
+				}
+			}
+		}
+		return out
+	case "array":
+		return []any{}
+	case "string":
+		return ""
+	case "integer", "number":
+		if m, ok := sch["minimum"].(float64); ok {
+			return m
+		}
+		return 0
+	case "boolean":
+		return false
+	}
+	return nil
+}
+
+// actionsPage is GET /actions: the registered actions with their schemas and run forms.
+func (s *Server) actionsPage(c echo.Context) error {
+	return s.render(c, http.StatusOK, templates.ActionsView(s.actionsData(c)))
+}
+
+// actionRun is POST /actions/run: start a run from the form and open its live page. Invalid input
+// comes back on the form, with the server's reason.
+func (s *Server) actionRun(c echo.Context) error {
+	action, input := c.FormValue("action"), strings.TrimSpace(c.FormValue("input"))
+	fail := func(msg string) error {
+		p := s.actionsData(c)
+		p.Error, p.ErrorFor, p.Input = msg, action, input
+		return s.render(c, http.StatusUnprocessableEntity, templates.ActionsView(p))
+	}
+	if input == "" {
+		input = "null"
+	}
+	if !json.Valid([]byte(input)) {
+		return fail("The input is not valid JSON.")
+	}
+	run, err := s.deps.Runs.StartRun(c.Request().Context(), runs.StartParams{Action: action, Input: json.RawMessage(input), CreatedBy: principal(c).Username})
+	var ve *runs.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		return fail("Invalid input: " + ve.Error())
+	case errors.Is(err, runs.ErrInvalid):
+		return fail(err.Error())
+	case err != nil:
+		return err
+	}
+	if s.deps.Live != nil {
+		s.deps.Live.Publish(run.ID, runs.EventStatus, map[string]any{"status": run.Status})
+	}
+	return c.Redirect(http.StatusSeeOther, "/runs/"+run.ID.String())
+}

@@ -1,0 +1,458 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/loupe-dev/loupe/internal/auth"
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/trace"
+	"github.com/loupe-dev/loupe/web/templates"
+)
+
+// pageRoutes registers the UI's pages and their fragments, and the live WebSocket.
+func (s *Server) pageRoutes() {
+	e := s.echo
+	reviewer := requireRole(store.RoleReviewer)
+	e.GET("/runs", s.runsPage)
+	e.GET("/runs/:id", s.runPage)
+	e.GET("/runs/:id/row", s.runRow)
+	e.GET("/runs/:id/sections", s.runSections)
+	e.GET("/traces", s.tracesPage)
+	e.GET("/traces/:trace", s.tracePage)
+	e.GET("/traces/:trace/children", s.traceChildren)
+	e.GET("/traces/:trace/spans/:span", s.traceSpan)
+	e.GET("/traces/:trace/spans/:span/payload", s.traceSpanPayload)
+	e.GET("/users", s.usersPage, requireRole(store.RoleAdmin))
+	e.POST("/users", s.userCreate, requireRole(store.RoleAdmin))
+	e.POST("/users/:id", s.userUpdate, requireRole(store.RoleAdmin))
+	if s.deps.Runs != nil {
+		e.POST("/runs/:id/cancel", s.runCancelForm, reviewer)
+		e.GET("/inbox", s.inboxPage)
+		e.GET("/inbox/items/:id", s.inboxItem)
+		e.POST("/inbox/:id/resolve", s.inboxResolve, reviewer)
+		e.GET("/actions", s.actionsPage)
+		e.POST("/actions/run", s.actionRun, reviewer)
+	}
+	if s.deps.Live != nil {
+		e.GET("/ws", s.liveSocket)
+	}
+}
+
+// runsPage is GET /runs: the runs table with filters and keyset paging.
+func (s *Server) runsPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	p, err := runListParams(c)
+	if err != nil {
+		return err
+	}
+	if p.Limit == 0 {
+		p.Limit = 50
+	}
+	list, next, err := s.store.RunList(ctx, p)
+	if err != nil {
+		return err
+	}
+	q := c.QueryParams()
+	page := templates.RunsPage{
+		Page:     s.page(c, "Runs", "runs"),
+		Filter:   templates.RunFilter{Status: q.Get("status"), Action: q.Get("action"), Query: q.Get("q"), Since: q.Get("since"), Until: q.Get("until")},
+		Statuses: store.RunStatuses,
+		Actions:  s.actionKeys("flow"),
+		Live:     q.Get("cursor") == "" && q.Get("status") == "" && q.Get("action") == "" && q.Get("q") == "" && q.Get("until") == "",
+	}
+	pending, err := s.pendingByRun(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range list {
+		page.Rows = append(page.Rows, runListRow(r, pending[r.ID]))
+	}
+	if next != nil {
+		v := url.Values{}
+		for k, vals := range q {
+			if k != "cursor" && len(vals) > 0 && vals[0] != "" {
+				v.Set(k, vals[0])
+			}
+		}
+		v.Set("cursor", encodeCursor(next))
+		page.NextURL = "/runs?" + v.Encode()
+	}
+	return s.render(c, http.StatusOK, templates.RunsView(page))
+}
+
+// runRow is GET /runs/{id}/row: one runs-table row, for runs that appear live.
+func (s *Server) runRow(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	run, err := s.store.RunGet(ctx, id)
+	if err != nil {
+		return err
+	}
+	n, err := s.store.InterruptCountPendingByRun(ctx, id)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.RunRowView(runListRow(run, n)))
+}
+
+func (s *Server) pendingByRun(ctx context.Context) (map[uuid.UUID]int, error) {
+	list, err := s.store.InterruptList(ctx, store.InterruptListParams{Status: store.InterruptPending, Limit: 500})
+	if err != nil {
+		return nil, err
+	}
+	out := map[uuid.UUID]int{}
+	for _, i := range list {
+		out[i.RunID]++
+	}
+	return out, nil
+}
+
+func runListRow(r *store.Run, pending int) templates.RunListRow {
+	return templates.RunListRow{ID: r.ID.String(), Action: r.Action, Status: r.Status, Model: deref(r.Model),
+		Turns: r.Turns, Tokens: r.InputTokens + r.OutputTokens, Duration: runDuration(r), CreatedAt: r.CreatedAt, Pending: pending}
+}
+
+func runDuration(r *store.Run) string {
+	if r.StartedAt == nil {
+		return ""
+	}
+	end := time.Now()
+	if r.FinishedAt != nil {
+		end = *r.FinishedAt
+	}
+	return fmtNanos(end.Sub(*r.StartedAt).Nanoseconds())
+}
+
+// actionKeys lists registered action keys of a type ("" for all).
+func (s *Server) actionKeys(typ string) []string {
+	if s.deps.Runs == nil {
+		return nil
+	}
+	var out []string
+	for _, a := range s.deps.Runs.Registry().List() {
+		if typ == "" || string(a.Type) == typ {
+			out = append(out, a.Key)
+		}
+	}
+	return out
+}
+
+// runPageData builds everything the run page shows.
+func (s *Server) runPageData(c echo.Context, id uuid.UUID, withTrace bool) (templates.RunPage, error) {
+	ctx := c.Request().Context()
+	d, err := s.runDetail(c, id)
+	if err != nil {
+		return templates.RunPage{}, err
+	}
+	p := templates.RunPage{Page: s.page(c, "Run "+shortUUID(id)+" · "+d.Action, "runs")}
+	r := d.Run
+	pr := principal(c)
+	p.Run = templates.RunHeader{
+		ID: r.ID.String(), Action: r.Action, Status: r.Status, Model: deref(r.Model), Duration: runDuration(r),
+		Turns: r.Turns, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CreatedBy: deref(r.CreatedBy),
+		CreatedAt: r.CreatedAt, ReplayMode: deref(r.ReplayMode), Resumes: r.Resumes,
+		InputJSON: nonEmptyJSON(r.Input), OutputJSON: nonEmptyJSON(r.Output), ErrorJSON: nonEmptyJSON(r.Error),
+		CanCancel: s.deps.Runs != nil && !finished(r.Status) && pr != nil && auth.Allows(pr.Role, store.RoleReviewer),
+	}
+	if r.ReplayOf != nil {
+		p.Run.ReplayOf = r.ReplayOf.String()
+	}
+	if r.ForkOf != nil {
+		p.Run.ForkOf = r.ForkOf.String()
+		if r.ForkTurn != nil {
+			p.Run.ForkTurn = strconv.Itoa(*r.ForkTurn)
+		}
+	}
+	views := make([]templates.InterruptView, 0, len(d.Interrupts))
+	for _, it := range d.Interrupts {
+		v, err := s.interruptView(ctx, it, r.Action, true)
+		if err != nil {
+			return p, err
+		}
+		views = append(views, v)
+	}
+	p.Interrupts = views
+	p.Conversation = conversation(d.Messages, views, -1)
+	for _, tc := range d.ToolCalls {
+		p.Ledger = append(p.Ledger, ledgerRow(tc))
+	}
+	// LiveSeq stays 0: the stream view gets every chunk over the WebSocket, replayed from the
+	// database, so that the same view streams a live run and plays back a finished one.
+	if withTrace {
+		if p.Trace, err = s.runTrace(c, r); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+func finished(status string) bool {
+	switch status {
+	case store.RunSucceeded, store.RunFailed, store.RunAborted, store.RunCancelled:
+		return true
+	}
+	return false
+}
+
+// runTrace finds the run's traces (one per execution: a resumed run has several) and builds the
+// tree of the one asked for, the newest by default.
+func (s *Server) runTrace(c echo.Context, r *store.Run) (*templates.TraceView, error) {
+	ctx := c.Request().Context()
+	items, _, err := s.store.TraceList(ctx, store.TraceListParams{Limit: 50,
+		Filters: []store.TraceFilter{{Field: trace.AttrRunID, Op: store.FilterEq, Value: r.ID.String()}}})
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(items)+1)
+	for i := len(items) - 1; i >= 0; i-- { // oldest first
+		ids = append(ids, items[i].TraceID)
+	}
+	if r.TraceID != nil && !slices.Contains(ids, *r.TraceID) {
+		ids = append(ids, *r.TraceID)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	current := ids[len(ids)-1]
+	if want := c.QueryParam("trace"); want != "" && slices.Contains(ids, want) {
+		current = want
+	}
+	base := "/runs/" + r.ID.String()
+	link := base + "?"
+	if current != ids[len(ids)-1] {
+		link += "trace=" + current + "&"
+	}
+	link += "span="
+	turn := -1
+	if v := c.QueryParam("turn"); v != "" {
+		turn, _ = strconv.Atoi(v)
+	}
+	v, err := s.traceView(ctx, current, link, c.QueryParam("span"), c.QueryParam("tool"), turn)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i, id := range ids {
+		label := "execution " + strconv.Itoa(i+1)
+		v.Others = append(v.Others, templates.TraceRef{ID: id, Label: label, Current: id == current, URL: base + "?trace=" + id})
+	}
+	return v, nil
+}
+
+// runPage is GET /runs/{id}[?span=|?tool=&turn=][&trace=]: the run detail page.
+func (s *Server) runPage(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	p, err := s.runPageData(c, id, true)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.RunView(p))
+}
+
+// runSections is GET /runs/{id}/sections: the parts of the run page that change while it runs.
+func (s *Server) runSections(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	p, err := s.runPageData(c, id, false)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.RunSections(p))
+}
+
+// runCancelForm is POST /runs/{id}/cancel from the run page.
+func (s *Server) runCancelForm(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	if _, err := s.deps.Runs.Cancel(c.Request().Context(), id, principal(c).Username); err != nil {
+		return runsError(err)
+	}
+	return c.Redirect(http.StatusSeeOther, "/runs/"+id.String())
+}
+
+// interruptView builds an interrupt's view, with its audit entries when asked.
+func (s *Server) interruptView(ctx context.Context, it *store.Interrupt, action string, audit bool) (templates.InterruptView, error) {
+	v := templates.InterruptView{
+		ID: it.ID.String(), RunID: it.RunID.String(), Action: action, Turn: it.Turn, Tool: it.Tool, Ref: it.Ref,
+		Status: it.Status, Prompt: interruptMessage(it.Metadata), InputJSON: prettyJSON(it.Input),
+		MetadataJSON: nonEmptyJSON(it.Metadata), InputSchema: compactJSON(it.InputSchema), OutputSchema: compactJSON(it.OutputSchema),
+		CreatedAt: it.CreatedAt, Age: humanAge(time.Since(it.CreatedAt)), Version: it.Version,
+		ResolvedBy: deref(it.ResolvedBy), ResolvedAt: it.ResolvedAt, Comment: deref(it.Comment), Resolution: nonEmptyJSON(it.Resolution),
+		SpanURL: "/runs/" + it.RunID.String() + "?tool=" + url.QueryEscape(it.Tool) + "&turn=" + strconv.Itoa(it.Turn) + "#trace",
+	}
+	if audit {
+		entries, err := s.store.AuditList(ctx, "interrupt", it.ID.String())
+		if err != nil {
+			return v, err
+		}
+		for _, a := range entries {
+			v.Audit = append(v.Audit, templates.AuditRow{At: a.At, Actor: a.Actor, Action: a.Action, Details: prettyJSON(a.Details)})
+		}
+	}
+	return v, nil
+}
+
+// interruptMessage picks the question out of interrupt metadata ({"message": ...}), or shows the
+// metadata itself.
+func interruptMessage(metadata []byte) string {
+	var m map[string]any
+	if json.Unmarshal(metadata, &m) == nil {
+		for _, k := range []string{"message", "prompt", "question", "reason"} {
+			if s, ok := m[k].(string); ok && s != "" {
+				return s
+			}
+		}
+	}
+	return interruptPrompt(metadata)
+}
+
+func compactJSON(raw []byte) string {
+	t := strings.TrimSpace(string(raw))
+	if t == "" || t == "null" {
+		return ""
+	}
+	return t
+}
+
+func ledgerRow(tc *store.ToolCall) templates.LedgerRow {
+	l := templates.LedgerRow{Turn: tc.Turn, Ref: tc.Ref, Tool: tc.Tool, Status: tc.Status, Source: tc.Source, Attempt: tc.Attempt,
+		Input: nonEmptyJSON(tc.Input), Output: nonEmptyJSON(tc.Output), Error: nonEmptyJSON(tc.Error)}
+	switch tc.Source {
+	case store.ToolSourceExecuted:
+		l.Label = "executed"
+	case store.ToolSourceReexecuted:
+		l.Label = "re-executed after recovery"
+	case store.ToolSourceReused:
+		l.Label = "reused (pendingOutput)"
+	case store.ToolSourceReviewer:
+		l.Label = "answered by a reviewer"
+	default:
+		l.Label = tc.Source
+	}
+	if tc.FinishedAt != nil {
+		l.Duration = fmtNanos(tc.FinishedAt.Sub(tc.StartedAt).Nanoseconds())
+	}
+	return l
+}
+
+// conversation renders a run's history part by part; interrupted tool requests carry their
+// interrupt. upTo, when not negative, stops after that message sequence.
+func conversation(msgs []*store.RunMessage, interrupts []templates.InterruptView, upTo int) []templates.ConvMessage {
+	byRef := map[string]*templates.InterruptView{}
+	for i := range interrupts {
+		it := &interrupts[i]
+		byRef[strconv.Itoa(it.Turn)+"/"+it.Tool+"/"+it.Ref] = it
+		if _, ok := byRef[it.Tool+"/"+it.Ref]; !ok {
+			byRef[it.Tool+"/"+it.Ref] = it
+		}
+	}
+	out := make([]templates.ConvMessage, 0, len(msgs))
+	for _, m := range msgs {
+		if upTo >= 0 && m.Seq > upTo {
+			break
+		}
+		var body struct {
+			Role    string            `json:"role"`
+			Content []json.RawMessage `json:"content"`
+		}
+		cm := templates.ConvMessage{Seq: m.Seq, Turn: m.Turn, Role: m.Role}
+		if err := json.Unmarshal(m.Content, &body); err != nil {
+			cm.Parts = []templates.ConvPart{{Kind: "data", JSON: prettyJSON(m.Content)}}
+			out = append(out, cm)
+			continue
+		}
+		for _, raw := range body.Content {
+			cm.Parts = append(cm.Parts, convPart(raw, m.Turn, byRef))
+		}
+		out = append(out, cm)
+	}
+	return out
+}
+
+func convPart(raw json.RawMessage, turn int, byRef map[string]*templates.InterruptView) templates.ConvPart {
+	var p struct {
+		Text         *string         `json:"text"`
+		Reasoning    *string         `json:"reasoning"`
+		Media        *struct{ URL, ContentType string } `json:"media"`
+		ToolRequest  *struct {
+			Name  string          `json:"name"`
+			Ref   string          `json:"ref"`
+			Input json.RawMessage `json:"input"`
+		} `json:"toolRequest"`
+		ToolResponse *struct {
+			Name    string          `json:"name"`
+			Ref     string          `json:"ref"`
+			Output  json.RawMessage `json:"output"`
+			Content json.RawMessage `json:"content"`
+		} `json:"toolResponse"`
+		Data     json.RawMessage `json:"data"`
+		Custom   json.RawMessage `json:"custom"`
+		Metadata json.RawMessage `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return templates.ConvPart{Kind: "data", JSON: prettyJSON(raw)}
+	}
+	out := templates.ConvPart{Metadata: nonEmptyJSON(p.Metadata)}
+	switch {
+	case p.Text != nil:
+		out.Kind, out.Text = "text", *p.Text
+	case p.Reasoning != nil:
+		out.Kind, out.Text = "reasoning", *p.Reasoning
+	case p.Media != nil:
+		out.Kind, out.Text, out.MediaType = "media", p.Media.URL, p.Media.ContentType
+		if u, err := url.Parse(p.Media.URL); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+			out.MediaURL = p.Media.URL
+		}
+	case p.ToolRequest != nil:
+		out.Kind, out.Name, out.Ref, out.JSON = "toolRequest", p.ToolRequest.Name, p.ToolRequest.Ref, prettyJSON(p.ToolRequest.Input)
+		var md map[string]json.RawMessage
+		if json.Unmarshal(p.Metadata, &md) == nil {
+			if v, ok := md["interrupt"]; ok && string(v) != "false" && string(v) != "null" {
+				out.Interrupted = true
+			}
+		}
+		if it := byRef[strconv.Itoa(turn)+"/"+out.Name+"/"+out.Ref]; it != nil {
+			out.Interrupt, out.Interrupted = it, true
+		} else if it := byRef[out.Name+"/"+out.Ref]; it != nil && out.Interrupted {
+			out.Interrupt = it
+		}
+	case p.ToolResponse != nil:
+		out.Kind, out.Name, out.Ref = "toolResponse", p.ToolResponse.Name, p.ToolResponse.Ref
+		out.JSON = prettyJSON(p.ToolResponse.Output)
+		if out.JSON == "" {
+			out.JSON = nonEmptyJSON(p.ToolResponse.Content)
+		}
+	case p.Data != nil:
+		out.Kind, out.JSON = "data", prettyJSON(p.Data)
+	case p.Custom != nil:
+		out.Kind, out.JSON = "custom", prettyJSON(p.Custom)
+	default:
+		out.Kind, out.JSON = "data", prettyJSON(raw)
+	}
+	return out
+}
+
+func shortUUID(id uuid.UUID) string { return id.String()[:8] }

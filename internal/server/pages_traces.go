@@ -1,0 +1,570 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/trace"
+	"github.com/loupe-dev/loupe/web/templates"
+)
+
+// The span tree is built from a skeleton of the trace: ids, parents, names, times and the few
+// attributes that say what a span is, read in SQL, never the payloads. Only the expanded part is
+// rendered; a node's children come as an HTML fragment when it is opened, a page at a time, and a
+// span's payloads only when it is selected. That keeps a 10,000-span run page small and fast.
+
+// childPage is how many children of one node are rendered before a "show more" row.
+const childPage = 200
+
+// payloadPreview is how much of a large payload is shown before "load all".
+const payloadPreview = 16 << 10
+
+// skeleton is a trace's shape for display. Generate turns nest in Genkit's traces (turn 1 is a
+// child of turn 0); here a turn nested in a turn is lifted beside it, so that a long run reads as
+// a list of turns instead of a staircase.
+type skeleton struct {
+	traceID  string
+	facts    []store.SpanTurnFacts
+	idx      map[string]int32
+	children [][]int32
+	parent   []int32
+	roots    []int32
+	turn     []int // turn index, -1 for spans that are not turns
+	axis0    int64
+	axisLen  int64
+	running  bool
+}
+
+func (s *Server) loadSkeleton(ctx context.Context, traceID string) (*skeleton, error) {
+	facts, err := s.store.SpanTurnFactsByTrace(ctx, traceID)
+	if err != nil {
+		return nil, err
+	}
+	return buildSkeleton(traceID, facts, time.Now().UnixNano()), nil
+}
+
+func isTurnFact(f *store.SpanTurnFacts) bool {
+	op, typ, name := deref(f.Operation), deref(f.GenkitType), deref(f.GenkitName)
+	if f.TurnIndex != nil && (op == "invoke_agent" || typ == "util") {
+		return true
+	}
+	return typ == "util" && name == "generate"
+}
+
+func buildSkeleton(traceID string, facts []store.SpanTurnFacts, now int64) *skeleton {
+	n := len(facts)
+	sk := &skeleton{traceID: traceID, facts: facts, idx: make(map[string]int32, n),
+		children: make([][]int32, n), parent: make([]int32, n), turn: make([]int, n)}
+	for i := range facts {
+		sk.idx[facts[i].SpanID] = int32(i)
+	}
+	turnCount := 0
+	for i := range facts {
+		sk.turn[i] = -1
+		if isTurnFact(&facts[i]) {
+			sk.turn[i] = turnCount
+			if v := facts[i].TurnIndex; v != nil {
+				if t, err := strconv.Atoi(*v); err == nil {
+					sk.turn[i] = t
+				}
+			}
+			turnCount++
+		}
+	}
+	realParent := func(i int32) int32 {
+		if p := facts[i].ParentSpanID; p != nil {
+			if j, ok := sk.idx[*p]; ok && j != i {
+				return j
+			}
+		}
+		return -1
+	}
+	// A turn whose parent is a turn hangs from that turn's own display parent.
+	for i := range facts {
+		p := realParent(int32(i))
+		if sk.turn[i] >= 0 {
+			for hops := 0; p >= 0 && sk.turn[p] >= 0 && hops < n; hops++ {
+				p = realParent(p)
+			}
+		}
+		sk.parent[i] = p
+	}
+	// Roots first, then everything reachable from them; what is not (a missing parent, a loop) is
+	// an orphan under the first root.
+	var min0, max1 int64
+	for i := range facts {
+		f := &facts[i]
+		if sk.parent[i] < 0 {
+			sk.roots = append(sk.roots, int32(i))
+		}
+		end := f.EndTime
+		if end == 0 {
+			sk.running = true
+			end = max(now, f.StartTime)
+		}
+		if min0 == 0 || f.StartTime < min0 {
+			min0 = f.StartTime
+		}
+		max1 = max(max1, end)
+	}
+	for i := range facts {
+		if p := sk.parent[i]; p >= 0 {
+			sk.children[p] = append(sk.children[p], int32(i))
+		}
+	}
+	seen := make([]bool, n)
+	stack := slices.Clone(sk.roots)
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[i] {
+			continue
+		}
+		seen[i] = true
+		stack = append(stack, sk.children[i]...)
+	}
+	for i := range facts {
+		if seen[i] {
+			continue
+		}
+		// Part of a loop: cut it loose and hang it from the first root, or make it a root.
+		if p := sk.parent[i]; p >= 0 {
+			sk.children[p] = slices.DeleteFunc(sk.children[p], func(c int32) bool { return c == int32(i) })
+		}
+		if len(sk.roots) == 0 {
+			sk.parent[i] = -1
+			sk.roots = append(sk.roots, int32(i))
+		} else {
+			r := sk.roots[0]
+			sk.parent[i] = r
+			sk.children[r] = append(sk.children[r], int32(i))
+			sort.SliceStable(sk.children[r], func(a, b int) bool {
+				return facts[sk.children[r][a]].StartTime < facts[sk.children[r][b]].StartTime
+			})
+		}
+		seen[i] = true
+	}
+	sk.axis0, sk.axisLen = min0, max(max1-min0, 1)
+	return sk
+}
+
+// ancestors returns the display ancestors of a span, so that a deep link can open them.
+func (sk *skeleton) ancestors(i int32) []int32 {
+	var out []int32
+	for p := sk.parent[i]; p >= 0 && len(out) <= len(sk.facts); p = sk.parent[p] {
+		out = append(out, p)
+	}
+	return out
+}
+
+func (sk *skeleton) label(i int32) string {
+	f := &sk.facts[i]
+	if sk.turn[i] >= 0 {
+		return "turn " + strconv.Itoa(sk.turn[i])
+	}
+	switch {
+	case deref(f.Operation) == "chat" || deref(f.Subtype) == "model":
+		return "model"
+	case deref(f.Operation) == "execute_tool" || strings.HasPrefix(deref(f.Subtype), "tool"):
+		return "tool"
+	case f.ParentSpanID == nil:
+		return firstNonEmpty(deref(f.Subtype), deref(f.GenkitType))
+	}
+	return deref(f.Subtype)
+}
+
+// rows renders parent's children (the roots for -1) from offset, depth-first through the expanded
+// nodes, with a "more" row when a page of children is cut.
+func (sk *skeleton) rows(parent int32, depth, offset int, open map[int32]bool, selected int32) []templates.SpanRow {
+	var out []templates.SpanRow
+	var walk func(parent int32, depth, offset int)
+	walk = func(parent int32, depth, offset int) {
+		kids := sk.roots
+		if parent >= 0 {
+			kids = sk.children[parent]
+		}
+		end := min(len(kids), offset+childPage)
+		for _, c := range kids[min(offset, len(kids)):end] {
+			f := &sk.facts[c]
+			row := templates.SpanRow{ID: f.SpanID, Name: f.Name, Label: sk.label(c), Depth: depth,
+				Children: len(sk.children[c]), Expanded: open[c] && len(sk.children[c]) > 0,
+				Running: f.EndTime == 0, Error: f.StatusCode == store.StatusError, Selected: c == selected}
+			endT := f.EndTime
+			if row.Running {
+				endT = sk.axis0 + sk.axisLen
+				row.Duration = "running"
+			} else {
+				row.Duration = fmtNanos(f.EndTime - f.StartTime)
+			}
+			row.X = float64(f.StartTime-sk.axis0) * 1000 / float64(sk.axisLen)
+			row.W = max(float64(endT-f.StartTime)*1000/float64(sk.axisLen), 1.5)
+			out = append(out, row)
+			if row.Expanded {
+				walk(c, depth+1, 0)
+			}
+		}
+		if end < len(kids) {
+			p := ""
+			if parent >= 0 {
+				p = sk.facts[parent].SpanID
+			}
+			out = append(out, templates.SpanRow{More: end, Parent: p, Depth: depth})
+		}
+	}
+	walk(parent, depth, offset)
+	return out
+}
+
+// traceView builds the tree for a page: the roots open, and, for a deep link, the selected span's
+// ancestors.
+func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolName string, toolTurn int) (*templates.TraceView, error) {
+	tr, err := s.store.TraceGet(ctx, traceID)
+	if err != nil {
+		return nil, err
+	}
+	sk, err := s.loadSkeleton(ctx, traceID)
+	if err != nil {
+		return nil, err
+	}
+	v := &templates.TraceView{TraceID: traceID, Name: tr.DisplayName, Source: tr.Source, SpanCount: len(sk.facts),
+		Running: sk.running, Base: "/traces/" + traceID, Link: link}
+	if sk.running {
+		v.Duration = "running"
+	} else {
+		v.Duration = fmtNanos(sk.axisLen)
+	}
+	open := map[int32]bool{}
+	for _, r := range sk.roots {
+		open[r] = true
+	}
+	selected := int32(-1)
+	if selectedID == "" && toolName != "" {
+		selectedID = sk.findTool(toolName, toolTurn)
+	}
+	if i, ok := sk.idx[selectedID]; ok && selectedID != "" {
+		selected = i
+		for _, a := range sk.ancestors(i) {
+			open[a] = true
+		}
+		d, err := s.spanDetail(ctx, traceID, selectedID, link)
+		if err != nil {
+			return nil, err
+		}
+		v.Selected = d
+	}
+	v.Rows = sk.rows(-1, 0, 0, open, selected)
+	return v, nil
+}
+
+// findTool finds the span of a tool call in a turn (the last one, if the turn called it twice).
+func (sk *skeleton) findTool(tool string, turn int) string {
+	found := ""
+	for i := range sk.facts {
+		f := &sk.facts[i]
+		if sk.label(int32(i)) != "tool" || firstNonEmpty(deref(f.ToolName), deref(f.GenkitName), f.Name) != tool {
+			continue
+		}
+		t := -1
+		for p := sk.parent[i]; p >= 0; p = sk.parent[p] {
+			if sk.turn[p] >= 0 {
+				t = sk.turn[p]
+				break
+			}
+		}
+		if t == turn || turn < 0 {
+			found = f.SpanID
+		}
+	}
+	return found
+}
+
+// spanDetail reads one span in full and splits its attributes into payloads (large values and
+// Genkit's input and output, pretty-printed) and the rest.
+func (s *Server) spanDetail(ctx context.Context, traceID, spanID, link string) (*templates.SpanDetail, error) {
+	sp, err := s.getSpan(ctx, traceID, spanID)
+	if err != nil {
+		return nil, err
+	}
+	d := &templates.SpanDetail{TraceID: traceID, ID: sp.SpanID, Name: sp.Name, Kind: spanKind(sp.Kind),
+		Start: time.Unix(0, sp.StartTime), Running: sp.EndTime == 0, StatusMsg: sp.StatusMessage, Link: link + sp.SpanID}
+	switch sp.StatusCode {
+	case store.StatusError:
+		d.Status = "error"
+	case store.StatusOK:
+		d.Status = "ok"
+	default:
+		d.Status = "unset"
+	}
+	if !d.Running {
+		d.Duration = fmtNanos(sp.EndTime - sp.StartTime)
+	}
+	var attrs map[string]json.RawMessage
+	_ = json.Unmarshal(sp.Attributes, &attrs)
+	rest := map[string]json.RawMessage{}
+	keys := make([]string, 0, len(attrs))
+	for k := range attrs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		raw := attrs[k]
+		text := payloadText(raw)
+		if k != "genkit:input" && k != "genkit:output" && len(text) < 240 {
+			rest[k] = raw
+			continue
+		}
+		p := templates.Payload{Key: k, Text: text, Size: len(text)}
+		if len(text) > payloadPreview {
+			p.Text, p.Truncated = text[:payloadPreview]+"\n…", true
+			p.URL = fmt.Sprintf("/traces/%s/spans/%s/payload?key=%s", traceID, sp.SpanID, url.QueryEscape(k))
+		}
+		d.Payloads = append(d.Payloads, p)
+	}
+	if len(rest) > 0 {
+		d.Attributes = prettyJSON(mustJSON(rest))
+	}
+	d.Events = nonEmptyJSON(sp.Events)
+	d.Links = nonEmptyJSON(sp.Links)
+	d.Resource = nonEmptyJSON(sp.Resource)
+	return d, nil
+}
+
+func (s *Server) getSpan(ctx context.Context, traceID, spanID string) (*store.Span, error) {
+	spans, err := s.store.SpansGet(ctx, []store.SpanKey{{TraceID: traceID, SpanID: spanID}})
+	if err != nil {
+		return nil, err
+	}
+	if len(spans) == 0 {
+		return nil, Errorf(http.StatusNotFound, "not_found", "span %s of trace %s not found", spanID, traceID)
+	}
+	return &spans[0], nil
+}
+
+// payloadText pretty-prints an attribute: a string holding JSON is shown as that JSON.
+func payloadText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		t := strings.TrimSpace(s)
+		if (strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[")) && json.Valid([]byte(t)) {
+			return prettyJSON([]byte(t))
+		}
+		return s
+	}
+	return prettyJSON(raw)
+}
+
+func spanKind(k int16) string {
+	switch k {
+	case 1:
+		return "internal"
+	case 2:
+		return "server"
+	case 3:
+		return "client"
+	case 4:
+		return "producer"
+	case 5:
+		return "consumer"
+	}
+	return "unspecified"
+}
+
+func validTraceParam(c echo.Context) (string, error) {
+	id := c.Param("trace")
+	if !trace.ValidTraceID(id) {
+		return "", Errorf(http.StatusBadRequest, "bad_id", "trace id %q is not 32 lowercase hex digits", id)
+	}
+	return id, nil
+}
+
+// traceChildren is GET /traces/{trace}/children?parent=&offset=&depth=&link=: tree rows of one
+// node's children, as an HTML fragment.
+func (s *Server) traceChildren(c echo.Context) error {
+	traceID, err := validTraceParam(c)
+	if err != nil {
+		return err
+	}
+	sk, err := s.loadSkeleton(c.Request().Context(), traceID)
+	if err != nil {
+		return err
+	}
+	parent := int32(-1)
+	if p := c.QueryParam("parent"); p != "" {
+		i, ok := sk.idx[p]
+		if !ok {
+			return Errorf(http.StatusNotFound, "not_found", "span %s is not in trace %s", p, traceID)
+		}
+		parent = i
+	}
+	offset, _ := strconv.Atoi(c.QueryParam("offset"))
+	depth, _ := strconv.Atoi(c.QueryParam("depth"))
+	link := safeNext(c.QueryParam("link"))
+	if link == "/" {
+		link = "/traces/" + traceID + "?span="
+	}
+	rows := sk.rows(parent, max(depth, 0), max(offset, 0), nil, -1)
+	return s.render(c, http.StatusOK, templates.SpanRows(rows, link))
+}
+
+// traceSpan is GET /traces/{trace}/spans/{span}: the span panel as an HTML fragment.
+func (s *Server) traceSpan(c echo.Context) error {
+	traceID, err := validTraceParam(c)
+	if err != nil {
+		return err
+	}
+	link := safeNext(c.QueryParam("link"))
+	if link == "/" {
+		link = "/traces/" + traceID + "?span="
+	}
+	d, err := s.spanDetail(c.Request().Context(), traceID, c.Param("span"), link)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.SpanDetailView(*d))
+}
+
+// traceSpanPayload is GET /traces/{trace}/spans/{span}/payload?key=: one attribute in full.
+func (s *Server) traceSpanPayload(c echo.Context) error {
+	traceID, err := validTraceParam(c)
+	if err != nil {
+		return err
+	}
+	sp, err := s.getSpan(c.Request().Context(), traceID, c.Param("span"))
+	if err != nil {
+		return err
+	}
+	var attrs map[string]json.RawMessage
+	_ = json.Unmarshal(sp.Attributes, &attrs)
+	raw, ok := attrs[c.QueryParam("key")]
+	if !ok {
+		return Errorf(http.StatusNotFound, "not_found", "span %s has no attribute %q", sp.SpanID, c.QueryParam("key"))
+	}
+	return s.render(c, http.StatusOK, templates.PayloadText(payloadText(raw)))
+}
+
+// tracesPage is GET /traces: traces newest first, filterable by source and name.
+func (s *Server) tracesPage(c echo.Context) error {
+	p := store.TraceListParams{Limit: 50}
+	src, q := c.QueryParam("source"), c.QueryParam("q")
+	if src != "" {
+		p.Filters = append(p.Filters, store.TraceFilter{Field: store.TraceFieldSource, Op: store.FilterEq, Value: src})
+	}
+	if q != "" {
+		p.Filters = append(p.Filters, store.TraceFilter{Field: store.TraceFieldName, Op: store.FilterContains, Value: q})
+	}
+	if v := c.QueryParam("cursor"); v != "" {
+		cur, err := store.ParseTraceCursor(v)
+		if err != nil {
+			return Errorf(http.StatusBadRequest, "bad_request", "cursor: %v", err)
+		}
+		p.After = cur
+	}
+	items, next, err := s.store.TraceList(c.Request().Context(), p)
+	if err != nil {
+		return err
+	}
+	page := templates.TracesPage{Page: s.page(c, "Traces", "traces"), Source: src, Query: q}
+	for _, it := range items {
+		t := it.Trace
+		row := templates.TraceListRow{ID: t.TraceID, Name: t.DisplayName, Source: t.Source, Spans: t.SpanCount,
+			Start: time.Unix(0, t.StartTime), Error: t.StatusCode == store.StatusError, Running: t.EndTime == 0, StartNano: t.StartTime}
+		if !row.Running {
+			row.Duration = fmtNanos(t.EndTime - t.StartTime)
+		}
+		if t.RunID != nil {
+			row.RunID = t.RunID.String()
+		}
+		page.Rows = append(page.Rows, row)
+	}
+	if next != nil {
+		v := url.Values{"cursor": {next.String()}}
+		if src != "" {
+			v.Set("source", src)
+		}
+		if q != "" {
+			v.Set("q", q)
+		}
+		page.NextURL = "/traces?" + v.Encode()
+	}
+	return s.render(c, http.StatusOK, templates.TracesView(page))
+}
+
+// tracePage is GET /traces/{trace}[?span=]: one trace with the span tree.
+func (s *Server) tracePage(c echo.Context) error {
+	traceID, err := validTraceParam(c)
+	if err != nil {
+		return err
+	}
+	v, err := s.traceView(c.Request().Context(), traceID, "/traces/"+traceID+"?span=", c.QueryParam("span"), "", -1)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.TraceDetailView(templates.TracePage{
+		Page: s.page(c, firstNonEmpty(v.Name, "Trace"), "traces"), Trace: *v}))
+}
+
+// fmtNanos renders a duration for people: 850µs, 12ms, 1.4s, 2m05s.
+func fmtNanos(ns int64) string {
+	d := time.Duration(ns)
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%dµs", d.Microseconds())
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+	return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+}
+
+func prettyJSON(raw []byte) string {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return ""
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+func nonEmptyJSON(raw []byte) string {
+	t := strings.TrimSpace(string(raw))
+	if t == "" || t == "null" || t == "[]" || t == "{}" {
+		return ""
+	}
+	return prettyJSON(raw)
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

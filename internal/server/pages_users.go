@@ -1,0 +1,108 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/loupe-dev/loupe/internal/auth"
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/web/templates"
+)
+
+var allRoles = []string{store.RoleViewer, store.RoleReviewer, store.RoleAdmin}
+
+func (s *Server) usersData(c echo.Context) (templates.UsersPage, error) {
+	p := templates.UsersPage{Page: s.page(c, "Users", "users"), Roles: allRoles}
+	users, err := s.store.UserList(c.Request().Context())
+	if err != nil {
+		return p, err
+	}
+	me := principal(c).Username
+	for _, u := range users {
+		p.Users = append(p.Users, templates.UserRow{ID: u.ID.String(), Username: u.Username, Role: u.Role,
+			Disabled: u.Disabled, CreatedAt: u.CreatedAt, Self: u.Username == me})
+	}
+	return p, nil
+}
+
+func (s *Server) usersFlash(c echo.Context, status int, msg string, isErr bool, password string) error {
+	p, err := s.usersData(c)
+	if err != nil {
+		return err
+	}
+	p.Flash, p.FlashError, p.NewPassword = msg, isErr, password
+	return s.render(c, status, templates.UsersView(p))
+}
+
+// usersPage is GET /users (admin only).
+func (s *Server) usersPage(c echo.Context) error {
+	return s.usersFlash(c, http.StatusOK, "", false, "")
+}
+
+// userCreate is POST /users: a new user, with a generated password unless one is given.
+func (s *Server) userCreate(c echo.Context) error {
+	username, password, role := strings.TrimSpace(c.FormValue("username")), c.FormValue("password"), c.FormValue("role")
+	if username == "" {
+		return s.usersFlash(c, http.StatusUnprocessableEntity, "A username is required.", true, "")
+	}
+	if !auth.ValidRole(role) {
+		return s.usersFlash(c, http.StatusUnprocessableEntity, "Unknown role "+role+".", true, "")
+	}
+	shown := ""
+	if password == "" {
+		password = auth.NewPassword()
+		shown = password
+	}
+	_, err := auth.New(s.store).AddUser(c.Request().Context(), username, password, role)
+	if errors.Is(err, store.ErrConflict) {
+		return s.usersFlash(c, http.StatusConflict, "The username "+username+" is taken.", true, "")
+	}
+	if err != nil {
+		return s.usersFlash(c, http.StatusUnprocessableEntity, err.Error(), true, "")
+	}
+	if err := s.store.AuditInsert(c.Request().Context(), principal(c).Username, "user.create", "user", username, map[string]any{"role": role}); err != nil {
+		return err
+	}
+	return s.usersFlash(c, http.StatusOK, "Added "+username+" as "+role+".", false, shown)
+}
+
+// userUpdate is POST /users/{id}: set the role and the disabled flag. Admins cannot demote or
+// disable themselves, so that a site is never left without one.
+func (s *Server) userUpdate(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	role, disabled := c.FormValue("role"), c.FormValue("disabled") == "true"
+	if !auth.ValidRole(role) {
+		return s.usersFlash(c, http.StatusUnprocessableEntity, "Unknown role "+role+".", true, "")
+	}
+	ctx := c.Request().Context()
+	users, err := s.store.UserList(ctx)
+	if err != nil {
+		return err
+	}
+	var target *store.User
+	for _, u := range users {
+		if u.ID == id {
+			target = u
+		}
+	}
+	if target == nil {
+		return Errorf(http.StatusNotFound, "not_found", "user %s not found", id)
+	}
+	if target.Username == principal(c).Username && (role != store.RoleAdmin || disabled) {
+		return s.usersFlash(c, http.StatusUnprocessableEntity, "You cannot demote or disable yourself.", true, "")
+	}
+	if _, err := s.store.UserUpdate(ctx, id, store.UserUpdateParams{Role: &role, Disabled: &disabled}); err != nil {
+		return err
+	}
+	if err := s.store.AuditInsert(ctx, principal(c).Username, "user.update", "user", target.Username,
+		map[string]any{"role": role, "disabled": disabled}); err != nil {
+		return err
+	}
+	return s.usersFlash(c, http.StatusOK, "Saved "+target.Username+".", false, "")
+}

@@ -1,0 +1,78 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/loupe-dev/loupe/internal/runs"
+)
+
+// replayRoutes registers replay, fork, diff and lineage: the JSON the run page's replay and fork
+// buttons, its lineage panel and the diff page need.
+func (s *Server) replayRoutes(api *echo.Group, reviewer echo.MiddlewareFunc) {
+	api.POST("/runs/:id/replay", s.apiRunReplay, reviewer)
+	api.GET("/runs/:id/lineage", s.apiRunLineage)
+	api.GET("/runs/:a/diff/:b", s.apiRunDiff)
+}
+
+// replayRequest is the body of POST /runs/{id}/replay.
+type replayRequest struct {
+	Mode             string          `json:"mode"`
+	Turn             *int            `json:"turn"`
+	Overrides        *runs.Overrides `json:"overrides"`
+	Edits            []runs.Edit     `json:"edits"`
+	Tools            string          `json:"tools"`
+	ApplyResolutions bool            `json:"apply_resolutions"`
+}
+
+func (s *Server) apiRunReplay(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	var req replayRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	if req.Mode == "" {
+		return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: "mode is required: one of " + runs.ReplayModes,
+			Details: map[string]string{"field": "mode"}}
+	}
+	run, err := s.deps.Runs.Replay(c.Request().Context(), runs.ReplayParams{
+		RunID: id, Mode: req.Mode, Turn: req.Turn, Overrides: req.Overrides, Edits: req.Edits,
+		Tools: req.Tools, ApplyResolutions: req.ApplyResolutions, CreatedBy: principal(c).Username,
+	})
+	if err != nil {
+		return runsError(err)
+	}
+	return c.JSON(http.StatusCreated, run)
+}
+
+func (s *Server) apiRunLineage(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	info, err := s.deps.Runs.Lineage(c.Request().Context(), id)
+	if err != nil {
+		return runsError(err)
+	}
+	return c.JSON(http.StatusOK, info)
+}
+
+func (s *Server) apiRunDiff(c echo.Context) error {
+	a, err := pathID(c, "a")
+	if err != nil {
+		return err
+	}
+	b, err := pathID(c, "b")
+	if err != nil {
+		return err
+	}
+	d, err := s.deps.Runs.Diff(c.Request().Context(), a, b)
+	if err != nil {
+		return runsError(err)
+	}
+	return c.JSON(http.StatusOK, d)
+}

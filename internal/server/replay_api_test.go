@@ -1,0 +1,146 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loupe-dev/loupe/internal/runs"
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// waitRun polls the API until the run reaches status.
+func waitRun(t *testing.T, b *testBundle, id uuid.UUID, status string, header ...string) store.Run {
+	t.Helper()
+	var run store.Run
+	require.Eventually(t, func() bool {
+		require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/api/v1/runs/"+id.String(), "", &run, header...))
+		return run.Status == status
+	}, 60*time.Second, 20*time.Millisecond, "run %s never became %s (last %s)", id, status, run.Status)
+	return run
+}
+
+func TestAPIReplayForkDiffAndLineage(t *testing.T) {
+	t.Parallel()
+	b := setupRuns(t, true)
+	var orig store.Run
+	require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs",
+		`{"action":"researchAgent","input":{"topic":"replay","depth":3}}`, &orig))
+	waitRun(t, b, orig.ID, store.RunSucceeded)
+
+	var rep store.Run
+	require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs/"+orig.ID.String()+"/replay", `{"mode":"exact"}`, &rep))
+	require.Equal(t, store.RunQueued, rep.Status)
+	require.Equal(t, orig.ID, *rep.ReplayOf)
+	waitRun(t, b, rep.ID, store.RunSucceeded)
+
+	var d runs.RunDiff
+	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/api/v1/runs/"+orig.ID.String()+"/diff/"+rep.ID.String(), "", &d))
+	require.True(t, d.Equal, "%+v", d.First)
+	require.Len(t, d.Turns, 4)
+	require.Len(t, d.Turns[0].ToolCalls, 6, "the research agent searches six queries per turn")
+
+	var fork store.Run
+	require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs/"+orig.ID.String()+"/replay",
+		`{"mode":"fork","turn":1,"edits":[{"turn":0,"ref":"r0-0","output":{"query":"q","source":"edited","summary":"s"}}]}`, &fork))
+	require.Equal(t, 1, *fork.ForkTurn)
+	waitRun(t, b, fork.ID, store.RunSucceeded)
+	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/api/v1/runs/"+orig.ID.String()+"/diff/"+fork.ID.String(), "", &d))
+	require.False(t, d.Equal)
+	require.Equal(t, 0, d.First.Turn)
+	require.Equal(t, "tool_output", d.First.Part)
+	require.Equal(t, "r0-0", d.First.Ref)
+
+	var info runs.ReplayInfo
+	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/api/v1/runs/"+orig.ID.String()+"/lineage", "", &info))
+	require.Nil(t, info.Of)
+	require.Len(t, info.Derived, 2)
+	require.Equal(t, "replay", info.Derived[0].Relation)
+	require.Equal(t, "fork", info.Derived[1].Relation)
+	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/api/v1/runs/"+fork.ID.String()+"/lineage", "", &info))
+	require.Equal(t, orig.ID, info.Of.RunID)
+	require.Equal(t, store.ReplayFork, info.Replay.Mode)
+	require.NotEmpty(t, info.Replay.Edits)
+
+	var self runs.RunDiff
+	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/api/v1/runs/"+orig.ID.String()+"/diff/"+orig.ID.String(), "", &self))
+	require.True(t, self.Equal)
+	require.Nil(t, self.First)
+}
+
+func TestAPIReplayRejectsBadRequests(t *testing.T) {
+	t.Parallel()
+	b := setupRuns(t, true)
+	var orig store.Run
+	require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs",
+		`{"action":"researchAgent","input":{"topic":"x","depth":1}}`, &orig))
+	waitRun(t, b, orig.ID, store.RunSucceeded)
+	replayURL := b.url + "/api/v1/runs/" + orig.ID.String() + "/replay"
+	cases := []struct {
+		url, body string
+		status    int
+		code      string
+		field     string
+	}{
+		{replayURL, ``, http.StatusBadRequest, "bad_request", ""},
+		{replayURL, `{"mode":`, http.StatusBadRequest, "bad_json", ""},
+		{replayURL, `{"mode":"exact","speed":2}`, http.StatusBadRequest, "bad_json", ""},
+		{replayURL, `{}`, http.StatusBadRequest, "bad_request", "mode"},
+		{b.url + "/api/v1/runs/nope/replay", `{"mode":"exact"}`, http.StatusBadRequest, "bad_id", ""},
+		{b.url + "/api/v1/runs/" + uuid.NewString() + "/replay", `{"mode":"exact"}`, http.StatusNotFound, "not_found", ""},
+		{replayURL, `{"mode":"again"}`, http.StatusUnprocessableEntity, "invalid", "mode"},
+		{replayURL, `{"mode":"fork"}`, http.StatusUnprocessableEntity, "invalid", "turn"},
+		{replayURL, `{"mode":"fork","turn":7}`, http.StatusUnprocessableEntity, "invalid", "turn"},
+		{replayURL, `{"mode":"rerun","tools":"cassette"}`, http.StatusUnprocessableEntity, "invalid", "tools"},
+		{replayURL, `{"mode":"rerun","apply_resolutions":true}`, http.StatusUnprocessableEntity, "invalid", "apply_resolutions"},
+		{replayURL, `{"mode":"rerun","overrides":{"model":"nope"}}`, http.StatusUnprocessableEntity, "invalid", "overrides/model"},
+		{replayURL, `{"mode":"exact","overrides":{"max_turns":2}}`, http.StatusUnprocessableEntity, "invalid", "overrides"},
+		{replayURL, `{"mode":"fork","turn":1,"edits":[{"seq":9,"message":{"role":"user","content":[]}}]}`, http.StatusUnprocessableEntity, "invalid", "edits/0/seq"},
+	}
+	for _, tc := range cases {
+		var e apiError
+		require.Equal(t, tc.status, call(t, "POST", tc.url, tc.body, &e), "%s %s", tc.url, tc.body)
+		require.Equal(t, tc.code, e.Error.Code, "%s: %s", tc.body, e.Error.Message)
+		if tc.field != "" {
+			require.Equal(t, tc.field, e.Error.Details["field"], "%s: %s", tc.body, e.Error.Message)
+		}
+	}
+
+	var e apiError
+	require.Equal(t, http.StatusNotFound, call(t, "GET", b.url+"/api/v1/runs/"+orig.ID.String()+"/diff/"+uuid.NewString(), "", &e))
+	require.Equal(t, http.StatusBadRequest, call(t, "GET", b.url+"/api/v1/runs/"+orig.ID.String()+"/diff/zzz", "", &e))
+	require.Equal(t, http.StatusNotFound, call(t, "GET", b.url+"/api/v1/runs/"+uuid.NewString()+"/lineage", "", &e))
+
+	queued, err := b.store.RunCreate(context.Background(), store.RunCreateParams{Action: "/flow/researchAgent", Input: orig.Input})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusConflict, call(t, "POST", b.url+"/api/v1/runs/"+queued.ID.String()+"/replay", `{"mode":"exact"}`, &e))
+
+	var info runs.ReplayInfo
+	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/api/v1/runs/"+orig.ID.String()+"/lineage", "", &info))
+	require.Empty(t, info.Derived, "no rejected request created a run")
+}
+
+func TestAPIReplayNeedsTheReviewerRole(t *testing.T) {
+	t.Parallel()
+	b := setupRuns(t, false)
+	viewer := b.userToken(t, "vic", store.RoleViewer)
+	reviewer := b.userToken(t, "rev", store.RoleReviewer)
+	var orig store.Run
+	require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs", `{"action":"countdown","input":{"from":1}}`, &orig,
+		"Authorization", "Bearer "+reviewer))
+	waitRun(t, b, orig.ID, store.RunSucceeded, "Authorization", "Bearer "+viewer)
+	var e apiError
+	require.Equal(t, http.StatusForbidden, call(t, "POST", b.url+"/api/v1/runs/"+orig.ID.String()+"/replay", `{"mode":"exact"}`, &e,
+		"Authorization", "Bearer "+viewer))
+	require.Contains(t, e.Error.Message, "reviewer")
+	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/api/v1/runs/"+orig.ID.String()+"/diff/"+orig.ID.String(), "", nil,
+		"Authorization", "Bearer "+viewer), "reading a diff needs no more than a viewer")
+	var rep store.Run
+	require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs/"+orig.ID.String()+"/replay", `{"mode":"exact"}`, &rep,
+		"Authorization", "Bearer "+reviewer))
+	require.Equal(t, "rev", *rep.CreatedBy)
+}

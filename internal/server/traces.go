@@ -1,0 +1,350 @@
+package server
+
+import (
+	"compress/gzip"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/trace"
+)
+
+// traceRoutes registers the trace APIs: Genkit's telemetry API, OTLP/HTTP ingest, and Loupe's own
+// JSON reads.
+//
+// Ingest (POST /api/traces, POST /v1/traces) needs no credentials while the server is bound to a
+// loopback address, like Genkit's own telemetry server; bound anywhere else, it needs
+// "Authorization: Bearer $LOUPE_INGEST_TOKEN", and is refused outright when no token is set.
+// Ingest is not cookie-authenticated, so CSRF tokens do not apply; cross-site browser requests are
+// refused instead.
+func (s *Server) traceRoutes() {
+	s.metrics.registry.MustRegister(s.deps.Traces.Collectors()...)
+	e := s.echo
+	e.GET("/api/__health", func(c echo.Context) error { return c.String(http.StatusOK, "OK") })
+	e.POST("/api/traces", s.genkitTraceIngest)
+	e.GET("/api/traces", s.genkitTraceList)
+	e.GET("/api/traces/:id", s.genkitTraceGet)
+	e.POST("/v1/traces", s.otlpTraceIngest)
+	e.GET("/api/v1/traces", s.apiTraceList)
+	e.GET("/api/v1/traces/:id", s.apiTraceGet)
+	e.GET("/api/v1/traces/:id/turns", s.apiTraceTurns)
+}
+
+// isIngestPath names the routes that take traces from other programs, which the CSRF check skips:
+// they carry no ambient credentials and guard themselves (see traceRoutes).
+func isIngestPath(p string) bool { return p == "/api/traces" || p == "/v1/traces" }
+
+// checkIngest enforces the ingest token off loopback and refuses cross-site browser requests.
+func (s *Server) checkIngest(c echo.Context) error {
+	r := c.Request()
+	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+		return Errorf(http.StatusForbidden, "forbidden", "trace ingest refuses cross-site browser requests")
+	}
+	if CheckLoopback(s.cfg.Addr) == nil {
+		return nil
+	}
+	if p := principal(c); p != nil && !p.Local {
+		return nil // a signed-in user's own API token
+	}
+	want := s.deps.Traces.IngestToken()
+	if want == "" {
+		return Errorf(http.StatusUnauthorized, "unauthenticated",
+			"trace ingest is disabled: the server is not bound to loopback and LOUPE_INGEST_TOKEN is not set")
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		return Errorf(http.StatusUnauthorized, "unauthenticated", "trace ingest needs Authorization: Bearer <LOUPE_INGEST_TOKEN>")
+	}
+	return nil
+}
+
+// readIngestBody reads the body, gunzipping it when Content-Encoding says so, within the ingest
+// limit both before and after decompression.
+func (s *Server) readIngestBody(c echo.Context) ([]byte, error) {
+	limit := s.deps.Traces.MaxBodyBytes()
+	r := c.Request()
+	tooLarge := Errorf(http.StatusRequestEntityTooLarge, "too_large", "request body exceeds the ingest limit of %d bytes", limit)
+	if r.ContentLength > limit {
+		return nil, tooLarge
+	}
+	body := http.MaxBytesReader(c.Response(), r.Body, limit)
+	var rd io.Reader = body
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip":
+		gz, err := gzip.NewReader(body)
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, tooLarge
+			}
+			return nil, Errorf(http.StatusBadRequest, "bad_request", "malformed gzip body: %v", err)
+		}
+		defer gz.Close()
+		rd = io.LimitReader(gz, limit+1)
+	default:
+		return nil, Errorf(http.StatusUnsupportedMediaType, "unsupported_media_type", "unsupported Content-Encoding %q (want gzip or none)", enc)
+	}
+	data, err := io.ReadAll(rd)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge
+		}
+		if errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, Errorf(http.StatusBadRequest, "bad_request", "malformed gzip body: %v", err)
+		}
+		return nil, fmt.Errorf("read ingest body: %w", err)
+	}
+	if int64(len(data)) > limit {
+		return nil, Errorf(http.StatusRequestEntityTooLarge, "too_large", "decompressed body exceeds the ingest limit of %d bytes", limit)
+	}
+	return data, nil
+}
+
+// traceError maps the trace package's input errors to 400.
+func traceError(err error) error {
+	if trace.IsInputError(err) {
+		return Errorf(http.StatusBadRequest, "bad_request", "%s", err.Error())
+	}
+	return err
+}
+
+// genkitTraceIngest is Genkit's POST /api/traces: one TraceData per request; it answers "OK".
+func (s *Server) genkitTraceIngest(c echo.Context) error {
+	if err := s.checkIngest(c); err != nil {
+		s.deps.Traces.Reject(store.SpanSourceGenkit, "auth")
+		return err
+	}
+	body, err := s.readIngestBody(c)
+	if err != nil {
+		s.deps.Traces.Reject(store.SpanSourceGenkit, "body")
+		return err
+	}
+	if _, err := s.deps.Traces.IngestGenkit(c.Request().Context(), body); err != nil {
+		return traceError(err)
+	}
+	return c.String(http.StatusOK, "OK")
+}
+
+// genkitTraceList is Genkit's GET /api/traces?limit=&continuationToken=&filter=.
+func (s *Server) genkitTraceList(c echo.Context) error {
+	p := trace.GenkitListParams{ContinuationToken: c.QueryParam("continuationToken"), Filter: c.QueryParam("filter")}
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return Errorf(http.StatusBadRequest, "bad_request", "limit %q is not a positive integer", v)
+		}
+		p.Limit = n
+	}
+	resp, err := s.deps.Traces.GenkitList(c.Request().Context(), p)
+	if err != nil {
+		return traceError(err)
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+// genkitTraceGet is Genkit's GET /api/traces/{id}.
+func (s *Server) genkitTraceGet(c echo.Context) error {
+	td, err := s.deps.Traces.GenkitGet(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return traceError(err)
+	}
+	return c.JSON(http.StatusOK, td)
+}
+
+// otlpTraceIngest is OTLP/HTTP's POST /v1/traces, protobuf or JSON, gzipped or not. Errors are
+// answered as OTLP requires: a google.rpc.Status in the request's content type.
+func (s *Server) otlpTraceIngest(c echo.Context) error {
+	ct, _, _ := mime.ParseMediaType(c.Request().Header.Get("Content-Type"))
+	if ct != trace.ContentTypeJSON {
+		ct = trace.ContentTypeProtobuf
+	}
+	if err := s.checkIngest(c); err != nil {
+		s.deps.Traces.Reject(store.SpanSourceOTLP, "auth")
+		return s.otlpError(c, ct, err)
+	}
+	body, err := s.readIngestBody(c)
+	if err != nil {
+		s.deps.Traces.Reject(store.SpanSourceOTLP, "body")
+		return s.otlpError(c, ct, err)
+	}
+	reqCT, _, _ := mime.ParseMediaType(c.Request().Header.Get("Content-Type"))
+	resp, err := s.deps.Traces.IngestOTLP(c.Request().Context(), body, reqCT)
+	if err != nil {
+		if trace.IsInputError(err) {
+			return s.otlpError(c, ct, traceError(err))
+		}
+		return err
+	}
+	return c.Blob(http.StatusOK, ct, resp)
+}
+
+// otlpError writes a client error as an OTLP Status; server errors go to the central handler.
+func (s *Server) otlpError(c echo.Context, ct string, err error) error {
+	var apiErr *Error
+	if !errors.As(err, &apiErr) {
+		return err
+	}
+	code := int32(3) // INVALID_ARGUMENT
+	switch apiErr.Status {
+	case http.StatusUnauthorized:
+		code = 16 // UNAUTHENTICATED
+	case http.StatusForbidden:
+		code = 7 // PERMISSION_DENIED
+	case http.StatusRequestEntityTooLarge:
+		code = 8 // RESOURCE_EXHAUSTED
+	}
+	st := &status.Status{Code: code, Message: apiErr.Message}
+	var (
+		b    []byte
+		merr error
+	)
+	if ct == trace.ContentTypeJSON {
+		b, merr = protojson.Marshal(st)
+	} else {
+		b, merr = proto.Marshal(st)
+	}
+	if merr != nil {
+		return err
+	}
+	s.log.Warn("otlp ingest refused", "status", apiErr.Status, "err", apiErr.Message)
+	return c.Blob(apiErr.Status, ct, b)
+}
+
+// apiTraceList is GET /api/v1/traces: trace summaries newest first.
+//
+// Parameters: limit (default 50, at most 1000), cursor (next_cursor of the previous page), name
+// (exact), q (name contains), status (unset, ok, error or running), source (loupe, genkit, otlp),
+// run_id, since and until (RFC 3339 or Unix nanoseconds, on the start time), attr.KEY=VALUE (a root
+// span attribute equals VALUE), and filter (Genkit's filter JSON, with start and end in ms).
+func (s *Server) apiTraceList(c echo.Context) error {
+	p := store.TraceListParams{}
+	q := c.QueryParams()
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return Errorf(http.StatusBadRequest, "bad_request", "limit %q is not a positive integer", v)
+		}
+		p.Limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		cur, err := store.ParseTraceCursor(v)
+		if err != nil {
+			return Errorf(http.StatusBadRequest, "bad_request", "%v", err)
+		}
+		p.After = cur
+	}
+	add := func(field, op string, v any) {
+		p.Filters = append(p.Filters, store.TraceFilter{Field: field, Op: op, Value: v})
+	}
+	if v := q.Get("name"); v != "" {
+		add(store.TraceFieldName, store.FilterEq, v)
+	}
+	if v := q.Get("q"); v != "" {
+		add(store.TraceFieldName, store.FilterContains, v)
+	}
+	if v := q.Get("source"); v != "" {
+		add(store.TraceFieldSource, store.FilterEq, v)
+	}
+	if v := q.Get("run_id"); v != "" {
+		if _, err := uuid.Parse(v); err != nil {
+			return Errorf(http.StatusBadRequest, "bad_request", "run_id %q is not a UUID", v)
+		}
+		p.Filters = append(p.Filters, store.TraceFilter{Field: trace.AttrRunID, Op: store.FilterEq, Value: v})
+	}
+	switch v := q.Get("status"); v {
+	case "":
+	case "running":
+		add(store.TraceFieldRunning, store.FilterEq, true)
+	case "error":
+		add(store.TraceFieldStatus, store.FilterEq, int64(store.StatusError))
+	case "ok":
+		add(store.TraceFieldStatus, store.FilterNeq, int64(store.StatusError))
+		add(store.TraceFieldRunning, store.FilterEq, false)
+	case "unset":
+		add(store.TraceFieldStatus, store.FilterEq, int64(store.StatusUnset))
+		add(store.TraceFieldRunning, store.FilterEq, false)
+	default:
+		return Errorf(http.StatusBadRequest, "bad_request", "status %q is not one of ok, error, unset, running", v)
+	}
+	for param, op := range map[string]string{"since": store.FilterGte, "until": store.FilterLt} {
+		if v := q.Get(param); v != "" {
+			n, err := parseTime(v)
+			if err != nil {
+				return Errorf(http.StatusBadRequest, "bad_request", "%s %q: want RFC 3339 or Unix nanoseconds", param, v)
+			}
+			add(store.TraceFieldStart, op, n)
+		}
+	}
+	for key, vals := range q {
+		if attr, ok := strings.CutPrefix(key, "attr."); ok && attr != "" {
+			add(attr, store.FilterEq, vals[0])
+		}
+	}
+	if v := q.Get("filter"); v != "" {
+		fs, err := trace.ParseGenkitFilter(v)
+		if err != nil {
+			return traceError(err)
+		}
+		p.Filters = append(p.Filters, fs...)
+	}
+	traces, next, err := s.deps.Traces.List(c.Request().Context(), p)
+	if err != nil {
+		return traceError(err)
+	}
+	resp := struct {
+		Traces     []store.Trace `json:"traces"`
+		NextCursor *string       `json:"next_cursor"`
+	}{Traces: traces}
+	if resp.Traces == nil {
+		resp.Traces = []store.Trace{}
+	}
+	if next != nil {
+		cur := next.String()
+		resp.NextCursor = &cur
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+func parseTime(v string) (int64, error) {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return n, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return 0, err
+	}
+	return t.UnixNano(), nil
+}
+
+// apiTraceGet is GET /api/v1/traces/{id}: the trace as a span tree.
+func (s *Server) apiTraceGet(c echo.Context) error {
+	tree, err := s.deps.Traces.Tree(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return traceError(err)
+	}
+	return c.JSON(http.StatusOK, tree)
+}
+
+// apiTraceTurns is GET /api/v1/traces/{id}/turns: the per-turn summary.
+func (s *Server) apiTraceTurns(c echo.Context) error {
+	turns, err := s.deps.Traces.Turns(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return traceError(err)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"trace_id": c.Param("id"), "turns": turns})
+}

@@ -1,0 +1,127 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// CheckpointParams is what a run's executor persists at once: the history messages and chunks
+// produced since the last checkpoint, the model response of the turn about to run its tools, and
+// the run's progress. Any part may be empty.
+type CheckpointParams struct {
+	RunID     uuid.UUID
+	Messages  []RunMessage
+	Chunks    []RunChunk
+	ModelCall *ModelCall
+	Progress  *RunProgressParams
+	// Finish, when set, ends the execution in the same round trip (see RunFinish).
+	Finish *RunFinishParams
+}
+
+// Checkpoint writes a checkpoint in one round trip, in one implicit transaction: all of it or
+// none. Messages replace those at the same positions. With Finish it returns the finished run, or
+// the ErrRunFinished / ErrLeaseHeld of RunFinish, in which case the rest is still written.
+func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*Run, error) {
+	b := &pgx.Batch{}
+	if n := len(p.Messages); n > 0 {
+		seqs, turns, roles, contents := make([]int, n), make([]int, n), make([]string, n), make([]json.RawMessage, n)
+		for i, m := range p.Messages {
+			seqs[i], turns[i], roles[i], contents[i] = m.Seq, m.Turn, m.Role, m.Content
+		}
+		b.Queue(`INSERT INTO run_messages (run_id, seq, turn, role, content)
+			SELECT $1, * FROM unnest($2::int[], $3::int[], $4::text[], $5::jsonb[])
+			ON CONFLICT (run_id, seq) DO UPDATE SET turn = excluded.turn, role = excluded.role, content = excluded.content`,
+			p.RunID, seqs, turns, roles, contents)
+	}
+	if n := len(p.Chunks); n > 0 {
+		seqs, turns, idxs, roles, contents := make([]int64, n), make([]int, n), make([]int, n), make([]string, n), make([]json.RawMessage, n)
+		for i, c := range p.Chunks {
+			seqs[i], turns[i], idxs[i], roles[i], contents[i] = c.Seq, c.Turn, c.Index, c.Role, c.Content
+		}
+		b.Queue(`INSERT INTO run_chunks (run_id, seq, turn, idx, role, content)
+			SELECT $1, * FROM unnest($2::bigint[], $3::int[], $4::int[], $5::text[], $6::jsonb[])
+			ON CONFLICT (run_id, seq) DO NOTHING`,
+			p.RunID, seqs, turns, idxs, roles, contents)
+	}
+	if c := p.ModelCall; c != nil {
+		b.Queue(`INSERT INTO model_calls (run_id, turn, model, request, response, latency_ms)
+			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, turn) DO UPDATE SET model = excluded.model,
+			request = excluded.request, response = excluded.response, latency_ms = excluded.latency_ms, created_at = now()`,
+			p.RunID, c.Turn, c.Model, c.Request, c.Response, c.LatencyMs)
+	}
+	if g := p.Progress; g != nil {
+		b.Queue(`UPDATE runs SET turns = greatest(turns, $2), model = coalesce(NULLIF($3, ''), model),
+			input_tokens = $4, output_tokens = $5, trace_id = coalesce(trace_id, NULLIF($6, '')), updated_at = now()
+			WHERE id = $1`, p.RunID, g.Turns, g.Model, g.InputTokens, g.OutputTokens, g.TraceID)
+	}
+	var finished *Run
+	if f := p.Finish; f != nil {
+		b.Queue(`UPDATE runs SET status = $3, output = $4, error = $5,
+				finished_at = CASE WHEN $6 THEN now() END, lease_owner = NULL, lease_expires_at = NULL,
+				updated_at = now(), version = version + 1
+			WHERE id = $1 AND lease_owner = $2 AND status = 'running'
+			RETURNING `+runColumns, f.ID, f.Owner, f.Status, nullJSON(f.Output), nullJSON(f.Error), f.Status != RunInterrupted).
+			Query(func(rows pgx.Rows) error {
+				var err error
+				finished, err = pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Run])
+				if errors.Is(err, pgx.ErrNoRows) {
+					return nil
+				}
+				return err
+			})
+	}
+	if b.Len() == 0 {
+		return nil, nil
+	}
+	if err := s.db.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("checkpoint run %s: %w", p.RunID, err)
+	}
+	if p.Finish != nil && finished == nil {
+		cur, err := s.RunGet(ctx, p.RunID)
+		if err != nil {
+			return nil, err
+		}
+		if cur.Status == RunRunning {
+			return cur, fmt.Errorf("finish run %s: %w", p.RunID, ErrLeaseHeld)
+		}
+		return cur, fmt.Errorf("finish run %s (%s): %w", p.RunID, cur.Status, ErrRunFinished)
+	}
+	return finished, nil
+}
+
+// ExecutionState is what an executor needs to continue a run: its history, the last chunk
+// sequence number, and the recorded model responses by turn.
+type ExecutionState struct {
+	Messages   []*RunMessage
+	ChunkSeq   int64
+	ModelCalls []*ModelCall
+}
+
+// RunExecutionState loads a run's execution state in one round trip.
+func (s *Store) RunExecutionState(ctx context.Context, runID uuid.UUID) (*ExecutionState, error) {
+	b := &pgx.Batch{}
+	st := &ExecutionState{}
+	b.Queue(`SELECT run_id, seq, turn, role, content, created_at FROM run_messages WHERE run_id = $1 ORDER BY seq`, runID).
+		Query(func(rows pgx.Rows) error {
+			var err error
+			st.Messages, err = pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[RunMessage])
+			return err
+		})
+	b.Queue(`SELECT coalesce(max(seq), 0) FROM run_chunks WHERE run_id = $1`, runID).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&st.ChunkSeq)
+	})
+	b.Queue(`SELECT `+modelCallColumns+` FROM model_calls WHERE run_id = $1 ORDER BY turn`, runID).Query(func(rows pgx.Rows) error {
+		var err error
+		st.ModelCalls, err = pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[ModelCall])
+		return err
+	})
+	if err := s.db.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("load execution state of run %s: %w", runID, err)
+	}
+	return st, nil
+}

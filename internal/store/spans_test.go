@@ -1,0 +1,164 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/store/storetest"
+)
+
+const testTraceID = "0af7651916cd43dd8448eb211c80319c"
+
+func testSpan(spanID string, parent string, start, end int64) store.Span {
+	sp := store.Span{TraceID: testTraceID, SpanID: spanID, Name: "span-" + spanID, Kind: 1,
+		StartTime: start, EndTime: end, Attributes: json.RawMessage(`{"k":"v"}`), Source: store.SpanSourceGenkit}
+	if parent != "" {
+		sp.ParentSpanID = &parent
+	}
+	return sp
+}
+
+func TestSpanIngestMergesAStartAndItsEndInEitherOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+
+	running := testSpan("b7ad6b7169203331", "", 100, 0)
+	res, err := s.SpanIngest(ctx, []store.Span{running})
+	require.NoError(t, err)
+	require.Equal(t, store.SpanIngestResult{Inserted: 1}, res)
+	tr, err := s.TraceGet(ctx, testTraceID)
+	require.NoError(t, err)
+	require.Zero(t, tr.EndTime, "a running root leaves the trace running")
+
+	ended := testSpan("b7ad6b7169203331", "", 100, 250)
+	ended.StatusCode = store.StatusError
+	res, err = s.SpanIngest(ctx, []store.Span{ended})
+	require.NoError(t, err)
+	require.Equal(t, store.SpanIngestResult{Updated: 1}, res)
+
+	// A start that arrives after its end is stale and must not un-end the span.
+	res, err = s.SpanIngest(ctx, []store.Span{running})
+	require.NoError(t, err)
+	require.Equal(t, store.SpanIngestResult{Skipped: 1}, res)
+
+	spans, err := s.SpansByTrace(ctx, testTraceID, 0)
+	require.NoError(t, err)
+	require.Len(t, spans, 1)
+	require.EqualValues(t, 250, spans[0].EndTime)
+	tr, err = s.TraceGet(ctx, testTraceID)
+	require.NoError(t, err)
+	require.Equal(t, 1, tr.SpanCount, "a merged span is counted once")
+	require.EqualValues(t, 250, tr.EndTime)
+	require.Equal(t, store.StatusError, tr.StatusCode)
+	require.Equal(t, "span-b7ad6b7169203331", tr.DisplayName)
+}
+
+func TestSpanIngestMergesDuplicatesWithinOneBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	parent := testSpan("00f067aa0ba902b7", "", 10, 90)
+	start := testSpan("1111111111111111", "00f067aa0ba902b7", 20, 0)
+	end := testSpan("1111111111111111", "00f067aa0ba902b7", 20, 30)
+	res, err := s.SpanIngest(ctx, []store.Span{end, parent, start})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, res.Inserted)
+	spans, err := s.SpansByTrace(ctx, testTraceID, 0)
+	require.NoError(t, err)
+	require.Len(t, spans, 2)
+	require.EqualValues(t, 30, spans[1].EndTime, "the ended copy wins over the start within a batch")
+}
+
+func TestSpanIngestStagesLargeBatchesWithCopy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	spans := make([]store.Span, 0, 600)
+	spans = append(spans, testSpan("aaaaaaaaaaaaaaaa", "", 1, 1000))
+	for i := 1; i < 600; i++ {
+		spans = append(spans, testSpan(fmt.Sprintf("%016x", i), "aaaaaaaaaaaaaaaa", int64(i), int64(i+1)))
+	}
+	res, err := s.SpanIngest(ctx, spans)
+	require.NoError(t, err)
+	require.EqualValues(t, 600, res.Inserted)
+	// The same batch again updates every span, and adds none.
+	res, err = s.SpanIngest(ctx, spans)
+	require.NoError(t, err)
+	require.EqualValues(t, 600, res.Updated)
+	tr, err := s.TraceGet(ctx, testTraceID)
+	require.NoError(t, err)
+	require.Equal(t, 600, tr.SpanCount)
+	require.Equal(t, "aaaaaaaaaaaaaaaa", *tr.RootSpanID)
+}
+
+func TestSpanIngestKeepsKnownRunIDsOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	run, err := s.RunCreate(ctx, store.RunCreateParams{Action: "/flow/a"})
+	require.NoError(t, err)
+	unknown := uuid.New()
+	a := testSpan("aaaaaaaaaaaaaaaa", "", 1, 2)
+	a.RunID = &run.ID
+	b := testSpan("bbbbbbbbbbbbbbbb", "aaaaaaaaaaaaaaaa", 1, 2)
+	b.RunID = &unknown
+	_, err = s.SpanIngest(ctx, []store.Span{a, b})
+	require.NoError(t, err, "a run id that names no run must not fail the ingest")
+	spans, err := s.SpansByTrace(ctx, testTraceID, 0)
+	require.NoError(t, err)
+	require.Equal(t, run.ID, *spans[0].RunID)
+	require.Nil(t, spans[1].RunID)
+	tr, err := s.TraceGet(ctx, testTraceID)
+	require.NoError(t, err)
+	require.Equal(t, run.ID, *tr.RunID)
+}
+
+func TestSpanIngestWithoutRootUsesSpanExtremes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	_, err := s.SpanIngest(ctx, []store.Span{testSpan("1111111111111111", "ffffffffffffffff", 50, 60)})
+	require.NoError(t, err)
+	_, err = s.SpanIngest(ctx, []store.Span{testSpan("2222222222222222", "ffffffffffffffff", 40, 70)})
+	require.NoError(t, err)
+	tr, err := s.TraceGet(ctx, testTraceID)
+	require.NoError(t, err)
+	require.Nil(t, tr.RootSpanID)
+	require.EqualValues(t, 40, tr.StartTime)
+	require.EqualValues(t, 70, tr.EndTime)
+	require.Equal(t, 2, tr.SpanCount)
+
+	_, err = s.SpanIngest(ctx, []store.Span{testSpan("ffffffffffffffff", "", 30, 80)})
+	require.NoError(t, err)
+	tr, err = s.TraceGet(ctx, testTraceID)
+	require.NoError(t, err)
+	require.Equal(t, "ffffffffffffffff", *tr.RootSpanID)
+	require.Equal(t, "span-ffffffffffffffff", tr.DisplayName)
+	require.EqualValues(t, 30, tr.StartTime)
+	require.EqualValues(t, 80, tr.EndTime)
+	require.Equal(t, 3, tr.SpanCount)
+}
+
+func TestSpanTurnFactsExtractsAttributes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	sp := testSpan("aaaaaaaaaaaaaaaa", "", 1, 2)
+	sp.Attributes = json.RawMessage(`{"loupe.turn.index":2,"gen_ai.request.model":"m","gen_ai.usage.input_tokens":7,"genkit:metadata:subtype":"model","genkit:output":"{\"usage\":{\"inputTokens\":3}"}`)
+	_, err := s.SpanIngest(ctx, []store.Span{sp})
+	require.NoError(t, err)
+	facts, err := s.SpanTurnFactsByTrace(ctx, testTraceID)
+	require.NoError(t, err)
+	require.Len(t, facts, 1)
+	require.Equal(t, "2", *facts[0].TurnIndex)
+	require.Equal(t, "m", *facts[0].Model)
+	require.Equal(t, "7", *facts[0].InputTokens)
+	require.Nil(t, facts[0].ModelOutput, "gen_ai usage wins over Genkit's output, which is then not read")
+}

@@ -1,0 +1,160 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/store/storetest"
+)
+
+// seedTraces stores n one-span traces; trace i starts at i*1000 and is named "even" or "odd".
+func seedTraces(t *testing.T, s *store.Store, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	var spans []store.Span
+	for i := range n {
+		ids[i] = fmt.Sprintf("%032x", i+1)
+		name := "even"
+		if i%2 == 1 {
+			name = "odd"
+		}
+		sp := store.Span{TraceID: ids[i], SpanID: fmt.Sprintf("%016x", i+1), Name: name,
+			StartTime: int64(i) * 1000, EndTime: int64(i)*1000 + 500, Source: store.SpanSourceOTLP,
+			Attributes: json.RawMessage(fmt.Sprintf(`{"genkit:type":"action","n":%d,"tag":"t%d"}`, i, i%3))}
+		if i == 3 {
+			sp.StatusCode = store.StatusError
+		}
+		spans = append(spans, sp)
+	}
+	_, err := s.SpanIngest(context.Background(), spans)
+	require.NoError(t, err)
+	return ids
+}
+
+func TestTraceListPagesNewestFirstWithoutGapsOrRepeats(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	ids := seedTraces(t, s, 25)
+	var seen []string
+	var after *store.TraceCursor
+	for {
+		items, next, err := s.TraceList(ctx, store.TraceListParams{Limit: 10, After: after})
+		require.NoError(t, err)
+		for _, it := range items {
+			seen = append(seen, it.TraceID)
+		}
+		if next == nil {
+			break
+		}
+		cur, err := store.ParseTraceCursor(next.String())
+		require.NoError(t, err)
+		after = cur
+	}
+	require.Len(t, seen, 25)
+	require.Equal(t, ids[24], seen[0])
+	require.Equal(t, ids[0], seen[24])
+}
+
+func TestTraceListFilters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	ids := seedTraces(t, s, 10)
+	count := func(filters ...store.TraceFilter) int {
+		t.Helper()
+		items, _, err := s.TraceList(ctx, store.TraceListParams{Filters: filters, WithRoot: true})
+		require.NoError(t, err)
+		for _, it := range items {
+			require.NotNil(t, it.Root, "WithRoot returns the root span")
+		}
+		return len(items)
+	}
+	f := func(field, op string, v any) store.TraceFilter {
+		return store.TraceFilter{Field: field, Op: op, Value: v}
+	}
+	require.Equal(t, 5, count(f(store.TraceFieldName, store.FilterEq, "odd")))
+	require.Equal(t, 5, count(f(store.TraceFieldName, store.FilterNeq, "odd")))
+	require.Equal(t, 10, count(f(store.TraceFieldName, store.FilterEq, []any{"odd", "even"})))
+	require.Equal(t, 5, count(f(store.TraceFieldName, store.FilterContains, "DD")))
+	require.Equal(t, 1, count(f(store.TraceFieldStatus, store.FilterEq, int64(2))))
+	require.Equal(t, 3, count(f(store.TraceFieldStart, store.FilterGte, int64(7000))))
+	require.Equal(t, 2, count(f(store.TraceFieldStart, store.FilterLt, int64(2000))))
+	require.Equal(t, 4, count(f(store.TraceFieldStart, store.FilterGt, int64(1000)), f(store.TraceFieldEnd, store.FilterLte, int64(5500))))
+	require.Equal(t, 10, count(f(store.TraceFieldType, store.FilterEq, "action")))
+	require.Equal(t, 4, count(f("tag", store.FilterEq, "t0")))
+	require.Equal(t, 2, count(f("n", store.FilterGte, int64(8))))
+	require.Equal(t, 1, count(f(store.TraceFieldID, store.FilterEq, ids[4])))
+	require.Equal(t, 10, count(f(store.TraceFieldRunning, store.FilterEq, false)))
+
+	_, _, err := s.TraceList(ctx, store.TraceListParams{Filters: []store.TraceFilter{f(store.TraceFieldStart, "like", int64(1))}})
+	require.ErrorIs(t, err, store.ErrInvalidFilter)
+	_, _, err = s.TraceList(ctx, store.TraceListParams{Filters: []store.TraceFilter{f(store.TraceFieldStart, store.FilterEq, "soon")}})
+	require.ErrorIs(t, err, store.ErrInvalidFilter)
+}
+
+func TestTraceGetNotFound(t *testing.T) {
+	t.Parallel()
+	_, err := storetest.New(t).TraceGet(context.Background(), testTraceID)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// TestTraceDeleteBatchSparesInterruptedAndReferencedRuns proves retention's rules: old traces go,
+// but never those of a run still interrupted, or of a run a replay or a fork refers to.
+func TestTraceDeleteBatchSparesInterruptedAndReferencedRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	ids := seedTraces(t, s, 8) // all "old": starts 0..7000
+
+	newRun := func(traceID string, status string) uuid.UUID {
+		run, err := s.RunCreate(ctx, store.RunCreateParams{Action: "/flow/a"})
+		require.NoError(t, err)
+		_, err = s.Pool().Exec(ctx, `UPDATE runs SET status = $2, trace_id = $3 WHERE id = $1`, run.ID, status, traceID)
+		require.NoError(t, err)
+		return run.ID
+	}
+	newRun(ids[0], store.RunInterrupted)
+	replayed := newRun(ids[1], store.RunSucceeded)
+	_, err := s.RunCreate(ctx, store.RunCreateParams{Action: "/flow/a", ReplayOf: &replayed, ReplayMode: "exact"})
+	require.NoError(t, err)
+	forked := newRun(ids[2], store.RunSucceeded)
+	turn := 1
+	_, err = s.RunCreate(ctx, store.RunCreateParams{Action: "/flow/a", ForkOf: &forked, ForkTurn: &turn})
+	require.NoError(t, err)
+	newRun(ids[3], store.RunSucceeded) // finished and unreferenced: fair game
+
+	var totalTraces, totalSpans int64
+	for {
+		tr, sp, err := s.TraceDeleteBatch(ctx, store.TraceDeleteParams{OlderThan: 6000, Limit: 2})
+		require.NoError(t, err)
+		if tr == 0 {
+			break
+		}
+		totalTraces += tr
+		totalSpans += sp
+	}
+	require.EqualValues(t, 3, totalTraces, "traces 3, 4, 5 are old and unprotected")
+	require.EqualValues(t, 3, totalSpans)
+	items, _, err := s.TraceList(ctx, store.TraceListParams{})
+	require.NoError(t, err)
+	var left []string
+	for _, it := range items {
+		left = append(left, it.TraceID)
+	}
+	require.ElementsMatch(t, []string{ids[0], ids[1], ids[2], ids[6], ids[7]}, left)
+
+	// Keep at most 1 span: trace 7 holds it; 6 goes; 2, 1 and 0 are protected.
+	tr, sp, err := s.TraceDeleteBatch(ctx, store.TraceDeleteParams{KeepSpans: 1})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tr, "only trace 6 lies beyond the newest span and is unprotected")
+	require.EqualValues(t, 1, sp)
+	_, err = s.TraceGet(ctx, ids[6])
+	require.ErrorIs(t, err, store.ErrNotFound)
+}

@@ -1,0 +1,75 @@
+package trace_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/trace"
+)
+
+func TestMillisRoundTripsExactly(t *testing.T) {
+	t.Parallel()
+	for in, nanos := range map[string]int64{
+		"0":                  0,
+		"1796002421789.917":  1796002421789917000,
+		"1796002421810.0015": 1796002421810001500,
+		"1796002421789":      1796002421789000000,
+		"1.5e3":              1500000000,
+		"12.0000004":         12000000, // beyond nanoseconds: rounded
+	} {
+		var m trace.Millis
+		require.NoError(t, json.Unmarshal([]byte(in), &m), in)
+		require.Equal(t, nanos, int64(m), in)
+	}
+	out, err := json.Marshal(trace.Millis(1796002421810001500))
+	require.NoError(t, err)
+	require.Equal(t, "1796002421810.0015", string(out))
+	var m trace.Millis
+	require.Error(t, json.Unmarshal([]byte(`"soon"`), &m))
+}
+
+func TestDecodeGenkitNormalizesStatus(t *testing.T) {
+	t.Parallel()
+	body := func(code int, msg, state string) []byte {
+		attrs := `{}`
+		if state != "" {
+			attrs = `{"genkit:state":"` + state + `"}`
+		}
+		b, _ := json.Marshal(map[string]any{"traceId": "4C74A721B00E2BEFD7101E2794D8C4B0", "spans": map[string]any{
+			"6be520f337a0d748": map[string]any{"spanId": "6be520f337a0d748", "startTime": 1, "endTime": 2,
+				"attributes": json.RawMessage(attrs), "displayName": "x", "instrumentationLibrary": map[string]any{"name": "g"},
+				"spanKind": "CLIENT", "status": map[string]any{"code": code, "message": msg}}}})
+		return b
+	}
+	for _, tc := range []struct {
+		code       int
+		msg, state string
+		want       int16
+	}{
+		{1, "boom", "error", store.StatusError}, // Go: 1 is an error
+		{2, "boom", "error", store.StatusError}, // JS: 2 is an error
+		{0, "", "success", store.StatusUnset},
+		{1, "", "success", store.StatusOK}, // JS ok
+		{1, "boom", "", store.StatusError},
+		{2, "", "", store.StatusError},
+		{1, "", "", store.StatusOK},
+	} {
+		spans, err := trace.DecodeGenkit(body(tc.code, tc.msg, tc.state))
+		require.NoError(t, err)
+		require.Equal(t, tc.want, spans[0].StatusCode, "%+v", tc)
+		require.Equal(t, "4c74a721b00e2befd7101e2794d8c4b0", spans[0].TraceID, "ids are lowercased")
+		require.EqualValues(t, 3, spans[0].Kind)
+	}
+}
+
+func TestDecodeGenkitSanitizesNUL(t *testing.T) {
+	t.Parallel()
+	spans, err := trace.DecodeGenkit([]byte(`{"traceId":"4c74a721b00e2befd7101e2794d8c4b0","spans":{"6be520f337a0d748":{
+		"spanId":"6be520f337a0d748","startTime":1,"endTime":2,"attributes":{"a":"x\u0000y","b":"\\u0000"},
+		"displayName":"x","instrumentationLibrary":{"name":"g"},"spanKind":"INTERNAL"}}}`))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"a":"x\ufffdy","b":"\\u0000"}`, string(spans[0].Attributes))
+}

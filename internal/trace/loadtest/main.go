@@ -1,0 +1,357 @@
+// Command loadtest measures trace ingest and listing against a running Loupe server, with the
+// raw PostgreSQL COPY limit measured in the same run for comparison. It talks to loopback only and
+// is bounded in count and time.
+//
+//	devui serve --dev &                # or any server; DATABASE_URL must be the same database
+//	go run ./internal/trace/loadtest -url http://127.0.0.1:4000 -db "$DATABASE_URL"
+//
+// Scenarios, each printed as one line:
+//   - batched: Genkit TraceData bodies of 20 spans (about 1 KB each) from 8 concurrent clients,
+//     then the same rows through pgx CopyFrom with no server, same batch size and concurrency;
+//   - realtime: every span POSTed twice, at start (endTime 0) and at end, as Genkit JS's dev mode;
+//   - bigtrace: one 2,001-span trace sent span by span, root last, then counted;
+//   - list: p50/p95 of listing 50 traces once the database holds -list-spans spans.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/trace"
+)
+
+type options struct {
+	url, db        string
+	clients, batch int
+	spans          int
+	realtime       int
+	big            int
+	listSpans      int
+	listSamples    int
+	spanBytes      int
+	timeout        time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.url, "url", "http://127.0.0.1:4000", "Loupe server (loopback only)")
+	flag.StringVar(&o.db, "db", os.Getenv("DATABASE_URL"), "the server's database, for the COPY baseline and the list seed")
+	flag.IntVar(&o.clients, "clients", 8, "concurrent clients")
+	flag.IntVar(&o.batch, "batch", 20, "spans per batched request")
+	flag.IntVar(&o.spans, "spans", 100000, "spans in the batched scenario (and in its COPY baseline)")
+	flag.IntVar(&o.realtime, "realtime-spans", 20000, "spans in the realtime scenario")
+	flag.IntVar(&o.big, "big", 2000, "child spans of the span-by-span trace")
+	flag.IntVar(&o.listSpans, "list-spans", 1000000, "spans stored before timing the list (seeded by COPY)")
+	flag.IntVar(&o.listSamples, "list-samples", 200, "list requests timed")
+	flag.IntVar(&o.spanBytes, "span-bytes", 1000, "approximate JSON size of one span")
+	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	u, err := url.Parse(o.url)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(u.Hostname()); u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("refusing %s: the load test only targets loopback", o.url)
+	}
+	if o.db == "" {
+		return errors.New("set -db or DATABASE_URL to the server's database")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, o.db)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	st := store.New(pool)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.clients * 2}, Timeout: time.Minute}
+
+	if err := batched(ctx, o, client, st); err != nil {
+		return fmt.Errorf("batched: %w", err)
+	}
+	if err := realtime(ctx, o, client); err != nil {
+		return fmt.Errorf("realtime: %w", err)
+	}
+	if err := bigTrace(ctx, o, client, st); err != nil {
+		return fmt.Errorf("bigtrace: %w", err)
+	}
+	if err := list(ctx, o, client, st); err != nil {
+		return fmt.Errorf("list: %w", err)
+	}
+	return nil
+}
+
+var idCounter atomic.Uint64
+
+func init() { idCounter.Store(uint64(time.Now().UnixNano())) }
+
+func newTraceID() string { return fmt.Sprintf("%016x%016x", idCounter.Add(1), idCounter.Add(1)) }
+func newSpanID() string  { return fmt.Sprintf("%016x", idCounter.Add(1)) }
+
+// genkitBody builds one TraceData body: n spans of one trace, the first the root, each padded to
+// about spanBytes of JSON with a Genkit-like input attribute. end 0 means running.
+func genkitBody(traceID string, spanIDs []string, rootID string, spanBytes int, withRoot bool, running bool) []byte {
+	pad := strings.Repeat("x", max(spanBytes-560, 16))
+	now := float64(time.Now().UnixMicro()) / 1000
+	spans := make(map[string]any, len(spanIDs))
+	for i, id := range spanIDs {
+		end := now + 5
+		if running {
+			end = 0
+		}
+		sp := map[string]any{
+			"spanId": id, "traceId": traceID, "startTime": now + float64(i)*0.001, "endTime": end,
+			"attributes": map[string]any{"genkit:name": "tool" + id[:4], "genkit:type": "action",
+				"genkit:metadata:subtype": "tool", "genkit:path": "/{flow,t:flow}/{tool,t:action}",
+				"genkit:input": `{"q":"` + pad + `"}`, "genkit:state": "success"},
+			"displayName": "tool", "instrumentationLibrary": map[string]any{"name": "genkit-tracer", "version": "v1"},
+			"spanKind": "INTERNAL", "sameProcessAsParentSpan": map[string]any{"value": true},
+			"status": map[string]any{"code": 0}, "timeEvents": map[string]any{},
+		}
+		if id != rootID {
+			sp["parentSpanId"] = rootID
+		}
+		spans[id] = sp
+	}
+	body := map[string]any{"traceId": traceID, "displayName": "", "startTime": 0, "endTime": 0, "spans": spans}
+	if withRoot {
+		body["displayName"], body["startTime"], body["endTime"] = "flow", now, now+10
+	}
+	b, _ := json.Marshal(body)
+	return b
+}
+
+func post(ctx context.Context, client *http.Client, url string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s: %s: %s", url, resp.Status, out)
+	}
+	return nil
+}
+
+// parallel runs work(i) for i in [0, n) on clients goroutines and returns the elapsed time.
+func parallel(ctx context.Context, clients, n int, work func(i int) error) (time.Duration, error) {
+	var (
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		first   error
+	)
+	start := time.Now()
+	for range clients {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := work(i); err != nil {
+					errOnce.Do(func() { first = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return time.Since(start), first
+}
+
+func batched(ctx context.Context, o options, client *http.Client, st *store.Store) error {
+	requests := o.spans / o.batch
+	bodies := make([][]byte, requests)
+	copyRows := make([][]store.Span, requests)
+	for i := range bodies {
+		ids := make([]string, o.batch)
+		for j := range ids {
+			ids[j] = newSpanID()
+		}
+		bodies[i] = genkitBody(newTraceID(), ids, ids[0], o.spanBytes, true, false)
+		// The baseline copies the same rows under fresh ids (the server keeps the originals).
+		cids := make([]string, o.batch)
+		for j := range cids {
+			cids[j] = newSpanID()
+		}
+		rows, err := trace.DecodeGenkit(genkitBody(newTraceID(), cids, cids[0], o.spanBytes, true, false))
+		if err != nil {
+			return err
+		}
+		copyRows[i] = rows
+	}
+	var bytesSent int
+	for _, b := range bodies {
+		bytesSent += len(b)
+	}
+	elapsed, err := parallel(ctx, o.clients, requests, func(i int) error {
+		return post(ctx, client, o.url+"/api/traces", bodies[i])
+	})
+	if err != nil {
+		return err
+	}
+	server := float64(requests*o.batch) / elapsed.Seconds()
+	copyElapsed, err := parallel(ctx, o.clients, requests, func(i int) error {
+		_, err := st.SpanCopyRaw(ctx, copyRows[i])
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	raw := float64(requests*o.batch) / copyElapsed.Seconds()
+	fmt.Printf("batched: %d spans in %d requests (%d spans/request, %.0f bytes/span, %d clients): %.0f spans/s; raw pgx CopyFrom, same rows, batches and clients: %.0f spans/s; ratio %.0f%%\n",
+		requests*o.batch, requests, o.batch, float64(bytesSent)/float64(requests*o.batch), o.clients, server, raw, 100*server/raw)
+	return nil
+}
+
+func realtime(ctx context.Context, o options, client *http.Client) error {
+	traceID := newTraceID()
+	rootID := newSpanID()
+	ids := make([]string, o.realtime)
+	for i := range ids {
+		ids[i] = newSpanID()
+	}
+	start := make([][]byte, len(ids))
+	end := make([][]byte, len(ids))
+	for i, id := range ids {
+		start[i] = genkitBody(traceID, []string{id}, rootID, o.spanBytes, false, true)
+		end[i] = genkitBody(traceID, []string{id}, rootID, o.spanBytes, false, false)
+	}
+	elapsed, err := parallel(ctx, o.clients, len(ids), func(i int) error {
+		if err := post(ctx, client, o.url+"/api/traces", start[i]); err != nil {
+			return err
+		}
+		return post(ctx, client, o.url+"/api/traces", end[i])
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("realtime: %d spans, two POSTs each, %d clients, all into one trace: %.0f spans/s (%.0f requests/s)\n",
+		len(ids), o.clients, float64(len(ids))/elapsed.Seconds(), float64(2*len(ids))/elapsed.Seconds())
+	return nil
+}
+
+func bigTrace(ctx context.Context, o options, client *http.Client, st *store.Store) error {
+	traceID := newTraceID()
+	rootID := newSpanID()
+	bodies := make([][]byte, o.big)
+	for i := range bodies {
+		bodies[i] = genkitBody(traceID, []string{newSpanID()}, rootID, o.spanBytes, false, false)
+	}
+	elapsed, err := parallel(ctx, o.clients, o.big, func(i int) error {
+		return post(ctx, client, o.url+"/api/traces", bodies[i])
+	})
+	if err != nil {
+		return err
+	}
+	if err := post(ctx, client, o.url+"/api/traces", genkitBody(traceID, []string{rootID}, rootID, o.spanBytes, true, false)); err != nil {
+		return err
+	}
+	var stored int
+	if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM spans WHERE trace_id = $1`, traceID).Scan(&stored); err != nil {
+		return err
+	}
+	tr, err := st.TraceGet(ctx, traceID)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("bigtrace: %d spans sent one per POST (root last, %d clients) in %v: %d stored, summary span_count %d\n",
+		o.big+1, o.clients, elapsed.Round(time.Millisecond), stored, tr.SpanCount)
+	if stored != o.big+1 {
+		return fmt.Errorf("stored %d of %d spans", stored, o.big+1)
+	}
+	return nil
+}
+
+func list(ctx context.Context, o options, client *http.Client, st *store.Store) error {
+	var have int
+	if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM spans`).Scan(&have); err != nil {
+		return err
+	}
+	if missing := o.listSpans - have; missing > 0 {
+		start := time.Now()
+		const perTrace, perBatch = 20, 5000
+		batches := (missing + perBatch - 1) / perBatch
+		_, err := parallel(ctx, 2, batches, func(int) error {
+			var rows []store.Span
+			for len(rows) < perBatch {
+				ids := make([]string, perTrace)
+				for j := range ids {
+					ids[j] = newSpanID()
+				}
+				spans, err := trace.DecodeGenkit(genkitBody(newTraceID(), ids, ids[0], 300, true, false))
+				if err != nil {
+					return err
+				}
+				rows = append(rows, spans...)
+			}
+			_, err := st.SpanIngestCopy(ctx, rows)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("list: seeded %d spans in %v\n", batches*5000, time.Since(start).Round(time.Second))
+		if _, err := st.Pool().Exec(ctx, `ANALYZE spans; ANALYZE traces`); err != nil {
+			return err
+		}
+	}
+	if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM spans`).Scan(&have); err != nil {
+		return err
+	}
+	for _, path := range []string{"/api/traces?limit=50", "/api/v1/traces?limit=50"} {
+		var lat []time.Duration
+		for range o.listSamples {
+			t0 := time.Now()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, o.url+path, nil)
+			resp, err := client.Do(req)
+			if err != nil {
+				return err
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("GET %s: %s", path, resp.Status)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		slices.Sort(lat)
+		fmt.Printf("list: GET %s with %d spans stored: p50 %v, p95 %v (%d requests, client-side)\n",
+			path, have, lat[len(lat)/2].Round(10*time.Microsecond), lat[len(lat)*95/100].Round(10*time.Microsecond), len(lat))
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package trace
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// OTLP content types.
+const (
+	ContentTypeProtobuf = "application/x-protobuf"
+	ContentTypeJSON     = "application/json"
+)
+
+// DecodeOTLP parses an OTLP/HTTP ExportTraceServiceRequest, protobuf or JSON as contentType says,
+// with the collector's own decoder. It returns the spans it accepted, how many it rejected (an
+// empty or all-zero trace or span id, a time out of range) and why the first was rejected, for the
+// partial-success answer.
+func DecodeOTLP(body []byte, contentType string) (spans []store.Span, rejected int64, reason string, err error) {
+	req := ptraceotlp.NewExportRequest()
+	switch contentType {
+	case ContentTypeProtobuf:
+		if err := req.UnmarshalProto(body); err != nil {
+			return nil, 0, "", inputErrorf("malformed OTLP protobuf: %v", err)
+		}
+	case ContentTypeJSON:
+		if err := req.UnmarshalJSON(body); err != nil {
+			return nil, 0, "", inputErrorf("malformed OTLP JSON: %v", err)
+		}
+	default:
+		return nil, 0, "", inputErrorf("unsupported content type %q (want %s or %s)", contentType, ContentTypeProtobuf, ContentTypeJSON)
+	}
+	spans, rejected, reason = FromOTLP(req.Traces())
+	return spans, rejected, reason, nil
+}
+
+// FromOTLP converts pdata traces to stored spans. Spans that cannot be stored are counted in
+// rejected, with the reason for the first.
+func FromOTLP(td ptrace.Traces) (spans []store.Span, rejected int64, reason string) {
+	spans = make([]store.Span, 0, td.SpanCount())
+	reject := func(format string, args ...any) {
+		if rejected == 0 {
+			reason = fmt.Sprintf(format, args...)
+		}
+		rejected++
+	}
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		resource := attrsJSON(rs.Resource().Attributes())
+		sss := rs.ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			ss := sss.At(j)
+			scope := ss.Scope()
+			list := ss.Spans()
+			for k := 0; k < list.Len(); k++ {
+				s := list.At(k)
+				tid, sid := s.TraceID(), s.SpanID()
+				if tid.IsEmpty() {
+					reject("span %q has an empty trace id", s.Name())
+					continue
+				}
+				if sid.IsEmpty() {
+					reject("span %q has an empty span id", s.Name())
+					continue
+				}
+				start, end := uint64(s.StartTimestamp()), uint64(s.EndTimestamp())
+				if start > math.MaxInt64 || end > math.MaxInt64 {
+					reject("span %s has a time out of range", hexID(sid[:]))
+					continue
+				}
+				sp := store.Span{
+					TraceID:       hexID(tid[:]),
+					SpanID:        hexID(sid[:]),
+					Name:          s.Name(),
+					Kind:          int16(s.Kind()),
+					StartTime:     int64(start),
+					EndTime:       int64(end),
+					StatusCode:    int16(s.Status().Code()),
+					StatusMessage: s.Status().Message(),
+					Attributes:    attrsJSON(s.Attributes()),
+					Resource:      resource,
+					Scope:         scope.Name(),
+					ScopeVersion:  scope.Version(),
+					Source:        store.SpanSourceOTLP,
+				}
+				if p := s.ParentSpanID(); !p.IsEmpty() {
+					parent := hexID(p[:])
+					sp.ParentSpanID = &parent
+				}
+				if v, ok := s.Attributes().Get(AttrRunID); ok {
+					if id, err := uuid.Parse(v.AsString()); err == nil {
+						sp.RunID = &id
+					}
+				}
+				if evs := s.Events(); evs.Len() > 0 {
+					events := make([]storedEvent, evs.Len())
+					for e := 0; e < evs.Len(); e++ {
+						ev := evs.At(e)
+						events[e] = storedEvent{TimeUnixNano: int64(min(uint64(ev.Timestamp()), math.MaxInt64)), Name: ev.Name(), Attributes: attrsJSON(ev.Attributes())}
+					}
+					sp.Events = mustJSON(events)
+				}
+				if ls := s.Links(); ls.Len() > 0 {
+					links := make([]storedLink, ls.Len())
+					for l := 0; l < ls.Len(); l++ {
+						lk := ls.At(l)
+						ltid, lsid := lk.TraceID(), lk.SpanID()
+						links[l] = storedLink{TraceID: hexID(ltid[:]), SpanID: hexID(lsid[:]), TraceState: lk.TraceState().AsRaw(),
+							Attributes: attrsJSON(lk.Attributes()), Flags: lk.Flags()}
+					}
+					sp.Links = mustJSON(links)
+				}
+				spans = append(spans, sp)
+			}
+		}
+	}
+	return spans, rejected, reason
+}
+
+// attrsJSON encodes attributes as one JSON object: strings, numbers, booleans, arrays and maps as
+// themselves, bytes as base64.
+func attrsJSON(m pcommon.Map) json.RawMessage {
+	if m.Len() == 0 {
+		return json.RawMessage("{}")
+	}
+	return mustJSON(m.AsRaw())
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only NaN and infinities fail; they have no JSON form.
+		b, _ = json.Marshal(map[string]string{"loupe.encoding_error": err.Error()})
+	}
+	return sanitizeJSON(b)
+}
+
+// OTLPResponse encodes an ExportTraceServiceResponse in the request's content type, with a
+// partial success when spans were rejected.
+func OTLPResponse(contentType string, rejected int64, reason string) ([]byte, error) {
+	resp := ptraceotlp.NewExportResponse()
+	if rejected > 0 {
+		resp.PartialSuccess().SetRejectedSpans(rejected)
+		resp.PartialSuccess().SetErrorMessage(reason)
+	}
+	if contentType == ContentTypeJSON {
+		return resp.MarshalJSON()
+	}
+	return resp.MarshalProto()
+}

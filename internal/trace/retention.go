@@ -1,0 +1,126 @@
+package trace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// RetentionConfig says how long traces are kept. Both rules may be set; a trace goes when either
+// says so. Traces of a run that is interrupted, or that a replay or fork refers to, are always kept.
+type RetentionConfig struct {
+	MaxAge   time.Duration // delete traces that started longer ago; 0 keeps them
+	MaxSpans int64         // keep at most this many spans, newest traces first; 0 means no cap
+	Interval time.Duration // between passes (default 10 minutes)
+	// BatchTraces bounds one delete transaction (default 100 traces), so locks stay short.
+	BatchTraces int
+	// Pause between batches (default 20 ms), to leave room for ingest.
+	Pause time.Duration
+}
+
+// Retention deletes old traces periodically. Start and Stop follow the house lifecycle contract.
+type Retention struct {
+	store   *store.Store
+	cfg     RetentionConfig
+	metrics *Metrics
+	log     *slog.Logger
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewRetention builds a Retention; metrics may be nil.
+func NewRetention(st *store.Store, cfg RetentionConfig, metrics *Metrics, log *slog.Logger) *Retention {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 10 * time.Minute
+	}
+	if cfg.BatchTraces <= 0 {
+		cfg.BatchTraces = 100
+	}
+	if cfg.Pause <= 0 {
+		cfg.Pause = 20 * time.Millisecond
+	}
+	if metrics == nil {
+		metrics = NewMetrics()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Retention{store: st, cfg: cfg, metrics: metrics, log: log}
+}
+
+// RunOnce deletes every trace the rules select, batch by batch, and returns the totals.
+func (r *Retention) RunOnce(ctx context.Context) (traces, spans int64, err error) {
+	if r.cfg.MaxAge <= 0 && r.cfg.MaxSpans <= 0 {
+		return 0, 0, nil
+	}
+	p := store.TraceDeleteParams{KeepSpans: r.cfg.MaxSpans, Limit: r.cfg.BatchTraces}
+	if r.cfg.MaxAge > 0 {
+		p.OlderThan = time.Now().Add(-r.cfg.MaxAge).UnixNano()
+	}
+	for {
+		t, s, err := r.store.TraceDeleteBatch(ctx, p)
+		if err != nil {
+			r.metrics.retentionErrs.Inc()
+			return traces, spans, fmt.Errorf("retention: %w", err)
+		}
+		traces, spans = traces+t, spans+s
+		r.metrics.retention.WithLabelValues("traces").Add(float64(t))
+		r.metrics.retention.WithLabelValues("spans").Add(float64(s))
+		if t == 0 {
+			return traces, spans, nil
+		}
+		select {
+		case <-ctx.Done():
+			return traces, spans, ctx.Err()
+		case <-time.After(r.cfg.Pause):
+		}
+	}
+}
+
+// Start runs a pass now and then every Interval, until Stop.
+func (r *Retention) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done != nil {
+		return errors.New("retention already started")
+	}
+	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	r.done = make(chan struct{})
+	go func() {
+		defer close(r.done)
+		t := time.NewTicker(r.cfg.Interval)
+		defer t.Stop()
+		for {
+			if tr, sp, err := r.RunOnce(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				r.log.Error("trace retention failed", "err", err)
+			} else if tr > 0 {
+				r.log.Info("trace retention", "traces", tr, "spans", sp)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop stops the loop and waits for a pass in progress. It is safe to call twice and without Start.
+func (r *Retention) Stop() {
+	r.mu.Lock()
+	cancel, done := r.cancel, r.done
+	r.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}

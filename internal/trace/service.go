@@ -1,0 +1,208 @@
+package trace
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// DefaultMaxBodyBytes is the default cap on an ingest request body, compressed or not.
+const DefaultMaxBodyBytes = 16 << 20
+
+// Config configures the trace Service.
+type Config struct {
+	Store *store.Store
+	// Metrics are shared with the Provider and Retention; nil creates new ones.
+	Metrics *Metrics
+	// Publisher receives span events for ingested spans too, so that traces sent by other
+	// programs show live. Nil means NopPublisher.
+	Publisher Publisher
+	// MaxBodyBytes caps an ingest body, and its decompressed size; 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// IngestToken is the bearer token that ingest requires when the server is not bound to a
+	// loopback address (from LOUPE_INGEST_TOKEN). Empty means such a server refuses all ingest.
+	IngestToken string
+	Logger      *slog.Logger
+}
+
+// Service ingests traces from other programs and reads stored traces.
+type Service struct {
+	store   *store.Store
+	metrics *Metrics
+	pub     Publisher
+	cfg     Config
+	log     *slog.Logger
+}
+
+// NewService builds the Service.
+func NewService(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("trace: a store is required")
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	if cfg.Publisher == nil {
+		cfg.Publisher = NopPublisher{}
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{store: cfg.Store, metrics: cfg.Metrics, pub: cfg.Publisher, cfg: cfg, log: cfg.Logger}, nil
+}
+
+// MaxBodyBytes is the ingest body limit.
+func (s *Service) MaxBodyBytes() int64 { return s.cfg.MaxBodyBytes }
+
+// IngestToken is the configured ingest token, possibly empty.
+func (s *Service) IngestToken() string { return s.cfg.IngestToken }
+
+// Collectors are the service's Prometheus collectors.
+func (s *Service) Collectors() []prometheus.Collector { return s.metrics.Collectors() }
+
+// Metrics are the service's metrics, to share with a Provider and a Retention.
+func (s *Service) Metrics() *Metrics { return s.metrics }
+
+// Reject counts a refused ingest request.
+func (s *Service) Reject(source, reason string) {
+	s.metrics.rejected.WithLabelValues(source, reason).Inc()
+}
+
+// Ingest stores spans from source in one transaction and publishes them.
+func (s *Service) Ingest(ctx context.Context, source string, spans []store.Span) (store.SpanIngestResult, error) {
+	res, err := s.store.SpanIngest(ctx, spans)
+	if err != nil {
+		return res, err
+	}
+	s.metrics.ingested.WithLabelValues(source, "inserted").Add(float64(res.Inserted))
+	s.metrics.ingested.WithLabelValues(source, "updated").Add(float64(res.Updated))
+	s.metrics.ingested.WithLabelValues(source, "skipped").Add(float64(res.Skipped))
+	if !isNop(s.pub) {
+		for i := range spans {
+			typ := SpanEnded
+			if spans[i].EndTime == 0 {
+				typ = SpanStarted
+			}
+			s.pub.Publish(SpanEvent{Type: typ, Span: spans[i]})
+		}
+	}
+	return res, nil
+}
+
+// IngestGenkit stores one Genkit TraceData body (POST /api/traces).
+func (s *Service) IngestGenkit(ctx context.Context, body []byte) (store.SpanIngestResult, error) {
+	spans, err := DecodeGenkit(body)
+	if err != nil {
+		s.Reject(store.SpanSourceGenkit, "malformed")
+		return store.SpanIngestResult{}, err
+	}
+	return s.Ingest(ctx, store.SpanSourceGenkit, spans)
+}
+
+// IngestOTLP stores an OTLP/HTTP export request and returns the response body to send, in the
+// request's content type, with a partial success when some spans were rejected.
+func (s *Service) IngestOTLP(ctx context.Context, body []byte, contentType string) ([]byte, error) {
+	spans, rejected, reason, err := DecodeOTLP(body, contentType)
+	if err != nil {
+		s.Reject(store.SpanSourceOTLP, "malformed")
+		return nil, err
+	}
+	if rejected > 0 {
+		s.metrics.rejected.WithLabelValues(store.SpanSourceOTLP, "invalid_span").Add(float64(rejected))
+	}
+	if _, err := s.Ingest(ctx, store.SpanSourceOTLP, spans); err != nil {
+		return nil, err
+	}
+	return OTLPResponse(contentType, rejected, reason)
+}
+
+// GenkitGet returns a trace as Genkit's TraceData (GET /api/traces/{id}).
+func (s *Service) GenkitGet(ctx context.Context, traceID string) (*TraceData, error) {
+	if !ValidTraceID(traceID) {
+		return nil, inputErrorf("trace id %q is not 32 lowercase hex digits", traceID)
+	}
+	tr, err := s.store.TraceGet(ctx, traceID)
+	if err != nil {
+		return nil, err
+	}
+	spans, err := s.store.SpansByTrace(ctx, traceID, tr.SpanCount)
+	if err != nil {
+		return nil, err
+	}
+	return ToGenkit(tr, spans), nil
+}
+
+// GenkitListParams are GET /api/traces's parameters.
+type GenkitListParams struct {
+	Limit             int
+	ContinuationToken string
+	Filter            string // JSON, see ParseGenkitFilter
+}
+
+// GenkitList lists traces as Genkit does: newest first, each with only its root span, long
+// attribute values cut to 1,000 characters, and an opaque continuation token.
+func (s *Service) GenkitList(ctx context.Context, p GenkitListParams) (*GenkitListResponse, error) {
+	filters, err := ParseGenkitFilter(p.Filter)
+	if err != nil {
+		return nil, err
+	}
+	params := store.TraceListParams{Filters: filters, Limit: p.Limit, WithRoot: true}
+	if params.Limit <= 0 {
+		params.Limit = 10
+	}
+	if p.ContinuationToken != "" {
+		if params.After, err = store.ParseTraceCursor(p.ContinuationToken); err != nil {
+			return nil, inputErrorf("continuationToken: %v", err)
+		}
+	}
+	items, next, err := s.store.TraceList(ctx, params)
+	if err != nil {
+		return nil, filterInputError(err)
+	}
+	resp := &GenkitListResponse{Traces: make([]*TraceData, len(items))}
+	for i := range items {
+		it := &items[i]
+		var spans []store.Span
+		if it.Root != nil {
+			spans = []store.Span{*it.Root}
+		}
+		td := ToGenkit(&it.Trace, nil)
+		for j := range spans {
+			td.Spans[spans[j].SpanID] = toSpanData(&spans[j], true)
+		}
+		resp.Traces[i] = td
+	}
+	if next != nil {
+		resp.ContinuationToken = next.String()
+	}
+	return resp, nil
+}
+
+// List lists trace summaries for Loupe's own API.
+func (s *Service) List(ctx context.Context, p store.TraceListParams) ([]store.Trace, *store.TraceCursor, error) {
+	p.WithRoot = false
+	items, next, err := s.store.TraceList(ctx, p)
+	if err != nil {
+		return nil, nil, filterInputError(err)
+	}
+	out := make([]store.Trace, len(items))
+	for i := range items {
+		out[i] = items[i].Trace
+	}
+	return out, next, nil
+}
+
+// filterInputError turns the store's filter complaints into input errors.
+func filterInputError(err error) error {
+	if errors.Is(err, store.ErrInvalidFilter) {
+		return &InputError{msg: err.Error()}
+	}
+	return err
+}

@@ -1,0 +1,126 @@
+// Package trace is Loupe's tracing: the OpenTelemetry SDK setup its engine reports to (a
+// TracerProvider whose processor publishes live span events and exports finished spans to
+// PostgreSQL in batches), ingestion of traces from other programs (Genkit's telemetry API and
+// OTLP/HTTP), reads that assemble span trees and per-turn summaries, and retention.
+//
+// Every span, whatever its origin, is stored as a store.Span: ids in lowercase hex, times in Unix
+// nanoseconds (end 0 while running), status in OTLP's numbering (0 unset, 1 ok, 2 error),
+// attributes as one JSON object, events as [{"time_unix_nano","name","attributes"}] and links as
+// [{"trace_id","span_id","trace_state","attributes"}].
+package trace
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+)
+
+// Span attribute keys Loupe reads.
+const (
+	// AttrRunID carries the Loupe run a span belongs to; ingest copies it into spans.run_id.
+	AttrRunID = "loupe.run.id"
+	// AttrTurnIndex is the turn a span belongs to.
+	AttrTurnIndex = "loupe.turn.index"
+	// AttrLinkType says why a link exists; ResumeLink sets it to LinkTypeResume.
+	AttrLinkType = "loupe.link.type"
+	// LinkTypeResume marks a link from a resumed turn to the turn that was interrupted.
+	LinkTypeResume = "resume"
+)
+
+// InputError is a request the client got wrong: malformed JSON or protobuf, an invalid id. Its
+// message names the problem; the server answers it with 400.
+type InputError struct{ msg string }
+
+func (e *InputError) Error() string { return e.msg }
+
+func inputErrorf(format string, args ...any) error {
+	return &InputError{msg: fmt.Sprintf(format, args...)}
+}
+
+// IsInputError reports whether err is the client's mistake.
+func IsInputError(err error) bool {
+	var ie *InputError
+	return errors.As(err, &ie)
+}
+
+// ValidTraceID reports whether id is 32 lowercase hex digits and not all zero.
+func ValidTraceID(id string) bool { return validHexID(id, 32) }
+
+// ValidSpanID reports whether id is 16 lowercase hex digits and not all zero.
+func ValidSpanID(id string) bool { return validHexID(id, 16) }
+
+func validHexID(id string, n int) bool {
+	if len(id) != n {
+		return false
+	}
+	zero := true
+	for i := 0; i < n; i++ {
+		c := id[i]
+		switch {
+		case c == '0':
+		case c >= '1' && c <= '9', c >= 'a' && c <= 'f':
+			zero = false
+		default:
+			return false
+		}
+	}
+	return !zero
+}
+
+// normalizeID lowercases hex ids, which OTel defines as lowercase but some senders upper-case.
+func normalizeID(id string) string {
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c >= 'A' && c <= 'F' {
+			b := []byte(id)
+			for j := i; j < len(b); j++ {
+				if b[j] >= 'A' && b[j] <= 'F' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return id
+}
+
+func hexID(b []byte) string { return hex.EncodeToString(b) }
+
+// sanitizeJSON makes JSON storable as jsonb: PostgreSQL rejects the escape \u0000, so it becomes
+// U+FFFD. Valid JSON without it is returned as is.
+func sanitizeJSON(raw []byte) []byte {
+	if !bytes.Contains(raw, []byte(`\u0000`)) {
+		return raw
+	}
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c != '\\' || i+1 >= len(raw) {
+			out = append(out, c)
+			continue
+		}
+		if raw[i+1] == 'u' && i+5 < len(raw) && string(raw[i+2:i+6]) == "0000" {
+			out = append(out, `\ufffd`...)
+			i += 5
+			continue
+		}
+		out = append(out, c, raw[i+1])
+		i++
+	}
+	return out
+}
+
+// truncateString cuts s to at most n runes, as Genkit's list does with long attributes.
+func truncateString(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	count := 0
+	for i := range s {
+		if count == n {
+			return s[:i], true
+		}
+		count++
+	}
+	return s, false
+}

@@ -1,0 +1,501 @@
+// Loupe's interactive pages: the live WebSocket client, the span tree, the run stream, the inbox
+// (live queue, schema-checked forms, keyboard) and the action run forms. Every page works without
+// it; it only adds live updates and conveniences. No eval, no inline handlers, no HTML built from
+// data: untrusted text only ever goes through textContent.
+
+const page = document.getElementById("page");
+
+// ---- live: one WebSocket per page, resumed from the last sequence number per topic ----
+
+export class Live {
+  constructor(onMessage) {
+    this.onMessage = onMessage;
+    this.topics = new Map(); // topic -> last seq seen
+    this.backoff = 250;
+    this.state = "connecting";
+    this.onState = () => {};
+  }
+  subscribe(topic, after = 0) {
+    this.topics.set(topic, after);
+    this.send({ type: "subscribe", topic, after });
+  }
+  // resubscribe asks the server for everything after the last seq seen: the database fills the gap.
+  resubscribe(topic) {
+    this.send({ type: "subscribe", topic, after: this.topics.get(topic) ?? 0 });
+  }
+  send(msg) {
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
+  }
+  connect() {
+    const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws";
+    const ws = new WebSocket(url);
+    this.ws = ws;
+    ws.addEventListener("open", () => {
+      this.backoff = 250;
+      this.setState("live");
+      for (const [topic, after] of this.topics) ws.send(JSON.stringify({ type: "subscribe", topic, after }));
+    });
+    ws.addEventListener("message", (ev) => {
+      let m;
+      try { m = JSON.parse(ev.data); } catch { return; }
+      this.onMessage(m, this);
+    });
+    ws.addEventListener("close", () => {
+      if (this.ws !== ws) return;
+      this.setState("reconnecting");
+      setTimeout(() => this.connect(), this.backoff);
+      this.backoff = Math.min(this.backoff * 2, 5000);
+    });
+  }
+  setState(s) {
+    this.state = s;
+    document.documentElement.dataset.live = s;
+    this.onState(s);
+  }
+}
+
+function debounce(fn, ms) {
+  let t = null;
+  return (...args) => {
+    clearTimeout(t);
+    t = setTimeout(() => fn(...args), ms);
+  };
+}
+
+async function fetchHTML(url) {
+  const res = await fetch(url, { headers: { Accept: "text/html" }, credentials: "same-origin" });
+  if (res.status === 204) return null;
+  if (!res.ok) throw new Error(url + ": " + res.status);
+  return res.text();
+}
+
+// fragment parses server-rendered HTML (already escaped by templ) into nodes.
+function fragment(html) {
+  const t = document.createElement("template");
+  t.innerHTML = html;
+  return t.content;
+}
+
+// ---- JSON Schema: the subset the tools' schemas use, checked before submit; the server checks again ----
+
+export function validate(schema, value, path = "") {
+  const errs = [];
+  if (!schema || typeof schema !== "object") return errs;
+  const at = path || "(root)";
+  const typeOf = (v) => (v === null ? "null" : Array.isArray(v) ? "array" : typeof v === "number" && Number.isInteger(v) ? "integer" : typeof v);
+  if (schema.type) {
+    const types = Array.isArray(schema.type) ? schema.type : [schema.type];
+    const t = typeOf(value);
+    const ok = types.some((x) => x === t || (x === "number" && t === "integer"));
+    if (!ok) return [`${at}: want ${types.join(" or ")}, got ${t}`];
+  }
+  if (schema.enum && !schema.enum.some((e) => JSON.stringify(e) === JSON.stringify(value))) errs.push(`${at}: must be one of ${schema.enum.map((e) => JSON.stringify(e)).join(", ")}`);
+  if ("const" in schema && JSON.stringify(schema.const) !== JSON.stringify(value)) errs.push(`${at}: must be ${JSON.stringify(schema.const)}`);
+  if (typeof value === "number") {
+    if (typeof schema.minimum === "number" && value < schema.minimum) errs.push(`${at}: must be ≥ ${schema.minimum}`);
+    if (typeof schema.maximum === "number" && value > schema.maximum) errs.push(`${at}: must be ≤ ${schema.maximum}`);
+    if (typeof schema.exclusiveMinimum === "number" && value <= schema.exclusiveMinimum) errs.push(`${at}: must be > ${schema.exclusiveMinimum}`);
+    if (typeof schema.exclusiveMaximum === "number" && value >= schema.exclusiveMaximum) errs.push(`${at}: must be < ${schema.exclusiveMaximum}`);
+  }
+  if (typeof value === "string") {
+    const n = [...value].length;
+    if (typeof schema.minLength === "number" && n < schema.minLength) errs.push(`${at}: must have at least ${schema.minLength} characters`);
+    if (typeof schema.maxLength === "number" && n > schema.maxLength) errs.push(`${at}: must have at most ${schema.maxLength} characters`);
+    if (schema.pattern) {
+      try { if (!new RegExp(schema.pattern, "u").test(value)) errs.push(`${at}: must match ${schema.pattern}`); } catch { /* the server decides */ }
+    }
+  }
+  if (Array.isArray(value)) {
+    if (typeof schema.minItems === "number" && value.length < schema.minItems) errs.push(`${at}: needs at least ${schema.minItems} items`);
+    if (typeof schema.maxItems === "number" && value.length > schema.maxItems) errs.push(`${at}: takes at most ${schema.maxItems} items`);
+    if (schema.items && typeof schema.items === "object") value.forEach((v, i) => errs.push(...validate(schema.items, v, `${path}/${i}`)));
+  }
+  if (value && typeof value === "object" && !Array.isArray(value)) {
+    for (const k of schema.required ?? []) if (!(k in value)) errs.push(`${path}/${k}: is required`);
+    const props = schema.properties ?? {};
+    for (const [k, v] of Object.entries(value)) {
+      if (k in props) errs.push(...validate(props[k], v, `${path}/${k}`));
+      else if (schema.additionalProperties === false) errs.push(`${path}/${k}: is not allowed`);
+      else if (typeof schema.additionalProperties === "object") errs.push(...validate(schema.additionalProperties, v, `${path}/${k}`));
+    }
+  }
+  for (const key of ["anyOf", "oneOf"]) {
+    if (Array.isArray(schema[key]) && !schema[key].some((s) => validate(s, value, path).length === 0)) errs.push(`${at}: matches none of the allowed shapes`);
+  }
+  if (Array.isArray(schema.allOf)) schema.allOf.forEach((s) => errs.push(...validate(s, value, path)));
+  return errs;
+}
+
+// checkJSON parses a textarea and validates it; it returns error strings, empty when fine.
+function checkJSON(text, schemaText, label) {
+  let value;
+  try { value = JSON.parse(text); } catch (e) { return [`${label} is not valid JSON: ${e.message}`]; }
+  if (!schemaText) return [];
+  let schema;
+  try { schema = JSON.parse(schemaText); } catch { return []; }
+  return validate(schema, value).map((e) => `${label} ${e}`);
+}
+
+function showErrors(form, errs) {
+  const box = form.querySelector(".form-error");
+  if (!box) return;
+  box.textContent = errs.join("\n");
+  box.hidden = errs.length === 0;
+}
+
+// ---- span tree ----
+
+function initTree(root) {
+  const tree = root.querySelector(".spantree");
+  if (!tree) return;
+  const base = root.dataset.base;
+  const link = root.dataset.link;
+  const detail = root.querySelector("#span-detail");
+  const q = (p) => `&link=${encodeURIComponent(link)}` + p;
+
+  const descendants = (li) => {
+    const depth = Number(li.dataset.depth);
+    const out = [];
+    for (let n = li.nextElementSibling; n && Number(n.dataset.depth) > depth; n = n.nextElementSibling) out.push(n);
+    return out;
+  };
+  const setToggle = (li, open) => {
+    li.setAttribute("aria-expanded", String(open));
+    const b = li.querySelector("[data-toggle]");
+    if (b) b.textContent = open ? "▾" : "▸";
+  };
+  async function expand(li) {
+    const depth = Number(li.dataset.depth) + 1;
+    const html = await fetchHTML(`${base}/children?parent=${encodeURIComponent(li.dataset.span)}&depth=${depth}${q("")}`);
+    descendants(li).forEach((n) => n.remove());
+    li.after(fragment(html ?? ""));
+    setToggle(li, true);
+  }
+  function collapse(li) {
+    descendants(li).forEach((n) => n.remove());
+    setToggle(li, false);
+  }
+  async function select(li, href) {
+    tree.querySelectorAll(".span-row.selected").forEach((n) => n.classList.remove("selected"));
+    li.classList.add("selected");
+    const html = await fetchHTML(`${base}/spans/${encodeURIComponent(li.dataset.span)}?${q("").slice(1)}`);
+    detail.replaceChildren(fragment(html ?? ""));
+    history.replaceState(null, "", href);
+  }
+  tree.addEventListener("click", async (ev) => {
+    const li = ev.target.closest(".span-row");
+    if (!li) return;
+    root.dataset.touched = "1";
+    if (ev.target.closest("[data-toggle]")) {
+      ev.preventDefault();
+      if (li.getAttribute("aria-expanded") === "true") collapse(li);
+      else await expand(li);
+    } else if (ev.target.closest("[data-select]")) {
+      if (ev.metaKey || ev.ctrlKey || ev.shiftKey) return;
+      ev.preventDefault();
+      await select(li, ev.target.closest("a").href);
+    } else if (ev.target.closest("[data-more]")) {
+      const parent = li.dataset.parent;
+      const html = await fetchHTML(`${base}/children?parent=${encodeURIComponent(parent)}&offset=${li.dataset.offset}&depth=${li.dataset.depth}${q("")}`);
+      li.replaceWith(fragment(html ?? ""));
+    }
+  });
+  tree.addEventListener("keydown", async (ev) => {
+    const li = ev.target.closest(".span-row");
+    if (!li) return;
+    if (ev.key === "ArrowRight" && li.getAttribute("aria-expanded") === "false") { ev.preventDefault(); await expand(li); }
+    if (ev.key === "ArrowLeft" && li.getAttribute("aria-expanded") === "true") { ev.preventDefault(); collapse(li); }
+  });
+  detail.addEventListener("click", async (ev) => {
+    const b = ev.target.closest("[data-load-payload]");
+    if (!b) return;
+    const html = await fetchHTML(b.dataset.loadPayload);
+    const pre = b.parentElement.querySelector(".payload-text");
+    pre.replaceChildren(fragment(html ?? ""));
+    b.remove();
+  });
+  tree.querySelector(".span-row.selected")?.scrollIntoView({ block: "nearest" });
+}
+
+// ---- run page: sections, trace and the chunk stream ----
+
+function initRun() {
+  const topic = page.dataset.topic;
+  const chunksEl = document.getElementById("chunks");
+  const stateEl = document.getElementById("stream-state");
+  const playBtn = document.getElementById("playback");
+  const groups = new Map();
+  const recorded = [];
+  let status = document.querySelector(".run-header")?.dataset.status ?? "";
+  let lastSeq = 0;
+  let gapAt = -1; // a gap is asked for once; a second time it is a hole in the record, not a loss
+  const terminal = (s) => ["succeeded", "failed", "aborted", "cancelled"].includes(s);
+
+  function groupFor(ch, into) {
+    const key = `${ch.turn}:${ch.index}:${ch.role}`;
+    let g = into.get(key);
+    if (!g) {
+      const box = document.createElement("div");
+      box.className = "chunk-group role-" + ch.role;
+      box.dataset.key = key;
+      const head = document.createElement("div");
+      head.className = "muted small";
+      head.textContent = `${ch.role} · turn ${ch.turn} · message ${ch.index}`;
+      const body = document.createElement("pre");
+      body.className = "chunk-body";
+      box.append(head, body);
+      chunksEl.append(box);
+      g = { box, body };
+      into.set(key, g);
+    }
+    return g;
+  }
+  function render(ch, into) {
+    const g = groupFor(ch, into);
+    const c = ch.content;
+    let text;
+    if (c && typeof c === "object" && Array.isArray(c.content)) {
+      text = c.content.map((p) => (typeof p.text === "string" ? p.text : JSON.stringify(p))).join("");
+    } else if (c && typeof c === "object" && typeof c.text === "string") {
+      text = c.text;
+    } else {
+      text = JSON.stringify(c) + "\n";
+    }
+    const span = document.createElement("span");
+    span.dataset.seq = ch.seq;
+    span.textContent = text;
+    g.body.append(span);
+  }
+  function showPlayback() {
+    if (playBtn) playBtn.hidden = !(terminal(status) && recorded.length > 0);
+  }
+  playBtn?.addEventListener("click", () => {
+    chunksEl.replaceChildren();
+    const into = new Map();
+    let i = 0;
+    const step = Math.max(1, Math.ceil(recorded.length / 200));
+    const tick = () => {
+      for (let k = 0; k < step && i < recorded.length; k++, i++) render(recorded[i], into);
+      if (i < recorded.length) setTimeout(tick, 20);
+    };
+    tick();
+  });
+
+  const refreshSections = debounce(async () => {
+    const html = await fetchHTML(page.dataset.sections);
+    if (html) document.getElementById("run-sections").replaceWith(fragment(html));
+  }, 150);
+  const refreshTrace = debounce(async () => {
+    const trace = document.getElementById("trace");
+    if (trace?.dataset.touched) return; // never yank the tree from under someone exploring it
+    const html = await fetchHTML(location.href);
+    const doc = new DOMParser().parseFromString(html ?? "", "text/html");
+    const fresh = doc.getElementById("trace");
+    if (fresh && trace && !trace.dataset.touched) {
+      trace.replaceWith(document.adoptNode(fresh));
+      initTree(document.getElementById("trace"));
+    }
+  }, 800);
+
+  const live = new Live((m, l) => {
+    if (m.topic !== topic) return;
+    switch (m.kind) {
+      case "snapshot":
+        if (m.data.status !== status) { status = m.data.status; refreshSections(); refreshTrace(); }
+        break;
+      case "run.chunks": {
+        for (const ch of m.data.chunks) {
+          if (ch.seq <= lastSeq) continue;
+          if (ch.seq !== lastSeq + 1 && lastSeq > 0 && gapAt !== lastSeq) {
+            gapAt = lastSeq;
+            l.topics.set(topic, lastSeq);
+            l.resubscribe(topic);
+            return;
+          }
+          lastSeq = ch.seq;
+          recorded.push(ch);
+          render(ch, groups);
+        }
+        l.topics.set(topic, lastSeq);
+        chunksEl.dataset.count = String(recorded.length);
+        showPlayback();
+        break;
+      }
+      case "run.status":
+        status = m.data.status;
+        refreshSections();
+        refreshTrace();
+        showPlayback();
+        break;
+      case "run.message":
+      case "run.tool_call":
+      case "interrupt.changed":
+        refreshSections();
+        refreshTrace();
+        break;
+      case "span":
+        refreshTrace();
+        break;
+      case "resync":
+        refreshSections();
+        l.resubscribe(topic);
+        break;
+    }
+  });
+  live.onState = (s) => { if (stateEl) stateEl.textContent = s === "live" ? "live" : s + "…"; };
+  live.subscribe(topic, 0);
+  live.connect();
+}
+
+// ---- runs list: new runs appear, changed ones update ----
+
+function initRuns() {
+  if (!page.dataset.topic) return;
+  const tbody = document.getElementById("run-rows");
+  const live = new Live(async (m) => {
+    if (m.kind !== "run.status" || !m.data.run_id) return;
+    const html = await fetchHTML(`/runs/${encodeURIComponent(m.data.run_id)}/row`);
+    if (!html) return;
+    const row = fragment(html).firstElementChild;
+    const old = tbody.querySelector(`tr[data-run="${CSS.escape(m.data.run_id)}"]`);
+    if (old) old.replaceWith(row);
+    else { tbody.prepend(row); row.classList.add("fresh"); }
+  });
+  live.subscribe("runs", 0);
+  live.connect();
+}
+
+// ---- inbox: the live queue, schema checks, keyboard ----
+
+function initInbox() {
+  const list = document.getElementById("inbox-items");
+  const empty = document.getElementById("inbox-empty");
+  const count = document.getElementById("inbox-count");
+  const filter = new URLSearchParams();
+  if (page.dataset.filterTool) filter.set("tool", page.dataset.filterTool);
+  if (page.dataset.filterAction) filter.set("action", page.dataset.filterAction);
+  const items = () => [...list.querySelectorAll(".inbox-item")];
+  const sync = () => {
+    const n = items().length;
+    count.textContent = `${n} pending`;
+    empty.hidden = n > 0;
+  };
+  let current = null;
+  const select = (el) => {
+    current?.classList.remove("current");
+    current = el;
+    if (el) { el.classList.add("current"); el.scrollIntoView({ block: "nearest" }); }
+  };
+  const remove = (id) => {
+    const el = document.getElementById("i-" + id);
+    if (!el) return;
+    if (el === current) select(el.nextElementSibling ?? el.previousElementSibling);
+    el.remove();
+    sync();
+  };
+  const add = async (id) => {
+    if (document.getElementById("i-" + id)) return;
+    const html = await fetchHTML(`/inbox/items/${encodeURIComponent(id)}?${filter}`);
+    if (!html || document.getElementById("i-" + id)) return;
+    list.append(fragment(html)); // oldest first: a new interrupt is the newest
+    sync();
+  };
+  const live = new Live(async (m) => {
+    if (m.kind === "snapshot" && m.topic === "inbox") {
+      const pending = new Set(m.data.pending);
+      items().forEach((el) => { if (!pending.has(el.dataset.interrupt)) remove(el.dataset.interrupt); });
+      for (const id of m.data.pending) await add(id);
+    } else if (m.kind === "interrupt.changed" && m.data.interrupt_id) {
+      if (m.data.status === "pending") await add(m.data.interrupt_id);
+      else remove(m.data.interrupt_id);
+    } else if (m.kind === "resync") {
+      live.resubscribe("inbox");
+    }
+  });
+  live.subscribe("inbox", 0);
+  live.connect();
+
+  list.addEventListener("submit", (ev) => {
+    const form = ev.target.closest("form[data-resolve]");
+    if (!form) return;
+    const action = ev.submitter?.value ?? "approve";
+    let errs = [];
+    if (action === "edit") errs = checkJSON(form.elements.input.value, form.dataset.inputSchema, "arguments");
+    if (action === "respond") errs = checkJSON(form.elements.output.value, form.dataset.outputSchema, "response");
+    showErrors(form, errs);
+    if (errs.length) ev.preventDefault();
+  });
+  list.addEventListener("click", (ev) => {
+    const item = ev.target.closest(".inbox-item");
+    if (item && item !== current) select(item);
+  });
+
+  document.addEventListener("keydown", (ev) => {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const tag = ev.target.tagName;
+    if (tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT") {
+      if (ev.key === "Escape") ev.target.blur();
+      return;
+    }
+    const all = items();
+    if (!all.length) return;
+    const i = current ? all.indexOf(current) : -1;
+    const press = (value) => current?.querySelector(`form[data-resolve] button[value="${value}"]`)?.click();
+    switch (ev.key) {
+      case "j": select(all[Math.min(i + 1, all.length - 1)]); break;
+      case "k": select(all[Math.max(i - 1, 0)]); break;
+      case "a": if (current) press("approve"); else return; break;
+      case "d": if (current) press("deny"); else return; break;
+      case "e": {
+        if (!current) return;
+        const ta = current.querySelector("textarea[name=input]");
+        ta?.focus();
+        ta?.select();
+        break;
+      }
+      default: return;
+    }
+    ev.preventDefault();
+  });
+  if (location.hash.startsWith("#i-")) select(document.getElementById(location.hash.slice(1)));
+  else select(items()[0] ?? null);
+}
+
+// ---- actions: check the input against the schema before starting a run ----
+
+function initActions() {
+  page.addEventListener("submit", (ev) => {
+    const form = ev.target.closest("form[data-run-form]");
+    if (!form) return;
+    const errs = checkJSON(form.elements.input.value, form.dataset.inputSchema, "input");
+    showErrors(form, errs);
+    if (errs.length) ev.preventDefault();
+  });
+}
+
+// ---- dashboard: reload the figures when runs or interrupts change ----
+
+function initDashboard() {
+  const refresh = debounce(async () => {
+    const html = await fetchHTML("/");
+    const doc = new DOMParser().parseFromString(html ?? "", "text/html");
+    const fresh = doc.getElementById("page");
+    if (fresh) page.replaceChildren(...[...fresh.childNodes].map((n) => document.adoptNode(n)));
+  }, 300);
+  const live = new Live((m) => { if (m.kind !== "snapshot") refresh(); });
+  live.subscribe("dashboard", 0);
+  live.connect();
+}
+
+if (page) {
+  switch (page.dataset.page) {
+    case "run": initRun(); break;
+    case "runs": initRuns(); break;
+    case "inbox": initInbox(); break;
+    case "actions": initActions(); break;
+    case "dashboard": initDashboard(); break;
+    case "trace": break;
+  }
+  const tree = document.getElementById("trace");
+  if (tree) initTree(tree);
+}

@@ -1,0 +1,340 @@
+package templates
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// RunFilter is the runs list's filter form, as typed.
+type RunFilter struct {
+	Status string
+	Action string
+	Query  string
+	Since  string
+	Until  string
+}
+
+// RunListRow is one run of the runs table.
+type RunListRow struct {
+	ID        string
+	Action    string
+	Status    string
+	Model     string
+	Turns     int
+	Tokens    int64
+	Duration  string
+	CreatedAt time.Time
+	Pending   int
+}
+
+// RunsPage is the runs list's view model.
+type RunsPage struct {
+	Page
+	Filter   RunFilter
+	Statuses []string
+	Actions  []string
+	Rows     []RunListRow
+	// NextURL is the next page's URL, empty on the last page.
+	NextURL string
+	// Live is true on the first page without filters, where new runs are added as they start.
+	Live bool
+}
+
+// RunHeader is the run page's header.
+type RunHeader struct {
+	ID           string
+	Action       string
+	Status       string
+	Model        string
+	Duration     string
+	Turns        int
+	InputTokens  int64
+	OutputTokens int64
+	CreatedBy    string
+	CreatedAt    time.Time
+	ReplayOf     string
+	ReplayMode   string
+	ForkOf       string
+	ForkTurn     string
+	InputJSON    string
+	OutputJSON   string
+	ErrorJSON    string
+	Resumes      int
+	// CanCancel is true when the run is not finished and the user may cancel it.
+	CanCancel bool
+}
+
+// AuditRow is one audit log entry shown on an interrupt.
+type AuditRow struct {
+	At      time.Time
+	Actor   string
+	Action  string
+	Details string
+}
+
+// InterruptView is one interrupt: on its run's page, inline in the conversation, and in the inbox.
+type InterruptView struct {
+	ID           string
+	RunID        string
+	Action       string
+	Turn         int
+	Tool         string
+	Ref          string
+	Status       string
+	Prompt       string
+	InputJSON    string
+	MetadataJSON string
+	InputSchema  string
+	OutputSchema string
+	CreatedAt    time.Time
+	Age          string
+	Version      int64
+	ResolvedBy   string
+	ResolvedAt   *time.Time
+	Comment      string
+	Resolution   string
+	Audit        []AuditRow
+	// SpanURL deep-links the run's tool span, when the trace has one.
+	SpanURL string
+	// Conversation is the history up to the interrupt, for the inbox.
+	Conversation []ConvMessage
+}
+
+// Pending reports whether the interrupt still waits for a decision.
+func (i InterruptView) Pending() bool { return i.Status == "pending" }
+
+// ConvPart is one part of a message, by kind: text, media, toolRequest, toolResponse, data,
+// reasoning or custom.
+type ConvPart struct {
+	Kind string
+	Text string
+	Name string
+	Ref  string
+	JSON string
+	// MediaURL is set only for http(s) URLs; others are shown as text.
+	MediaURL    string
+	MediaType   string
+	Interrupt   *InterruptView
+	Interrupted bool
+	Metadata    string
+}
+
+// ConvMessage is one message of a run's history.
+type ConvMessage struct {
+	Seq   int
+	Turn  int
+	Role  string
+	Parts []ConvPart
+}
+
+// LedgerRow is one entry of the tool-call ledger.
+type LedgerRow struct {
+	Turn     int
+	Ref      string
+	Tool     string
+	Status   string
+	Source   string
+	Label    string
+	Attempt  int
+	Input    string
+	Output   string
+	Error    string
+	Duration string
+}
+
+// SpanRow is one rendered row of the span tree and waterfall.
+type SpanRow struct {
+	ID       string
+	Name     string
+	Label    string
+	Depth    int
+	Children int
+	Expanded bool
+	Running  bool
+	Error    bool
+	Selected bool
+	Duration string
+	// X and W place the waterfall bar on the trace's axis, in thousandths.
+	X, W float64
+	// More is set on a "show more" row: the offset of the next children page of Parent.
+	More   int
+	Parent string
+}
+
+// DepthClass is the row's indentation class; deeper rows share the last one.
+func (r SpanRow) DepthClass() string { return fmt.Sprintf("d%d", min(r.Depth, 15)) }
+
+// Payload is one large attribute value of a span, shown collapsed.
+type Payload struct {
+	Key       string
+	Text      string
+	Size      int
+	Truncated bool
+	URL       string
+}
+
+// SpanDetail is the selected span's panel.
+type SpanDetail struct {
+	TraceID    string
+	ID         string
+	Name       string
+	Kind       string
+	Status     string
+	StatusMsg  string
+	Start      time.Time
+	Duration   string
+	Running    bool
+	Link       string
+	Payloads   []Payload
+	Attributes string
+	Events     string
+	Links      string
+	Resource   string
+}
+
+// TraceRef names one trace of a run (a run resumed after an interrupt has one per execution).
+type TraceRef struct {
+	ID      string
+	Label   string
+	Current bool
+	URL     string
+}
+
+// TraceView is a trace as a collapsible span tree beside a waterfall.
+type TraceView struct {
+	TraceID   string
+	Name      string
+	Source    string
+	SpanCount int
+	Duration  string
+	Running   bool
+	Rows      []SpanRow
+	Selected  *SpanDetail
+	// Base is the tree's fragment URL prefix (/traces/{id}); Link is the deep-link prefix, to which
+	// a span id is appended.
+	Base   string
+	Link   string
+	Others []TraceRef
+}
+
+// RunPage is the run detail page's view model.
+type RunPage struct {
+	Page
+	Run          RunHeader
+	Conversation []ConvMessage
+	Interrupts   []InterruptView
+	Ledger       []LedgerRow
+	Trace        *TraceView
+	// LiveSeq is the last chunk sequence rendered by the server; the live stream resumes after it.
+	LiveSeq int64
+}
+
+// InboxPage is the interrupt inbox's view model.
+type InboxPage struct {
+	Page
+	Items      []InterruptView
+	Tools      []string
+	Actions    []string
+	Tool       string
+	Action     string
+	Flash      string
+	FlashError bool
+	CanResolve bool
+}
+
+// ActionView is one registered action with its schemas and run form.
+type ActionView struct {
+	Key          string
+	Name         string
+	Type         string
+	Description  string
+	InputSchema  string
+	OutputSchema string
+	Example      string
+	Runnable     bool
+}
+
+// ActionsPage is the actions catalogue's view model.
+type ActionsPage struct {
+	Page
+	Groups   []ActionGroup
+	Error    string
+	ErrorFor string
+	Input    string
+	CanRun   bool
+}
+
+// ActionGroup is the actions of one type.
+type ActionGroup struct {
+	Type    string
+	Actions []ActionView
+}
+
+// TraceListRow is one trace of the traces list.
+type TraceListRow struct {
+	ID        string
+	Name      string
+	Source    string
+	Spans     int
+	Duration  string
+	Start     time.Time
+	Error     bool
+	Running   bool
+	RunID     string
+	StartNano int64
+}
+
+// TracesPage is the traces list's view model.
+type TracesPage struct {
+	Page
+	Source  string
+	Query   string
+	Rows    []TraceListRow
+	NextURL string
+}
+
+// TracePage shows one trace.
+type TracePage struct {
+	Page
+	Trace TraceView
+}
+
+// UserRow is one user on the users page.
+type UserRow struct {
+	ID        string
+	Username  string
+	Role      string
+	Disabled  bool
+	CreatedAt time.Time
+	Self      bool
+}
+
+// UsersPage is the users admin page's view model.
+type UsersPage struct {
+	Page
+	Users      []UserRow
+	Roles      []string
+	Flash      string
+	FlashError bool
+	// NewPassword is shown once, after creating a user without a chosen password.
+	NewPassword string
+}
+
+// DashboardChart is the runs-per-minute and error-rate chart over the last hour.
+type DashboardChart struct {
+	// Bars are per minute, oldest first, with heights in the chart's 0..40 units.
+	Bars       []ChartBar
+	Total      int
+	Errors     int
+	ErrorRate  string
+	PeakPerMin int
+}
+
+// ChartBar is one minute of the chart.
+type ChartBar struct {
+	X, H, EH float64
+	Title    string
+}
+
+func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }
