@@ -5,10 +5,13 @@
 ALTER TABLE runs
     ADD COLUMN lease_owner      text,
     ADD COLUMN lease_expires_at timestamptz,
-    ADD COLUMN resumes          integer NOT NULL DEFAULT 0;
+    ADD COLUMN resumes          integer NOT NULL DEFAULT 0,
+    -- resume_span_id is the span of the turn that was interrupted: the resumed execution continues
+    -- the same trace under it, with a link to it.
+    ADD COLUMN resume_span_id   text;
 
 CREATE INDEX runs_running_lease_idx ON runs (lease_expires_at) WHERE status = 'running';
 
 -- +goose Down
 DROP INDEX runs_running_lease_idx;
-ALTER TABLE runs DROP COLUMN lease_owner, DROP COLUMN lease_expires_at, DROP COLUMN resumes;
+ALTER TABLE runs DROP COLUMN lease_owner, DROP COLUMN lease_expires_at, DROP COLUMN resumes, DROP COLUMN resume_span_id;

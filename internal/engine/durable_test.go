@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	oteltrace "go.opentelemetry.io/otel/trace"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -90,4 +91,34 @@ func TestDurable_HooksFromCallerAndContextBothRun(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, a)
 	require.Equal(t, 1, c)
+}
+
+func TestDurable_RootSpanCarriesRunIDAtStartAndResumeLinks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	interrupted := oteltrace.SpanContext{}.WithTraceID(oteltrace.TraceID{1}).WithSpanID(oteltrace.SpanID{2})
+	ctx := engine.WithRunID(context.Background(), "run-9")
+	ctx = engine.WithSpanLinks(ctx, oteltrace.Link{SpanContext: interrupted})
+	_, err := engine.Generate(ctx, b.r, engine.WithModel(scripted.New("m", scripted.Text("hi"))), engine.WithPrompt("x"))
+	require.NoError(t, err)
+	spans := b.exp.GetSpans()
+	require.NotEmpty(t, spans)
+	var root bool
+	for _, s := range spans {
+		found := false
+		for _, a := range s.Attributes {
+			if string(a.Key) == engine.AttrRunID && a.Value.AsString() == "run-9" {
+				found = true
+			}
+		}
+		require.True(t, found, "span %s carries the run id", s.Name)
+		if !s.Parent.IsValid() {
+			root = true
+			require.Len(t, s.Links, 1, "the root span links to the interrupted turn")
+			require.Equal(t, interrupted.SpanID(), s.Links[0].SpanContext.SpanID())
+		} else {
+			require.Empty(t, s.Links)
+		}
+	}
+	require.True(t, root)
 }

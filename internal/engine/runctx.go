@@ -31,3 +31,12 @@ func IdempotencyKey(ctx context.Context, ref string) string {
 	}
 	return scope + ":" + ref
 }
+
+type spanLinksKey struct{}
+
+// WithSpanLinks returns a context whose next root span (a flow's, or a generate's called outside a
+// flow) starts with links. A durable runner links a resumed execution to the turn that was
+// interrupted, so that one run reads as one story across the pause.
+func WithSpanLinks(ctx context.Context, links ...trace.Link) context.Context {
+	return context.WithValue(ctx, spanLinksKey{}, links)
+}

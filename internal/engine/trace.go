@@ -53,7 +53,17 @@ func (r *Registry) startSpan(ctx context.Context, name, typ, subtype string, ext
 		seg += ",s:" + subtype
 	}
 	path := parent + seg + "}"
-	ctx, span := r.tracer.Start(ctx, name)
+	var opts []trace.SpanStartOption
+	if id := RunID(ctx); id != "" {
+		// At start, so that live viewers see a running span's run.
+		opts = append(opts, trace.WithAttributes(attribute.String(AttrRunID, id)))
+	}
+	if parent == "" {
+		if links, ok := ctx.Value(spanLinksKey{}).([]trace.Link); ok {
+			opts = append(opts, trace.WithLinks(links...))
+		}
+	}
+	ctx, span := r.tracer.Start(ctx, name, opts...)
 	if span.IsRecording() {
 		attrs := make([]attribute.KeyValue, 0, 6+len(extra))
 		attrs = append(attrs,
@@ -66,9 +76,6 @@ func (r *Registry) startSpan(ctx context.Context, name, typ, subtype string, ext
 		}
 		if parent == "" {
 			attrs = append(attrs, attribute.Bool(AttrIsRoot, true))
-		}
-		if id := RunID(ctx); id != "" {
-			attrs = append(attrs, attribute.String(AttrRunID, id))
 		}
 		attrs = append(attrs, extra...)
 		span.SetAttributes(attrs...)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	oteltrace "go.opentelemetry.io/otel/trace"
 	"sync"
 	"time"
 
@@ -38,6 +39,9 @@ type recorder struct {
 	final       *engine.ModelResponse
 	// usageCounted is the usage the model middleware already added, so OnUsage skips it.
 	usageCounted *engine.Usage
+	traceID      string
+	// interruptSpan is the span of the turn that interrupted.
+	interruptSpan oteltrace.SpanContext
 }
 
 func newRecorder(svc *Service, run *store.Run, state *store.ExecutionState, history []*engine.Message) *recorder {
@@ -117,6 +121,7 @@ func (r *recorder) hooks() *engine.Hooks {
 			defer r.mu.Unlock()
 			if resp.FinishReason == engine.FinishReasonInterrupted {
 				r.interrupted = resp
+				r.interruptSpan = oteltrace.SpanContextFromContext(ctx)
 			} else {
 				r.final = resp
 			}
@@ -157,7 +162,11 @@ func (r *recorder) middleware() *engine.Middleware {
 
 func (r *recorder) modelCall(ctx context.Context, req *engine.ModelRequest, cb engine.ModelStreamFunc, next engine.ModelNext) (*engine.ModelResponse, error) {
 	turn := countModelMessages(req.Messages)
+	sc := oteltrace.SpanContextFromContext(ctx)
 	r.mu.Lock()
+	if sc.HasTraceID() && r.traceID == "" {
+		r.traceID = sc.TraceID().String()
+	}
 	r.turn = turn
 	r.maxTurn = max(r.maxTurn, turn+1)
 	rec := r.recorded[turn]
@@ -273,7 +282,7 @@ func (r *recorder) checkpointAndFinish(ctx context.Context, call *store.ModelCal
 	r.mu.Lock()
 	p := store.CheckpointParams{
 		RunID: r.run.ID, Messages: r.messages, Chunks: r.pending, ModelCall: call, Finish: finish,
-		Progress: &store.RunProgressParams{ID: r.run.ID, Turns: r.maxTurn, Model: r.model, InputTokens: r.inTok, OutputTokens: r.outTok},
+		Progress: &store.RunProgressParams{ID: r.run.ID, Turns: r.maxTurn, Model: r.model, InputTokens: r.inTok, OutputTokens: r.outTok, TraceID: r.traceID},
 	}
 	r.messages, r.pending = nil, nil
 	r.mu.Unlock()

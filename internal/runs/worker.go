@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/attribute"
+	oteltrace "go.opentelemetry.io/otel/trace"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -94,6 +96,7 @@ func (s *Service) execute(jobCtx context.Context, run *store.Run) error {
 	}
 	opts = append(opts, replayOpts...)
 	runCtx := engine.WithRunID(ctx, run.ID.String())
+	runCtx = continueTrace(runCtx, run, len(history) > 0)
 	runCtx = engine.WithContextOptions(runCtx, opts...)
 	out, runErr := s.registry.Run(runCtx, run.Action, run.Input, rec.recordStream)
 	stopFlush()
@@ -232,6 +235,11 @@ func (s *Service) finishInterrupted(ctx context.Context, run *store.Run, rec *re
 		if created, err = tx.InterruptCreate(ctx, list); err != nil {
 			return err
 		}
+		if sc := rec.interruptSpan; sc.IsValid() {
+			if err := tx.RunSetResumeSpan(ctx, run.ID, sc.TraceID().String(), sc.SpanID().String()); err != nil {
+				return err
+			}
+		}
 		if _, err = tx.RunFinish(ctx, store.RunFinishParams{ID: run.ID, Owner: s.owner, Status: store.RunInterrupted}); err != nil {
 			return err
 		}
@@ -267,4 +275,24 @@ func errorJSON(err error) json.RawMessage {
 		raw, _ = json.Marshal(map[string]any{"status": string(engine.StatusOf(err)), "message": err.Error()})
 	}
 	return raw
+}
+
+// continueTrace makes a resumed execution part of the run's trace: its spans nest under the turn
+// that was interrupted, and its root span links to that turn (loupe.link.type=resume), so the
+// explorer shows one run across the pause. Genkit leaves the two traces unrelated.
+func continueTrace(ctx context.Context, run *store.Run, resumed bool) context.Context {
+	if !resumed || run.TraceID == nil || run.ResumeSpanID == nil {
+		return ctx
+	}
+	tid, err := oteltrace.TraceIDFromHex(*run.TraceID)
+	if err != nil {
+		return ctx
+	}
+	sid, err := oteltrace.SpanIDFromHex(*run.ResumeSpanID)
+	if err != nil {
+		return ctx
+	}
+	sc := oteltrace.NewSpanContext(oteltrace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: oteltrace.FlagsSampled, Remote: true})
+	ctx = oteltrace.ContextWithRemoteSpanContext(ctx, sc)
+	return engine.WithSpanLinks(ctx, oteltrace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attribute.String("loupe.link.type", "resume")}})
 }

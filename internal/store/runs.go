@@ -52,11 +52,12 @@ type Run struct {
 	LeaseOwner   *string         `db:"lease_owner" json:"-"`
 	LeaseExpires *time.Time      `db:"lease_expires_at" json:"-"`
 	Resumes      int             `db:"resumes" json:"resumes"`
+	ResumeSpanID *string         `db:"resume_span_id" json:"-"`
 }
 
 const runColumns = `id, action, input, status, output, error, trace_id, model, turns, input_tokens,
 	output_tokens, replay_of, replay_mode, fork_of, fork_turn, created_by, created_at, started_at,
-	finished_at, updated_at, version, lease_owner, lease_expires_at, resumes`
+	finished_at, updated_at, version, lease_owner, lease_expires_at, resumes, resume_span_id`
 
 // RunCreateParams describes a new run.
 type RunCreateParams struct {
@@ -417,4 +418,14 @@ func (s *Store) RunJobWaiting(ctx context.Context, id uuid.UUID) (bool, error) {
 		return false, fmt.Errorf("look up jobs of run %s: %w", id, err)
 	}
 	return waiting, nil
+}
+
+// RunSetResumeSpan records the span of the turn that interrupted, under which the resume continues
+// the run's trace.
+func (s *Store) RunSetResumeSpan(ctx context.Context, id uuid.UUID, traceID, spanID string) error {
+	if _, err := s.db.Exec(ctx, `UPDATE runs SET resume_span_id = $2, trace_id = coalesce(trace_id, $3) WHERE id = $1`,
+		id, spanID, traceID); err != nil {
+		return fmt.Errorf("record resume span of run %s: %w", id, err)
+	}
+	return nil
 }
