@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/loupe-dev/loupe/internal/engine/openai"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/trace"
 )
 
 // engineOptions configure the registry and the run service.
@@ -56,4 +58,33 @@ func newRegistry(o engineOptions, tp oteltrace.TracerProvider, log *slog.Logger)
 // newRuns builds the run service.
 func newRuns(o engineOptions, st *store.Store, reg *engine.Registry, log *slog.Logger) (*runs.Service, error) {
 	return runs.New(runs.Config{Workers: o.workers, LeaseTTL: 15 * time.Second, Logger: log}, st, reg)
+}
+
+// newExecutor builds what a process that executes runs needs without serving HTTP (devui worker,
+// devui run --wait): a TracerProvider exporting to PostgreSQL, the registry on it, and the run
+// service. stop flushes the spans after the runs stop.
+func newExecutor(ctx context.Context, o engineOptions, st *store.Store, log *slog.Logger) (*runs.Service, func(), error) {
+	provider, err := trace.NewProvider(ctx, trace.ProviderConfig{ServiceName: "loupe", ServiceVersion: version,
+		Processor: trace.ProcessorConfig{Store: st, Metrics: trace.NewMetrics(), Logger: log}, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := provider.Start(ctx); err != nil {
+		return nil, nil, err
+	}
+	reg, err := newRegistry(o, provider.TracerProvider(), log)
+	if err != nil {
+		provider.Stop()
+		return nil, nil, err
+	}
+	svc, err := newRuns(o, st, reg, log)
+	if err != nil {
+		provider.Stop()
+		return nil, nil, err
+	}
+	if err := svc.Start(ctx); err != nil {
+		provider.Stop()
+		return nil, nil, err
+	}
+	return svc, func() { svc.Stop(); provider.Stop() }, nil
 }

@@ -56,18 +56,11 @@ With --wait this process also executes runs, streams the run's output as it come
 			if !wait {
 				eng.workers = 0
 			}
-			reg, err := newRegistry(eng, nil, log)
+			svc, stop, err := newExecutor(ctx, eng, st, log)
 			if err != nil {
 				return err
 			}
-			svc, err := newRuns(eng, st, reg, log)
-			if err != nil {
-				return err
-			}
-			if err := svc.Start(ctx); err != nil {
-				return err
-			}
-			defer svc.Stop()
+			defer stop()
 			run, err := svc.StartRun(ctx, runs.StartParams{Action: args[0], Input: json.RawMessage(input), CreatedBy: cliActor()})
 			if err != nil {
 				return err

@@ -31,20 +31,13 @@ func newWorkerCommand(cfg *config) *cobra.Command {
 			if err := db.migrate(ctx, log); err != nil {
 				return err
 			}
-			reg, err := newRegistry(eng, nil, log)
+			_, stop, err := newExecutor(ctx, eng, store.New(db.pool), log)
 			if err != nil {
-				return err
-			}
-			svc, err := newRuns(eng, store.New(db.pool), reg, log)
-			if err != nil {
-				return err
-			}
-			if err := svc.Start(ctx); err != nil {
 				return err
 			}
 			<-ctx.Done()
 			log.Info("worker shutting down")
-			svc.Stop()
+			stop()
 			return nil
 		},
 	}
