@@ -120,6 +120,11 @@ func (s *Service) Replay(ctx context.Context, p ReplayParams) (*store.Run, error
 			if err := fork.apply(ctx, tx, orig.ID, run.ID); err != nil {
 				return err
 			}
+			// The copy changed the row (turns, usage); return it as stored, before a worker
+			// can pick it up.
+			if run, err = tx.RunGet(ctx, run.ID); err != nil {
+				return err
+			}
 		}
 		if err := tx.AuditInsert(ctx, p.CreatedBy, "run."+p.Mode, "run", orig.ID.String(),
 			map[string]any{"run_id": run.ID, "turn": p.Turn, "tools": settings.Tools, "apply_resolutions": p.ApplyResolutions,
@@ -130,12 +135,6 @@ func (s *Service) Replay(ctx context.Context, p ReplayParams) (*store.Run, error
 	})
 	if err != nil {
 		return nil, err
-	}
-	if fork != nil {
-		// The copy changed the row (turns, usage); return it as stored.
-		if run, err = s.store.RunGet(ctx, run.ID); err != nil {
-			return nil, err
-		}
 	}
 	return run, nil
 }
