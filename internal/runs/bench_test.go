@@ -110,6 +110,10 @@ func BenchmarkRunsEndToEnd(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "runs/s")
+	var xacts int64
+	if err := st.Pool().QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&xacts); err == nil {
+		b.ReportMetric(float64(xacts)/float64(b.N), "xacts/run")
+	}
 	r, err := st.RunGet(ctx, ids[len(ids)-1])
 	require.NoError(b, err)
 	require.Equal(b, 3, r.Turns)

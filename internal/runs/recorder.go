@@ -42,6 +42,9 @@ type recorder struct {
 	traceID      string
 	// interruptSpan is the span of the turn that interrupted.
 	interruptSpan oteltrace.SpanContext
+	// fresh holds the "turn/ref" of the calls whose intent the last checkpoint recorded anew: they
+	// run without another look at the ledger.
+	fresh map[string]bool
 }
 
 func newRecorder(svc *Service, run *store.Run, state *store.ExecutionState, history []*engine.Message) *recorder {
@@ -200,25 +203,57 @@ func (r *recorder) modelCall(ctx context.Context, req *engine.ModelRequest, cb e
 		r.usageCounted = resp.Usage
 		r.mu.Unlock()
 	}
-	// The response is durable before any of its tools runs.
-	if err := r.checkpoint(ctx, &store.ModelCall{
+	// The response, and the intent of each tool call it asks for, are durable before any of its
+	// tools runs.
+	var intents []store.ToolCallStartParams
+	if resp.Message != nil {
+		for _, p := range resp.Message.ToolRequests() {
+			if p.ToolRequest.Ref == "" {
+				continue // the engine assigns a ref later; the tool middleware records it
+			}
+			input, err := json.Marshal(p.ToolRequest.Input)
+			if err != nil {
+				return nil, fmt.Errorf("record intent of %s: %w", p.ToolRequest.Name, err)
+			}
+			intents = append(intents, store.ToolCallStartParams{RunID: r.run.ID, Turn: turn, Ref: p.ToolRequest.Ref,
+				Tool: p.ToolRequest.Name, Input: input, IdempotencyKey: engine.IdempotencyKey(ctx, p.ToolRequest.Ref)})
+		}
+	}
+	res, err := r.save(ctx, &store.ModelCall{
 		RunID: r.run.ID, Turn: turn, Model: model, Request: reqJSON, Response: respJSON,
 		LatencyMs: float64(time.Since(start).Microseconds()) / 1000,
-	}); err != nil {
+	}, intents, nil)
+	if err != nil {
 		return nil, err
 	}
+	r.mu.Lock()
+	r.fresh = map[string]bool{}
+	for ref := range res.Fresh {
+		r.fresh[fmt.Sprintf("%d/%s", turn, ref)] = true
+	}
+	r.mu.Unlock()
 	return resp, nil
 }
 
 func (r *recorder) toolCall(ctx context.Context, call *engine.ToolCall, next engine.ToolNext) (*engine.ToolOutput, error) {
 	r.mu.Lock()
 	turn := r.turn
+	key := fmt.Sprintf("%d/%s", turn, call.Ref)
+	fresh := r.fresh[key] && call.Resumed == nil
+	delete(r.fresh, key)
 	r.mu.Unlock()
-	entry, reused, err := r.svc.store.ToolCallStart(ctx, store.ToolCallStartParams{
-		RunID: r.run.ID, Turn: turn, Ref: call.Ref, Tool: call.Name, Input: call.Input, IdempotencyKey: call.IdempotencyKey,
-	})
-	if err != nil {
-		return nil, err
+	var entry *store.ToolCall
+	reused := false
+	if !fresh {
+		// Not recorded by this execution's checkpoint: a restart, a generated ref, or a call an
+		// earlier execution recorded. The ledger decides whether it runs.
+		var err error
+		entry, reused, err = r.svc.store.ToolCallStart(ctx, store.ToolCallStartParams{
+			RunID: r.run.ID, Turn: turn, Ref: call.Ref, Tool: call.Name, Input: call.Input, IdempotencyKey: call.IdempotencyKey,
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	if reused {
 		var out engine.ToolOutput
@@ -270,24 +305,30 @@ func (r *recorder) flush(ctx context.Context) error {
 	return nil
 }
 
-// checkpoint writes, in one round trip, the buffered messages and chunks, the progress, and the
-// turn's model response when given.
+// checkpoint writes, in one round trip, the buffered messages and chunks and the progress.
 func (r *recorder) checkpoint(ctx context.Context, call *store.ModelCall) error {
-	_, err := r.checkpointAndFinish(ctx, call, nil)
+	_, err := r.save(ctx, call, nil, nil)
 	return err
 }
 
-// checkpointAndFinish is checkpoint, ending the execution in the same round trip when finish is set.
-func (r *recorder) checkpointAndFinish(ctx context.Context, call *store.ModelCall, finish *store.RunFinishParams) (*store.Run, error) {
+// checkpointAndFinish is checkpoint, ending the execution in the same round trip.
+func (r *recorder) checkpointAndFinish(ctx context.Context, finish *store.RunFinishParams) error {
+	_, err := r.save(ctx, nil, nil, finish)
+	return err
+}
+
+// save writes a checkpoint: the buffered messages and chunks, the progress, and when given the
+// turn's model response with its tool-call intents, and the execution's end.
+func (r *recorder) save(ctx context.Context, call *store.ModelCall, intents []store.ToolCallStartParams, finish *store.RunFinishParams) (*store.CheckpointResult, error) {
 	r.mu.Lock()
 	p := store.CheckpointParams{
-		RunID: r.run.ID, Messages: r.messages, Chunks: r.pending, ModelCall: call, Finish: finish,
+		RunID: r.run.ID, Messages: r.messages, Chunks: r.pending, ModelCall: call, Intents: intents, Finish: finish,
 		Progress: &store.RunProgressParams{ID: r.run.ID, Turns: r.maxTurn, Model: r.model, InputTokens: r.inTok, OutputTokens: r.outTok, TraceID: r.traceID},
 	}
 	r.messages, r.pending = nil, nil
 	r.mu.Unlock()
-	run, err := r.svc.store.Checkpoint(context.WithoutCancel(ctx), p)
-	if err != nil && run == nil {
+	res, err := r.svc.store.Checkpoint(context.WithoutCancel(ctx), p)
+	if err != nil && res == nil {
 		return nil, err
 	}
 	for _, m := range p.Messages {
@@ -296,7 +337,7 @@ func (r *recorder) checkpointAndFinish(ctx context.Context, call *store.ModelCal
 	if n := len(p.Chunks); n > 0 {
 		r.svc.publish(r.run.ID, EventChunks, map[string]any{"last_seq": p.Chunks[n-1].Seq})
 	}
-	return run, err
+	return res, err
 }
 
 // flushEvery flushes chunks on a timer until ctx ends, so that a long stream shows up live.

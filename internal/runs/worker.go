@@ -133,8 +133,7 @@ func (s *Service) execute(jobCtx context.Context, run *store.Run) error {
 		finish.Status, finish.Error = store.RunFailed, errorJSON(runErr)
 	}
 	// The last messages and chunks, and the outcome, in one round trip.
-	_, err = rec.checkpointAndFinish(ctx, nil, finish)
-	return s.finished(run, finish.Status, err)
+	return s.finished(run, finish.Status, rec.checkpointAndFinish(ctx, finish))
 }
 
 // finished publishes a finished run; a run cancelled meanwhile, or taken over, is not an error.

@@ -19,14 +19,27 @@ type CheckpointParams struct {
 	Chunks    []RunChunk
 	ModelCall *ModelCall
 	Progress  *RunProgressParams
+	// Intents are the tool calls the model call asks for, recorded before any of them runs. An
+	// intent whose (turn, ref) is already in the ledger is left as it is.
+	Intents []ToolCallStartParams
 	// Finish, when set, ends the execution in the same round trip (see RunFinish).
 	Finish *RunFinishParams
+}
+
+// CheckpointResult is what a checkpoint reports back.
+type CheckpointResult struct {
+	// Finished is the finished run, when the checkpoint had Finish.
+	Finished *Run
+	// Fresh holds the refs of the intents that were newly recorded: their calls are first
+	// attempts, free to run. Others were recorded by an earlier execution.
+	Fresh map[string]bool
 }
 
 // Checkpoint writes a checkpoint in one round trip, in one implicit transaction: all of it or
 // none. Messages replace those at the same positions. With Finish it returns the finished run, or
 // the ErrRunFinished / ErrLeaseHeld of RunFinish, in which case the rest is still written.
-func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*Run, error) {
+func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*CheckpointResult, error) {
+	res := &CheckpointResult{}
 	b := &pgx.Batch{}
 	if n := len(p.Messages); n > 0 {
 		seqs, turns, roles, contents := make([]int, n), make([]int, n), make([]string, n), make([]json.RawMessage, n)
@@ -59,6 +72,23 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*Run, error
 			input_tokens = $4, output_tokens = $5, trace_id = coalesce(trace_id, NULLIF($6, '')), updated_at = now()
 			WHERE id = $1`, p.RunID, g.Turns, g.Model, g.InputTokens, g.OutputTokens, g.TraceID)
 	}
+	if n := len(p.Intents); n > 0 {
+		turns, refs, tools, inputs, keys := make([]int, n), make([]string, n), make([]string, n), make([]json.RawMessage, n), make([]string, n)
+		for i, c := range p.Intents {
+			turns[i], refs[i], tools[i], inputs[i], keys[i] = c.Turn, c.Ref, c.Tool, c.Input, c.IdempotencyKey
+		}
+		b.Queue(`INSERT INTO tool_calls (run_id, turn, ref, tool, input, idempotency_key)
+			SELECT $1, * FROM unnest($2::int[], $3::text[], $4::text[], $5::jsonb[], $6::text[])
+			ON CONFLICT (run_id, turn, ref) DO NOTHING RETURNING ref`,
+			p.RunID, turns, refs, tools, inputs, keys).Query(func(rows pgx.Rows) error {
+			fresh, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			res.Fresh = make(map[string]bool, len(fresh))
+			for _, ref := range fresh {
+				res.Fresh[ref] = true
+			}
+			return err
+		})
+	}
 	var finished *Run
 	if f := p.Finish; f != nil {
 		b.Queue(`UPDATE runs SET status = $3, output = $4, error = $5,
@@ -76,22 +106,24 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*Run, error
 			})
 	}
 	if b.Len() == 0 {
-		return nil, nil
+		return res, nil
 	}
 	if err := s.db.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("checkpoint run %s: %w", p.RunID, err)
 	}
+	res.Finished = finished
 	if p.Finish != nil && finished == nil {
 		cur, err := s.RunGet(ctx, p.RunID)
 		if err != nil {
 			return nil, err
 		}
+		res.Finished = cur
 		if cur.Status == RunRunning {
-			return cur, fmt.Errorf("finish run %s: %w", p.RunID, ErrLeaseHeld)
+			return res, fmt.Errorf("finish run %s: %w", p.RunID, ErrLeaseHeld)
 		}
-		return cur, fmt.Errorf("finish run %s (%s): %w", p.RunID, cur.Status, ErrRunFinished)
+		return res, fmt.Errorf("finish run %s (%s): %w", p.RunID, cur.Status, ErrRunFinished)
 	}
-	return finished, nil
+	return res, nil
 }
 
 // ExecutionState is what an executor needs to continue a run: its history, the last chunk
