@@ -46,6 +46,12 @@ func New(t testing.TB) *Browser {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Not t.TempDir: Chromium's helpers may still write to the profile for a moment after the
+	// browser exits, which would fail the test in TempDir's cleanup.
+	profile, err := os.MkdirTemp("", "loupe-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
 		chromedp.Flag("headless", true),
@@ -55,12 +61,22 @@ func New(t testing.TB) *Browser {
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(allocCtx)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	t.Cleanup(func() {
+		cancelTimeout()
+		cancelCtx()
+		cancelAlloc()
+		for range 20 {
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 
 	b := &Browser{Ctx: ctx}
 	chromedp.ListenTarget(ctx, func(ev any) {

@@ -25,14 +25,14 @@ type bundle struct {
 	store *store.Store
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	pool := storetest.NewPool(t)
 	return &bundle{pool: pool, store: store.New(pool)}
 }
 
 // startHub starts a hub over pool behind an httptest server and returns its ws:// URL.
-func startHub(t *testing.T, pool *pgxpool.Pool, cfg live.Config) (*live.Hub, string) {
+func startHub(t testing.TB, pool *pgxpool.Pool, cfg live.Config) (*live.Hub, string) {
 	t.Helper()
 	cfg.Pool = pool
 	h, err := live.New(cfg)
@@ -100,7 +100,7 @@ func (c *wsClient) chunkSeqs(last int64) []int64 {
 	return seqs
 }
 
-func (b *bundle) newRun(t *testing.T) uuid.UUID {
+func (b *bundle) newRun(t testing.TB) uuid.UUID {
 	t.Helper()
 	run, err := b.store.RunCreate(context.Background(), store.RunCreateParams{Action: "/flow/test"})
 	require.NoError(t, err)

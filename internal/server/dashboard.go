@@ -38,6 +38,9 @@ func (s *Server) dashboardData(ctx context.Context) (templates.Dashboard, error)
 			Age: humanAge(now.Sub(i.CreatedAt)), Prompt: interruptPrompt(i.Metadata),
 		})
 	}
+	if d.Chart, err = s.dashboardChart(ctx, now); err != nil {
+		return d, err
+	}
 	recent, _, err := s.store.RunList(ctx, store.RunListParams{Limit: 10})
 	if err != nil {
 		return d, err

@@ -145,5 +145,6 @@ func (s *Server) page(c echo.Context, title, section string) templates.Page {
 	if pr := principal(c); pr != nil {
 		p.Admin = auth.Allows(pr.Role, store.RoleAdmin)
 	}
+	p.Live = s.deps.Live != nil
 	return p
 }

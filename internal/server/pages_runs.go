@@ -394,10 +394,10 @@ func conversation(msgs []*store.RunMessage, interrupts []templates.InterruptView
 
 func convPart(raw json.RawMessage, turn int, byRef map[string]*templates.InterruptView) templates.ConvPart {
 	var p struct {
-		Text         *string         `json:"text"`
-		Reasoning    *string         `json:"reasoning"`
-		Media        *struct{ URL, ContentType string } `json:"media"`
-		ToolRequest  *struct {
+		Text        *string                            `json:"text"`
+		Reasoning   *string                            `json:"reasoning"`
+		Media       *struct{ URL, ContentType string } `json:"media"`
+		ToolRequest *struct {
 			Name  string          `json:"name"`
 			Ref   string          `json:"ref"`
 			Input json.RawMessage `json:"input"`

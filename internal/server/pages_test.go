@@ -211,7 +211,7 @@ func TestSkeletonLiftsNestedTurnsAndPagesChildren(t *testing.T) {
 	for _, r := range rows {
 		names = append(names, fmt.Sprintf("%s@%d", r.Name, r.Depth))
 	}
-	require.Equal(t, []string{"flow@0", "generate@1", "generate@1", "loop-a@1"}, names, "t1 is lifted beside t0; the loop hangs from the root")
+	require.Equal(t, []string{"flow@0", "generate@1", "generate@1", "loop-a@1", "loop-b@1"}, names, "t1 is lifted beside t0; the spans of a parent loop hang from the root")
 	require.Equal(t, "turn 1", rows[2].Label)
 	require.True(t, sk.running)
 

@@ -4,6 +4,7 @@
 // data: untrusted text only ever goes through textContent.
 
 const page = document.getElementById("page");
+const liveURL = document.querySelector('meta[name="loupe-live"]')?.content ?? "";
 
 // ---- live: one WebSocket per page, resumed from the last sequence number per topic ----
 
@@ -27,7 +28,8 @@ export class Live {
     if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
   }
   connect() {
-    const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws";
+    if (!liveURL) return; // the server has no live hub: the page stays as rendered
+    const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + liveURL;
     const ws = new WebSocket(url);
     this.ws = ws;
     ws.addEventListener("open", () => {

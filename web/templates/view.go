@@ -17,6 +17,8 @@ type Page struct {
 	CSRF string
 	// Admin shows the users page in the navigation.
 	Admin bool
+	// Live is true when the server has a live hub at /ws; pages then update as things change.
+	Live bool
 }
 
 // NavItem is one entry of the top navigation.
@@ -66,6 +68,7 @@ type Dashboard struct {
 	Pending     int64
 	PendingList []InterruptRow
 	RecentRuns  []RunRow
+	Chart       DashboardChart
 }
 
 // ErrorPage is the view model of an HTML error page.
