@@ -83,7 +83,16 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 		}
 	}
 	st := store.New(db.pool)
-	tracing, err := newTracing(ctx, st, log)
+	// The hub stops last: tracing and the runs publish to it until they stop.
+	hub, err := live.New(live.Config{Pool: db.pool, Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := hub.Start(ctx); err != nil {
+		return err
+	}
+	defer hub.Stop()
+	tracing, err := newTracing(ctx, st, log, hub.Spans())
 	if err != nil {
 		return err
 	}
@@ -108,15 +117,7 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 	if err != nil {
 		return err
 	}
-	hub, err := live.New(live.Config{Pool: db.pool, Logger: log})
-	if err != nil {
-		return err
-	}
 	runSvc.SetPublisher(hub)
-	if err := hub.Start(ctx); err != nil {
-		return err
-	}
-	defer hub.Stop()
 	srv, err := server.New(server.Config{
 		Addr: opts.addr, Dev: opts.dev, Version: version, BodyLimit: opts.bodyLimit, Logger: log,
 	}, server.Deps{Store: st, Runs: runSvc, Traces: tracing.service, Live: hub})

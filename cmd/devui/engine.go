@@ -13,6 +13,7 @@ import (
 	"github.com/loupe-dev/loupe/internal/demo"
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/engine/openai"
+	"github.com/loupe-dev/loupe/internal/live"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/internal/trace"
@@ -64,27 +65,41 @@ func newRuns(o engineOptions, st *store.Store, reg *engine.Registry, log *slog.L
 // devui run --wait): a TracerProvider exporting to PostgreSQL, the registry on it, and the run
 // service. stop flushes the spans after the runs stop.
 func newExecutor(ctx context.Context, o engineOptions, st *store.Store, log *slog.Logger) (*runs.Service, func(), error) {
-	provider, err := trace.NewProvider(ctx, trace.ProviderConfig{ServiceName: "loupe", ServiceVersion: version,
-		Processor: trace.ProcessorConfig{Store: st, Metrics: trace.NewMetrics(), Logger: log}, Logger: log})
+	// A hub without WebSocket clients still sends its events to the other instances, so pages
+	// served by devui serve update live for runs executed here.
+	hub, err := live.New(live.Config{Pool: st.Pool(), Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := hub.Start(ctx); err != nil {
+		return nil, nil, err
+	}
+	provider, err := trace.NewProvider(ctx, trace.ProviderConfig{ServiceName: "loupe", ServiceVersion: version,
+		Processor: trace.ProcessorConfig{Store: st, Metrics: trace.NewMetrics(), Logger: log, Publisher: hub.Spans()}, Logger: log})
+	if err != nil {
+		hub.Stop()
+		return nil, nil, err
+	}
 	if err := provider.Start(ctx); err != nil {
+		hub.Stop()
+		return nil, nil, err
+	}
+	fail := func(err error) (*runs.Service, func(), error) {
+		provider.Stop()
+		hub.Stop()
 		return nil, nil, err
 	}
 	reg, err := newRegistry(o, provider.TracerProvider(), log)
 	if err != nil {
-		provider.Stop()
-		return nil, nil, err
+		return fail(err)
 	}
 	svc, err := newRuns(o, st, reg, log)
 	if err != nil {
-		provider.Stop()
-		return nil, nil, err
+		return fail(err)
 	}
+	svc.SetPublisher(hub)
 	if err := svc.Start(ctx); err != nil {
-		provider.Stop()
-		return nil, nil, err
+		return fail(err)
 	}
-	return svc, func() { svc.Stop(); provider.Stop() }, nil
+	return svc, func() { svc.Stop(); provider.Stop(); hub.Stop() }, nil
 }

@@ -77,19 +77,20 @@ type tracing struct {
 	retention *trace.Retention
 }
 
-func newTracing(ctx context.Context, st *store.Store, log *slog.Logger) (*tracing, error) {
+// newTracing builds tracing; pub receives span start and end events (the live hub).
+func newTracing(ctx context.Context, st *store.Store, log *slog.Logger, pub trace.Publisher) (*tracing, error) {
 	cfg, err := tracingConfigFromEnv()
 	if err != nil {
 		return nil, err
 	}
 	metrics := trace.NewMetrics()
 	svc, err := trace.NewService(trace.Config{Store: st, Metrics: metrics, MaxBodyBytes: cfg.MaxBody,
-		IngestToken: cfg.IngestToken, Logger: log})
+		IngestToken: cfg.IngestToken, Logger: log, Publisher: pub})
 	if err != nil {
 		return nil, err
 	}
 	provider, err := trace.NewProvider(ctx, trace.ProviderConfig{ServiceName: "loupe", ServiceVersion: version,
-		Processor: trace.ProcessorConfig{Store: st, Metrics: metrics, Logger: log}, Logger: log})
+		Processor: trace.ProcessorConfig{Store: st, Metrics: metrics, Logger: log, Publisher: pub}, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -47,6 +47,7 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*store.Run, erro
 	if err != nil {
 		return nil, err
 	}
+	s.publish(run.ID, EventStatus, map[string]any{"status": store.RunQueued, "action": run.Action})
 	return run, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/loupe-dev/loupe/internal/auth"
+	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/internal/trace"
 	"github.com/loupe-dev/loupe/web/templates"
@@ -38,6 +39,7 @@ func (s *Server) pageRoutes() {
 	e.POST("/users/:id", s.userUpdate, requireRole(store.RoleAdmin))
 	if s.deps.Runs != nil {
 		e.POST("/runs/:id/cancel", s.runCancelForm, reviewer)
+		e.POST("/runs/:id/replay", s.runReplayForm, reviewer)
 		e.GET("/inbox", s.inboxPage)
 		e.GET("/inbox/items/:id", s.inboxItem)
 		e.POST("/inbox/:id/resolve", s.inboxResolve, reviewer)
@@ -167,6 +169,7 @@ func (s *Server) runPageData(c echo.Context, id uuid.UUID, withTrace bool) (temp
 		CreatedAt: r.CreatedAt, ReplayMode: deref(r.ReplayMode), Resumes: r.Resumes,
 		InputJSON: nonEmptyJSON(r.Input), OutputJSON: nonEmptyJSON(r.Output), ErrorJSON: nonEmptyJSON(r.Error),
 		CanCancel: s.deps.Runs != nil && !finished(r.Status) && pr != nil && auth.Allows(pr.Role, store.RoleReviewer),
+		CanReplay: s.deps.Runs != nil && (finished(r.Status) || r.Status == store.RunInterrupted) && pr != nil && auth.Allows(pr.Role, store.RoleReviewer),
 	}
 	if r.ReplayOf != nil {
 		p.Run.ReplayOf = r.ReplayOf.String()
@@ -291,6 +294,28 @@ func (s *Server) runCancelForm(c echo.Context) error {
 		return runsError(err)
 	}
 	return c.Redirect(http.StatusSeeOther, "/runs/"+id.String())
+}
+
+// runReplayForm is POST /runs/{id}/replay from the run page: an exact replay, a re-execution, or
+// a fork from a turn. It opens the new run's page.
+func (s *Server) runReplayForm(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	p := runs.ReplayParams{RunID: id, Mode: c.FormValue("mode"), CreatedBy: principal(c).Username}
+	if p.Mode == store.ReplayFork {
+		turn, err := strconv.Atoi(c.FormValue("turn"))
+		if err != nil || turn < 0 {
+			return Errorf(http.StatusBadRequest, "bad_request", "turn %q: want a turn number", c.FormValue("turn"))
+		}
+		p.Turn = &turn
+	}
+	run, err := s.deps.Runs.Replay(c.Request().Context(), p)
+	if err != nil {
+		return runsError(err)
+	}
+	return c.Redirect(http.StatusSeeOther, "/runs/"+run.ID.String())
 }
 
 // interruptView builds an interrupt's view, with its audit entries when asked.

@@ -63,6 +63,9 @@ type RunHeader struct {
 	Resumes      int
 	// CanCancel is true when the run is not finished and the user may cancel it.
 	CanCancel bool
+	// CanReplay is true when the run has settled (finished or waiting for a reviewer) and the user
+	// may replay or fork it.
+	CanReplay bool
 }
 
 // AuditRow is one audit log entry shown on an interrupt.
