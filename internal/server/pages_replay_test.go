@@ -63,4 +63,16 @@ func TestRunPageReplaysAndForks(t *testing.T) {
 
 	_, body = get(t, b.url+"/runs/"+fork.String(), "Accept", "text/html")
 	require.Contains(t, body, "fork of")
+	require.Contains(t, body, `data-testid="compare"`)
+
+	// The comparison page: an exact replay matches its original; the fork differs from turn 1 on
+	// (a fork's model calls are live, and its run ids differ), and a run matches itself.
+	resp, body = get(t, b.url+"/runs/"+run.ID.String()+"/diff/"+exact.String(), "Accept", "text/html")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `data-testid="diff-equal"`)
+	resp, body = get(t, b.url+"/runs/"+run.ID.String()+"/diff/"+run.ID.String(), "Accept", "text/html")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `data-testid="diff-equal"`)
+	resp, _ = get(t, b.url+"/runs/"+run.ID.String()+"/diff/nope", "Accept", "text/html")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 }

@@ -40,6 +40,7 @@ func (s *Server) pageRoutes() {
 	if s.deps.Runs != nil {
 		e.POST("/runs/:id/cancel", s.runCancelForm, reviewer)
 		e.POST("/runs/:id/replay", s.runReplayForm, reviewer)
+		e.GET("/runs/:a/diff/:b", s.diffPage)
 		e.GET("/inbox", s.inboxPage)
 		e.GET("/inbox/items/:id", s.inboxItem)
 		e.POST("/inbox/:id/resolve", s.inboxResolve, reviewer)
