@@ -47,8 +47,8 @@ func (s *Server) diffPage(c echo.Context) error {
 	for _, t := range d.Turns {
 		dt := templates.DiffTurn{
 			Turn: t.Turn, Equal: t.Equal, OnlyIn: t.OnlyIn,
-			Groups: []templates.DiffGroup{group("messages", t.Messages), group("model request", t.ModelRequest), group("model response", t.ModelResponse)},
-			Tokens: fmt.Sprintf("%d→%d in, %d→%d out", t.InputTokensA, t.InputTokensB, t.OutputTokensA, t.OutputTokensB),
+			Groups:  []templates.DiffGroup{group("messages", t.Messages), group("model request", t.ModelRequest), group("model response", t.ModelResponse)},
+			Tokens:  fmt.Sprintf("%d→%d in, %d→%d out", t.InputTokensA, t.InputTokensB, t.OutputTokensA, t.OutputTokensB),
 			Latency: fmt.Sprintf("%.1f→%.1f ms", t.LatencyMsA, t.LatencyMsB),
 		}
 		for _, tc := range t.ToolCalls {
