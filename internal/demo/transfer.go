@@ -42,7 +42,10 @@ func defineTransfer(r *engine.Registry, model string) {
 				Status: "sent", Confirmation: fmt.Sprintf("TX-%08d", hash(tc.IdempotencyKey)%100000000),
 				To: in.To, Amount: in.Amount, Currency: in.Currency,
 			}, nil
-		})
+		}, engine.WithDenial(func(by, reason string) any {
+			// The transfer's own denial shape: what the bank would say.
+			return map[string]any{"denied": true, "status": "not sent", "reason": reason, "declined_by": by}
+		}))
 	engine.DefineFlow(r, "transferMoney", func(ctx context.Context, in TransferInput) (string, error) {
 		resp, err := engine.Generate(ctx, r,
 			engine.WithModelName(model),

@@ -67,6 +67,20 @@ type toolConfig struct {
 	inputSchema, outputSchema any
 	metadata                  map[string]any
 	requestMetadata           func(input any) map[string]any
+	denial                    func(by, reason string) any
+}
+
+// Denier is a tool that shapes the answer its call gets when a reviewer denies it. Without one, a
+// runner answers with its own structured denial.
+type Denier interface {
+	// Denial returns the tool response for a call denied by a reviewer, and false when the tool
+	// has no shape of its own.
+	Denial(by, reason string) (any, bool)
+}
+
+// WithDenial gives the tool its own denial shape: the output a denied call answers the model with.
+func WithDenial(f func(by, reason string) any) ToolOption {
+	return func(c *toolConfig) { c.denial = f }
 }
 
 // WithToolInputSchema replaces the schema derived from the input type (a *Schema, JSON bytes or map).
@@ -94,6 +108,15 @@ type TypedTool[In, Out any] struct {
 	multipart bool
 	reqMeta   func(any) map[string]any
 	inIsAny   bool
+	denial    func(by, reason string) any
+}
+
+// Denial implements Denier.
+func (t *TypedTool[In, Out]) Denial(by, reason string) (any, bool) {
+	if t.denial == nil {
+		return nil, false
+	}
+	return t.denial(by, reason), true
 }
 
 // NewTool makes a typed tool without registering it; pass it to WithTools as a dynamic tool.
@@ -180,6 +203,7 @@ func newTool[In, Out any](name, description string, typ ActionType, opts []ToolO
 	t := &TypedTool[In, Out]{
 		def:     ToolDefinition{Name: name, Description: description, InputSchema: in, OutputSchema: out},
 		reqMeta: c.requestMetadata,
+		denial:  c.denial,
 		inIsAny: reflect.TypeFor[In]().Kind() == reflect.Interface,
 	}
 	t.def = *toToolDefinition(&t.def)

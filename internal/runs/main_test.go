@@ -112,7 +112,9 @@ func defineTestAgent(r *engine.Registry, pool *pgxpool.Pool, block, markers stri
 				return ConfirmOut{}, err
 			}
 			return ConfirmOut{OK: true, Amount: in.Amount}, nil
-		})
+		}, engine.WithDenial(func(by, reason string) any {
+			return map[string]any{"denied": true, "refused_by": by, "why": reason}
+		}))
 	eff := engine.DefineTool(r, "effect", "Has a side effect.",
 		func(tc *engine.ToolContext, in EffectIn) (string, error) {
 			if in.Block && block == "tool" {

@@ -185,10 +185,22 @@ func (s *Service) resolution(it *store.Interrupt, p ResolveParams) (*resolution,
 				return nil, &ValidationError{Field: "output", Message: "not valid JSON", Cause: err}
 			}
 		} else {
-			res.Output = Denial(p.Actor, p.Comment)
+			res.Output = s.denial(it.Tool, p.Actor, p.Comment)
 		}
 	}
 	return res, nil
+}
+
+// denial is the answer a denied call gets: the tool's own shape when it has one, else Denial.
+func (s *Service) denial(tool, by, reason string) any {
+	if t, ok := s.registry.LookupTool(tool); ok {
+		if d, ok := t.(engine.Denier); ok {
+			if v, ok := d.Denial(by, reason); ok {
+				return v
+			}
+		}
+	}
+	return Denial(by, reason)
 }
 
 // Denial is the structured answer a denied tool call gets, so that the model can read that a person

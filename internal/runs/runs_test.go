@@ -191,7 +191,7 @@ func TestEachResolutionKind(t *testing.T) {
 		"approve": {runs.ActionApprove, "", map[string]int{"c1": 1}, `c1={\"ok\":true,\"amount\":5}`, store.ToolSourceExecuted},
 		"edit":    {runs.ActionEdit, `{"amount":7}`, map[string]int{"c1": 1}, `c1={\"ok\":true,\"amount\":7}`, store.ToolSourceExecuted},
 		"respond": {runs.ActionRespond, `{"ok":true,"amount":42}`, map[string]int{}, `c1={\"amount\":42,\"ok\":true}`, store.ToolSourceReviewer},
-		"deny":    {runs.ActionDeny, "", map[string]int{}, `\"denied\":true`, store.ToolSourceReviewer},
+		"deny":    {runs.ActionDeny, "", map[string]int{}, `\"refused_by\":\"rita\",\"why\":\"ok deny\"`, store.ToolSourceReviewer},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
