@@ -45,8 +45,12 @@ templ-fresh: ## fail when the committed templ output is stale
 	@untracked=$$(git ls-files --others --exclude-standard -- '*_templ.go'); \
 	if [ -n "$$untracked" ]; then echo "uncommitted templ output: $$untracked"; exit 1; fi
 
+.PHONY: compat
+compat: ## a real Genkit Go v1.4.0 app sends its traces to a throwaway Loupe (bench/genkit-telemetry.sh)
+	bench/genkit-telemetry.sh
+
 .PHONY: ci
-ci: lint templ-fresh test ## what CI runs: lint, templ freshness, then every test
+ci: lint templ-fresh test compat ## what CI runs: lint, templ freshness, every test, and the Genkit compatibility check
 
 .PHONY: bench
 bench: ## Go benchmarks, and Loupe's engine against Genkit Go v1.4.0 (bench/compare.sh)
