@@ -116,6 +116,11 @@ func connURL(port int, password, database string) string {
 // When a postgres already runs on this cluster (another devui, `devui db start`), Start uses it
 // without owning it: Stop then leaves it running.
 func (c *Cluster) Start(ctx context.Context) error {
+	unlock, err := c.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := c.prepare(ctx); err != nil {
 		return err
 	}
@@ -166,6 +171,11 @@ func (c *Cluster) Start(ctx context.Context) error {
 // StartDetached starts the cluster as a daemon through pg_ctl, or reuses it when it already runs.
 // It returns once the database accepts connections. StopDetached stops it.
 func (c *Cluster) StartDetached(ctx context.Context) error {
+	unlock, err := c.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := c.prepare(ctx); err != nil {
 		return err
 	}
@@ -237,6 +247,26 @@ func (c *Cluster) Stop() {
 		case <-time.After(step.wait):
 		}
 	}
+}
+
+// lock serialises the start of the cluster across processes (two devui started at once, or a
+// test suite's packages), so that only one runs initdb and postgres and the others use it.
+func (c *Cluster) lock() (func(), error) {
+	if err := os.MkdirAll(c.cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("pgcluster: create data dir: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(c.cfg.DataDir, "postgres.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("pgcluster: open lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("pgcluster: lock %s: %w", f.Name(), err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
 }
 
 // prepare creates the data directory and the cluster on first use and clears a stale lock left by

@@ -125,3 +125,22 @@ func TestNoBinariesMessageNamesTheWaysOut(t *testing.T) {
 	require.Contains(t, msg, "docker compose up -d db")
 	require.Contains(t, msg, "DATABASE_URL")
 }
+
+func TestConcurrentStartsShareOneCluster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	first := newTestCluster(t)
+	second, err := New(first.cfg)
+	require.NoError(t, err)
+	errs := make(chan error, 2)
+	for _, c := range []*Cluster{first, second} {
+		go func() { errs <- c.Start(ctx) }()
+	}
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	defer first.Stop()
+	defer second.Stop()
+	require.Equal(t, first.port, second.port, "the second start uses the server the first started")
+	queryOne(t, first.URL())
+	queryOne(t, second.URL())
+}
