@@ -50,6 +50,7 @@ func defineBenchAgent(r *engine.Registry, onModel func(turn int)) {
 		}
 		return scripted.Text("done").WithUsage(50, 10), nil
 	})
+	engine.DefineFlow(r, "noop", func(ctx context.Context, prompt string) (string, error) { return prompt, nil })
 	engine.DefineFlow(r, "bench3", func(ctx context.Context, prompt string) (string, error) {
 		resp, err := engine.Generate(ctx, r, engine.WithModelName("bench/model"), engine.WithPrompt(prompt), engine.WithTools(lookup, approve))
 		if err != nil {
@@ -76,7 +77,13 @@ func benchService(b *testing.B, workers int, onModel func(int)) (*runs.Service, 
 
 // BenchmarkRunsEndToEnd starts b.N 3-turn runs through the durable runner (persisted history,
 // chunks, model and tool ledgers) and waits for all to succeed; runs/s is the sustained rate.
-func BenchmarkRunsEndToEnd(b *testing.B) {
+func BenchmarkRunsEndToEnd(b *testing.B) { benchRuns(b, "bench3", 3) }
+
+// BenchmarkRunsNoopFlow is the runner's floor: a flow that returns at once, so that only the run
+// row, the River job, the lease and the outcome are paid for.
+func BenchmarkRunsNoopFlow(b *testing.B) { benchRuns(b, "noop", 0) }
+
+func benchRuns(b *testing.B, action string, turns int) {
 	svc, st := benchService(b, 32, nil)
 	ctx := context.Background()
 	input := json.RawMessage(`"go"`)
@@ -88,7 +95,7 @@ func BenchmarkRunsEndToEnd(b *testing.B) {
 	for c := range 8 {
 		wg.Go(func() {
 			for i := c; i < b.N; i += 8 {
-				run, err := svc.StartRun(ctx, runs.StartParams{Action: "bench3", Input: input})
+				run, err := svc.StartRun(ctx, runs.StartParams{Action: action, Input: input})
 				if err != nil {
 					b.Error(err)
 					return
@@ -116,7 +123,7 @@ func BenchmarkRunsEndToEnd(b *testing.B) {
 	}
 	r, err := st.RunGet(ctx, ids[len(ids)-1])
 	require.NoError(b, err)
-	require.Equal(b, 3, r.Turns)
+	require.Equal(b, turns, r.Turns)
 }
 
 // BenchmarkResolveToResumedModelCall measures the time from resolving an interrupt to the
