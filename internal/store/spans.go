@@ -67,12 +67,17 @@ type SpanIngestResult struct {
 	Skipped  int64 // spans ignored because the stored copy is newer (a start that arrived after its end)
 }
 
+// fastThreshold is the batch size from which SpanIngest takes the fast path (spanIngestFast):
+// below it, one round trip of the arrays merge is cheaper than the fast path's four.
+const fastThreshold = 64
+
 // copyThreshold is the batch size from which SpanIngest stages rows with COPY instead of sending
 // them as arrays: COPY costs a temporary table per transaction but streams large batches faster.
 const copyThreshold = 256
 
 // SpanIngest stores spans and keeps the traces summary rows up to date, in one statement (one
-// transaction). A span already stored is merged, never duplicated: the incoming copy wins unless the
+// transaction). Batches of fastThreshold spans or more without run ids take spanIngestFast. A span
+// already stored is merged, never duplicated: the incoming copy wins unless the
 // stored copy has ended and the incoming one has not, which is how Genkit JS's realtime mode (a
 // span sent at start and again at end, in either order) ends up as one finished span. A run id that
 // names no run is stored as NULL. Batches of copyThreshold spans or more are staged with COPY.
@@ -97,8 +102,17 @@ func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool) (S
 		res SpanIngestResult
 		err error
 	)
+	fast := !forceCopy && s.Tx() == nil && len(spans) >= fastThreshold && !slices.ContainsFunc(spans, hasRunID)
 	for attempt := 0; attempt < 3; attempt++ {
-		if forceCopy || len(spans) >= copyThreshold {
+		if fast {
+			res, err = s.spanIngestFast(ctx, spans)
+			if isUniqueViolation(err) {
+				// A concurrent ingest stored one of our new spans between the check and the COPY:
+				// merge everything instead.
+				fast = false
+				continue
+			}
+		} else if forceCopy || len(spans) >= copyThreshold {
 			err = s.WithTx(ctx, func(tx *Store) error {
 				if s.Tx() == nil {
 					if _, err := tx.db.Exec(ctx, asyncCommit); err != nil {
@@ -126,8 +140,18 @@ func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool) (S
 // (at most three wal_writer_delay periods) but never corrupts anything, and in exchange a commit
 // costs no fsync, which is what lets one hot trace take thousands of single-span POSTs a second.
 // Runs, interrupts and everything else keep full durability. It is not applied when the caller
-// passes its own transaction.
-const asyncCommit = `SET LOCAL synchronous_commit = off`
+// passes its own transaction. It is set_config rather than SET LOCAL, which works the same in the
+// implicit transaction of a pipelined batch but logs a warning there on every ingest.
+const asyncCommit = `SELECT set_config('synchronous_commit', 'off', true)`
+
+// isUniqueViolation reports a duplicate key, which the fast path meets only when it races another
+// ingest of the same span.
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
+func hasRunID(sp Span) bool { return sp.RunID != nil }
 
 // retryable reports a deadlock or serialization failure, which a retry resolves.
 func retryable(err error) bool {
@@ -170,9 +194,34 @@ func compareSpanKeys(a, b Span) int {
 	return strings.Compare(a.SpanID, b.SpanID)
 }
 
+// traceFoldSQL folds one batch's per-trace aggregate (EXCLUDED) into a stored summary row (t): the
+// root's name, times and status once a root has arrived, else the span-wide extremes; span_count
+// adds the batch's new spans. Folding a batch in parts gives the same row as folding it whole (bar
+// the root fields of a trace with two roots), which is what lets the fast path fold its new spans
+// and its merged spans separately.
+const traceFoldSQL = `
+	ON CONFLICT (trace_id) DO UPDATE SET
+		display_name = CASE WHEN EXCLUDED.root_span_id IS NOT NULL THEN EXCLUDED.display_name
+			ELSE t.display_name END,
+		root_span_id = COALESCE(EXCLUDED.root_span_id, t.root_span_id),
+		start_time_unix_nano = CASE
+			WHEN EXCLUDED.root_span_id IS NOT NULL THEN EXCLUDED.start_time_unix_nano
+			WHEN t.root_span_id IS NOT NULL THEN t.start_time_unix_nano
+			ELSE COALESCE(LEAST(NULLIF(t.start_time_unix_nano, 0), NULLIF(EXCLUDED.start_time_unix_nano, 0)), 0) END,
+		end_time_unix_nano = CASE
+			WHEN EXCLUDED.root_span_id IS NOT NULL THEN EXCLUDED.end_time_unix_nano
+			WHEN t.root_span_id IS NOT NULL THEN t.end_time_unix_nano
+			ELSE GREATEST(t.end_time_unix_nano, EXCLUDED.end_time_unix_nano) END,
+		status_code = CASE WHEN EXCLUDED.root_span_id IS NOT NULL THEN EXCLUDED.status_code
+			ELSE t.status_code END,
+		span_count = t.span_count + EXCLUDED.span_count,
+		run_id     = COALESCE(t.run_id, EXCLUDED.run_id),
+		updated_at = now()
+`
+
 // spanMergeSQL upserts the rows of the relation src into spans, then folds what changed into
 // traces. %s is the source relation, with the columns of spanColumns.
-const spanMergeSQL = `
+var spanMergeSQL = `
 WITH src AS (%s),
 up AS (
 	INSERT INTO spans AS sp (` + spanColumns + `)
@@ -221,24 +270,7 @@ tr AS (
 		CASE WHEN root_span_id IS NOT NULL THEN root_end ELSE any_end END,
 		COALESCE(root_status, 0), new_spans, source, run_id, now()
 	FROM agg ORDER BY trace_id
-	ON CONFLICT (trace_id) DO UPDATE SET
-		display_name = CASE WHEN EXCLUDED.root_span_id IS NOT NULL THEN EXCLUDED.display_name
-			ELSE t.display_name END,
-		root_span_id = COALESCE(EXCLUDED.root_span_id, t.root_span_id),
-		start_time_unix_nano = CASE
-			WHEN EXCLUDED.root_span_id IS NOT NULL THEN EXCLUDED.start_time_unix_nano
-			WHEN t.root_span_id IS NOT NULL THEN t.start_time_unix_nano
-			ELSE COALESCE(LEAST(NULLIF(t.start_time_unix_nano, 0), NULLIF(EXCLUDED.start_time_unix_nano, 0)), 0) END,
-		end_time_unix_nano = CASE
-			WHEN EXCLUDED.root_span_id IS NOT NULL THEN EXCLUDED.end_time_unix_nano
-			WHEN t.root_span_id IS NOT NULL THEN t.end_time_unix_nano
-			ELSE GREATEST(t.end_time_unix_nano, EXCLUDED.end_time_unix_nano) END,
-		status_code = CASE WHEN EXCLUDED.root_span_id IS NOT NULL THEN EXCLUDED.status_code
-			ELSE t.status_code END,
-		span_count = t.span_count + EXCLUDED.span_count,
-		run_id     = COALESCE(t.run_id, EXCLUDED.run_id),
-		updated_at = now()
-	RETURNING 1
+` + traceFoldSQL + `	RETURNING 1
 )
 SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted), (SELECT count(*) FROM tr)
 FROM up`
@@ -296,6 +328,146 @@ func (s *Store) spanIngestArrays(ctx context.Context, spans []Span) (SpanIngestR
 	}
 	res.Skipped = int64(n) - res.Inserted - res.Updated
 	return res, nil
+}
+
+// spanExistingSQL returns which of the given keys are already stored.
+const spanExistingSQL = `SELECT k.trace_id, k.span_id
+	FROM unnest($1::text[], $2::text[]) AS k(trace_id, span_id)
+	JOIN spans sp ON sp.trace_id = k.trace_id AND sp.span_id = k.span_id`
+
+// traceFoldArraysSQL folds per-trace aggregates computed in Go (traceAggregates) into traces.
+var traceFoldArraysSQL = `
+INSERT INTO traces AS t (trace_id, display_name, root_span_id, start_time_unix_nano,
+	end_time_unix_nano, status_code, span_count, source, updated_at)
+SELECT trace_id, COALESCE(root_name, ''), root_span_id, COALESCE(root_start, any_start, 0),
+	CASE WHEN root_span_id IS NOT NULL THEN root_end ELSE any_end END,
+	COALESCE(root_status, 0), new_spans, source, now()
+FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int2[], $7::int8[],
+	$8::int8[], $9::int4[], $10::text[])
+	AS a(trace_id, root_span_id, root_name, root_start, root_end, root_status, any_start, any_end,
+		new_spans, source)
+ORDER BY trace_id` + traceFoldSQL
+
+// beginAsync begins an ingest transaction that commits without waiting for its WAL flush (see
+// asyncCommit), in one round trip.
+var beginAsync = pgx.TxOptions{BeginQuery: "BEGIN; " + asyncCommit}
+
+// spanIngestFast stores a batch the way a raw COPY does: it looks up which spans are already
+// stored, COPYs the new ones straight into spans, folds their summary (computed here, in Go) into
+// traces, and merges only the stored ones through spanArraysSQL. A batch of new spans, the common
+// case, thus costs the database little more than the COPY. spans must be deduplicated and sorted,
+// and carry no run ids (which COPY cannot check). A concurrent ingest of the same new span makes
+// the COPY fail with a unique violation; the caller then merges instead.
+func (s *Store) spanIngestFast(ctx context.Context, spans []Span) (SpanIngestResult, error) {
+	tx, err := s.pool.BeginTx(ctx, beginAsync)
+	if err != nil {
+		return SpanIngestResult{}, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	traceIDs, spanIDs := make([]string, len(spans)), make([]string, len(spans))
+	for i := range spans {
+		traceIDs[i], spanIDs[i] = spans[i].TraceID, spans[i].SpanID
+	}
+	rows, err := tx.Query(ctx, spanExistingSQL, traceIDs, spanIDs)
+	if err != nil {
+		return SpanIngestResult{}, fmt.Errorf("look up stored spans: %w", err)
+	}
+	existing := map[SpanKey]struct{}{}
+	var k SpanKey
+	_, err = pgx.ForEachRow(rows, []any{&k.TraceID, &k.SpanID}, func() error {
+		existing[k] = struct{}{}
+		return nil
+	})
+	if err != nil {
+		return SpanIngestResult{}, fmt.Errorf("look up stored spans: %w", err)
+	}
+	fresh, stored := spans, []Span(nil)
+	if len(existing) > 0 {
+		fresh = make([]Span, 0, len(spans)-len(existing))
+		for _, sp := range spans {
+			if _, ok := existing[SpanKey{sp.TraceID, sp.SpanID}]; ok {
+				stored = append(stored, sp)
+			} else {
+				fresh = append(fresh, sp)
+			}
+		}
+	}
+	var res SpanIngestResult
+	if len(fresh) > 0 {
+		n, err := tx.CopyFrom(ctx, pgx.Identifier{"spans"}, spanCopyColumns, spanCopySource(fresh))
+		if err != nil {
+			return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
+		}
+		res.Inserted = n
+		if _, err := tx.Exec(ctx, traceFoldArraysSQL, traceAggregates(fresh)...); err != nil {
+			return SpanIngestResult{}, fmt.Errorf("fold trace summaries: %w", err)
+		}
+	}
+	if len(stored) > 0 {
+		merged, err := (&Store{pool: s.pool, db: tx}).spanIngestArrays(ctx, stored)
+		if err != nil {
+			return SpanIngestResult{}, err
+		}
+		res.Inserted += merged.Inserted
+		res.Updated += merged.Updated
+		res.Skipped += merged.Skipped
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return SpanIngestResult{}, err
+	}
+	return res, nil
+}
+
+// traceAggregates computes, for spans sorted by trace, the per-trace aggregate that spanMergeSQL's
+// agg computes in SQL, as the arguments of traceFoldArraysSQL.
+func traceAggregates(spans []Span) []any {
+	var (
+		traceIDs, sources    []string
+		rootIDs, rootNames   []*string
+		rootStarts, rootEnds []*int64
+		rootStatuses         []*int16
+		anyStarts            []*int64
+		anyEnds              []int64
+		counts               []int32
+	)
+	for i := range spans {
+		sp := &spans[i]
+		n := len(traceIDs)
+		if n == 0 || traceIDs[n-1] != sp.TraceID {
+			traceIDs, sources = append(traceIDs, sp.TraceID), append(sources, sourceOr(sp.Source))
+			rootIDs, rootNames = append(rootIDs, nil), append(rootNames, nil)
+			rootStarts, rootEnds, rootStatuses = append(rootStarts, nil), append(rootEnds, nil), append(rootStatuses, nil)
+			anyStarts, anyEnds, counts = append(anyStarts, nil), append(anyEnds, sp.EndTime), append(counts, 0)
+			n++
+		}
+		j := n - 1
+		counts[j]++
+		sources[j] = min(sources[j], sourceOr(sp.Source))
+		anyEnds[j] = max(anyEnds[j], sp.EndTime)
+		if sp.StartTime != 0 && (anyStarts[j] == nil || sp.StartTime < *anyStarts[j]) {
+			anyStarts[j] = &sp.StartTime
+		}
+		if sp.ParentSpanID != nil {
+			continue
+		}
+		if rootIDs[j] == nil || sp.SpanID > *rootIDs[j] {
+			rootIDs[j] = &sp.SpanID
+		}
+		if rootNames[j] == nil || sp.Name > *rootNames[j] {
+			rootNames[j] = &sp.Name
+		}
+		if rootStarts[j] == nil || sp.StartTime < *rootStarts[j] {
+			rootStarts[j] = &sp.StartTime
+		}
+		if rootEnds[j] == nil || sp.EndTime > *rootEnds[j] {
+			rootEnds[j] = &sp.EndTime
+		}
+		if rootStatuses[j] == nil || sp.StatusCode > *rootStatuses[j] {
+			rootStatuses[j] = &sp.StatusCode
+		}
+	}
+	return []any{traceIDs, rootIDs, rootNames, rootStarts, rootEnds, rootStatuses, anyStarts, anyEnds,
+		counts, sources}
 }
 
 // spanIngestCopy stages spans with COPY in a temporary table dropped at commit, then merges them.

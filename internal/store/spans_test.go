@@ -162,3 +162,71 @@ func TestSpanTurnFactsExtractsAttributes(t *testing.T) {
 	require.Equal(t, "7", *facts[0].InputTokens)
 	require.Nil(t, facts[0].ModelOutput, "gen_ai usage wins over Genkit's output, which is then not read")
 }
+
+func TestSpanIngestFastPathMatchesTheMerge(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	// The same story into two traces: a large batch that mixes new spans with stored ones
+	// (running spans that end, an ended span resent as running), once through the fast path
+	// (SpanIngest on the pool) and once through the merge (SpanIngest inside a transaction).
+	story := func(traceID string) (first, second []store.Span) {
+		span := func(id, parent string, start, end int64) store.Span {
+			sp := testSpan(id, parent, start, end)
+			sp.TraceID = traceID
+			return sp
+		}
+		for i := range 100 {
+			first = append(first, span(fmt.Sprintf("%016x", i+1), "aaaaaaaaaaaaaaaa", int64(100+i), 0))
+		}
+		first = append(first, span("bbbbbbbbbbbbbbbb", "aaaaaaaaaaaaaaaa", 5, 500))
+		for i := range 100 {
+			second = append(second, span(fmt.Sprintf("%016x", i+1), "aaaaaaaaaaaaaaaa", int64(100+i), int64(300+i)))
+			second = append(second, span(fmt.Sprintf("%016x", 1000+i), "aaaaaaaaaaaaaaaa", int64(50+i), int64(60+i)))
+		}
+		second = append(second, span("bbbbbbbbbbbbbbbb", "aaaaaaaaaaaaaaaa", 5, 0)) // stale start: skipped
+		second = append(second, span("aaaaaaaaaaaaaaaa", "", 1, 900))
+		return first, second
+	}
+	const fastID, mergeID = "0af7651916cd43dd8448eb211c800001", "0af7651916cd43dd8448eb211c800002"
+	first, second := story(fastID)
+	res, err := s.SpanIngest(ctx, first)
+	require.NoError(t, err)
+	require.Equal(t, store.SpanIngestResult{Inserted: 101}, res)
+	res, err = s.SpanIngest(ctx, second)
+	require.NoError(t, err)
+	require.Equal(t, store.SpanIngestResult{Inserted: 101, Updated: 100, Skipped: 1}, res)
+
+	first, second = story(mergeID)
+	require.NoError(t, s.WithTx(ctx, func(tx *store.Store) error {
+		if _, err := tx.SpanIngest(ctx, first); err != nil {
+			return err
+		}
+		_, err := tx.SpanIngest(ctx, second)
+		return err
+	}))
+
+	fast, err := s.TraceGet(ctx, fastID)
+	require.NoError(t, err)
+	merged, err := s.TraceGet(ctx, mergeID)
+	require.NoError(t, err)
+	require.Equal(t, 202, fast.SpanCount)
+	require.EqualValues(t, 900, fast.EndTime)
+	fast.TraceID, fast.UpdatedAt = merged.TraceID, merged.UpdatedAt
+	require.Equal(t, merged, fast, "the fast path folds the summary exactly as the merge does")
+
+	fastSpans, err := s.SpansByTrace(ctx, fastID, 0)
+	require.NoError(t, err)
+	mergedSpans, err := s.SpansByTrace(ctx, mergeID, 0)
+	require.NoError(t, err)
+	require.Len(t, fastSpans, 202)
+	for i := range fastSpans {
+		fastSpans[i].TraceID = mergeID
+	}
+	require.Equal(t, mergedSpans, fastSpans)
+	for _, sp := range fastSpans {
+		if sp.SpanID == "bbbbbbbbbbbbbbbb" {
+			require.EqualValues(t, 500, sp.EndTime, "a stale start never un-ends a span")
+		}
+	}
+}

@@ -169,13 +169,11 @@ var genkitKindNames = map[int16]string{0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERV
 // on non-root bodies (the trace summary is derived from the root span instead), and Genkit Go's
 // status numbering (see genkitStatus).
 func DecodeGenkit(body []byte) ([]store.Span, error) {
+	// Unmarshal, not a Decoder: the body is already in memory, and a Decoder would scan and copy
+	// it once more before decoding. Unmarshal also refuses data after the object.
 	var td TraceData
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&td); err != nil {
+	if err := json.Unmarshal(body, &td); err != nil {
 		return nil, inputErrorf("malformed TraceData JSON: %v", err)
-	}
-	if dec.More() {
-		return nil, inputErrorf("malformed TraceData JSON: data after the TraceData object")
 	}
 	traceID := normalizeID(td.TraceID)
 	if !ValidTraceID(traceID) {
@@ -235,15 +233,17 @@ func genkitSpan(traceID, key string, sd *SpanData) (store.Span, error) {
 		sp.ParentSpanID = &parent
 	}
 	attrs := bytes.TrimSpace(sd.Attributes)
-	var attrMap map[string]json.RawMessage
 	if len(attrs) == 0 || string(attrs) == "null" {
 		attrs = []byte("{}")
-	} else if attrs[0] != '{' || json.Unmarshal(attrs, &attrMap) != nil {
+	} else if attrs[0] != '{' {
 		return store.Span{}, inputErrorf("spans[%q].attributes is not a JSON object", key)
 	}
 	sp.Attributes = sanitizeJSON(attrs)
-	state := jsonString(attrMap["genkit:state"])
-	if id, err := uuid.Parse(jsonString(attrMap[AttrRunID])); err == nil {
+	// The body has been validated whole, so the attributes are a valid object: two of its members
+	// are picked out without decoding the rest, which is most of a span's bytes.
+	stateRaw, runRaw := objectMembers(attrs, "genkit:state", AttrRunID)
+	state := jsonString(stateRaw)
+	if id, err := uuid.Parse(jsonString(runRaw)); err == nil {
 		sp.RunID = &id
 	}
 	if sd.Status != nil {
@@ -302,6 +302,77 @@ func genkitStatus(code int, message, state string) int16 {
 		return store.StatusOK
 	}
 	return store.StatusUnset
+}
+
+// objectMembers returns the raw values of members a and b of obj, a valid JSON object, the last
+// one when a name repeats (as decoding into a map would), or nil when absent. It skips every
+// other value without decoding it.
+func objectMembers(obj []byte, a, b string) (va, vb json.RawMessage) {
+	i := skipSpace(obj, 1)
+	for i < len(obj) && obj[i] == '"' {
+		end := skipValue(obj, i)
+		name := obj[i+1 : end-1]
+		nameStr := ""
+		if bytes.IndexByte(name, '\\') >= 0 {
+			_ = json.Unmarshal(obj[i:end], &nameStr)
+		} else {
+			nameStr = string(name) // no allocation: the comparison below is all it is used for
+		}
+		i = skipSpace(obj, end)
+		i = skipSpace(obj, i+1) // the colon
+		end = skipValue(obj, i)
+		switch nameStr {
+		case a:
+			va = obj[i:end]
+		case b:
+			vb = obj[i:end]
+		}
+		i = skipSpace(obj, end)
+		if i < len(obj) && obj[i] == ',' {
+			i = skipSpace(obj, i+1)
+		}
+	}
+	return va, vb
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the end of the valid JSON value that starts at b[i].
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+			if depth < 0 {
+				return i
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
 }
 
 func jsonString(raw json.RawMessage) string {

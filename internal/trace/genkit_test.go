@@ -73,3 +73,30 @@ func TestDecodeGenkitSanitizesNUL(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"a":"x\ufffdy","b":"\\u0000"}`, string(spans[0].Attributes))
 }
+
+func TestDecodeGenkitPicksStateAndRunIDOutOfAttributes(t *testing.T) {
+	t.Parallel()
+	decode := func(attrs string) store.Span {
+		t.Helper()
+		spans, err := trace.DecodeGenkit([]byte(`{"traceId":"4c74a721b00e2befd7101e2794d8c4b0","spans":{"6be520f337a0d748":{
+			"spanId":"6be520f337a0d748","startTime":1,"endTime":2,"attributes":` + attrs + `,
+			"displayName":"x","instrumentationLibrary":{"name":"g"},"spanKind":"INTERNAL"}}}`))
+		require.NoError(t, err, attrs)
+		return spans[0]
+	}
+	const runID = "8f8c8b8a-1d2e-4f5a-9b6c-7d8e9f0a1b2c"
+	sp := decode(`{ "n" : -1.5e3 , "nested":{"genkit:state":"success","a":[1,{"b":"}"}]},"s":"q\"}",
+		"genkit:state" : "error", "loupe.run.id":"` + runID + `", "t":true }`)
+	require.Equal(t, store.StatusError, sp.StatusCode, "the top-level member counts, not a nested one")
+	require.Equal(t, runID, sp.RunID.String())
+
+	sp = decode(`{"genkit:state":"error","genkit:state":"success"}`)
+	require.Equal(t, store.StatusUnset, sp.StatusCode, "a repeated name: the last one wins, as in a map")
+
+	sp = decode(`{"genkit\u003astate":"error"}`)
+	require.Equal(t, store.StatusError, sp.StatusCode, "an escaped name is unescaped")
+
+	sp = decode(`{"x":null,"genkit:state":null,"loupe.run.id":42}`)
+	require.Equal(t, store.StatusUnset, sp.StatusCode)
+	require.Nil(t, sp.RunID)
+}

@@ -26,8 +26,16 @@ type Config struct {
 	// IngestToken is the bearer token that ingest requires when the server is not bound to a
 	// loopback address (from LOUPE_INGEST_TOKEN). Empty means such a server refuses all ingest.
 	IngestToken string
-	Logger      *slog.Logger
+	// IngestWriters caps the group transactions that ingest runs at once (see groupCommitter);
+	// 0 means DefaultIngestWriters.
+	IngestWriters int
+	Logger        *slog.Logger
 }
+
+// DefaultIngestWriters is the default cap on concurrent ingest transactions. Two keep the
+// database busy, one transaction committing while the next is sent, without the groups
+// shrinking to the point where they queue on each other's summary rows.
+const DefaultIngestWriters = 2
 
 // Service ingests traces from other programs and reads stored traces.
 type Service struct {
@@ -36,6 +44,7 @@ type Service struct {
 	pub     Publisher
 	cfg     Config
 	log     *slog.Logger
+	group   *groupCommitter
 }
 
 // NewService builds the Service.
@@ -55,7 +64,12 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{store: cfg.Store, metrics: cfg.Metrics, pub: cfg.Publisher, cfg: cfg, log: cfg.Logger}, nil
+	if cfg.IngestWriters <= 0 {
+		cfg.IngestWriters = DefaultIngestWriters
+	}
+	s := &Service{store: cfg.Store, metrics: cfg.Metrics, pub: cfg.Publisher, cfg: cfg, log: cfg.Logger}
+	s.group = &groupCommitter{writeFunc: s.write, maxWriters: cfg.IngestWriters}
+	return s, nil
 }
 
 // MaxBodyBytes is the ingest body limit.
@@ -75,15 +89,22 @@ func (s *Service) Reject(source, reason string) {
 	s.metrics.rejected.WithLabelValues(source, reason).Inc()
 }
 
-// Ingest stores spans from source in one transaction and publishes them.
+// Ingest stores spans from source in one transaction and publishes them. Concurrent calls share
+// transactions (group commit), so the result counts every span of the transaction that stored
+// these, which may include other calls' spans. It returns once the spans are committed; the
+// commit does not wait for its WAL flush (see store.SpanIngest). The write outlives ctx: once
+// queued, the spans may be in a transaction with other calls'.
 func (s *Service) Ingest(ctx context.Context, source string, spans []store.Span) (store.SpanIngestResult, error) {
-	res, err := s.store.SpanIngest(ctx, spans)
+	if len(spans) == 0 {
+		return store.SpanIngestResult{}, ctx.Err()
+	}
+	if err := ctx.Err(); err != nil {
+		return store.SpanIngestResult{}, err
+	}
+	res, err := s.group.ingest(source, spans)
 	if err != nil {
 		return res, err
 	}
-	s.metrics.ingested.WithLabelValues(source, "inserted").Add(float64(res.Inserted))
-	s.metrics.ingested.WithLabelValues(source, "updated").Add(float64(res.Updated))
-	s.metrics.ingested.WithLabelValues(source, "skipped").Add(float64(res.Skipped))
 	if !isNop(s.pub) {
 		for i := range spans {
 			typ := SpanEnded
@@ -93,6 +114,18 @@ func (s *Service) Ingest(ctx context.Context, source string, spans []store.Span)
 			s.pub.Publish(SpanEvent{Type: typ, Span: spans[i]})
 		}
 	}
+	return res, nil
+}
+
+// write is one group transaction, with its metrics.
+func (s *Service) write(ctx context.Context, source string, spans []store.Span) (store.SpanIngestResult, error) {
+	res, err := s.store.SpanIngest(ctx, spans)
+	if err != nil {
+		return res, err
+	}
+	s.metrics.ingested.WithLabelValues(source, "inserted").Add(float64(res.Inserted))
+	s.metrics.ingested.WithLabelValues(source, "updated").Add(float64(res.Updated))
+	s.metrics.ingested.WithLabelValues(source, "skipped").Add(float64(res.Skipped))
 	return res, nil
 }
 

@@ -47,6 +47,9 @@ type options struct {
 	listSamples    int
 	spanBytes      int
 	timeout        time.Duration
+	scenarios      string
+	serverPID      int
+	pgPID          int
 }
 
 func main() {
@@ -62,6 +65,9 @@ func main() {
 	flag.IntVar(&o.listSamples, "list-samples", 200, "list requests timed")
 	flag.IntVar(&o.spanBytes, "span-bytes", 1000, "approximate JSON size of one span")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
+	flag.StringVar(&o.scenarios, "scenarios", "batched,realtime,bigtrace,list", "scenarios to run, comma separated")
+	flag.IntVar(&o.serverPID, "server-pid", 0, "the server's pid: report its CPU time per span (Linux)")
+	flag.IntVar(&o.pgPID, "pg-pid", 0, "the postmaster's pid: report PostgreSQL's CPU time per span, all its children included (Linux)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
@@ -90,19 +96,115 @@ func run(o options) error {
 	st := store.New(pool)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.clients * 2}, Timeout: time.Minute}
 
-	if err := batched(ctx, o, client, st); err != nil {
-		return fmt.Errorf("batched: %w", err)
-	}
-	if err := realtime(ctx, o, client); err != nil {
-		return fmt.Errorf("realtime: %w", err)
-	}
-	if err := bigTrace(ctx, o, client, st); err != nil {
-		return fmt.Errorf("bigtrace: %w", err)
-	}
-	if err := list(ctx, o, client, st); err != nil {
-		return fmt.Errorf("list: %w", err)
+	want := strings.Split(o.scenarios, ",")
+	for _, sc := range []struct {
+		name string
+		run  func() error
+	}{
+		{"batched", func() error { return batched(ctx, o, client, st) }},
+		{"realtime", func() error { return realtime(ctx, o, client) }},
+		{"bigtrace", func() error { return bigTrace(ctx, o, client, st) }},
+		{"list", func() error { return list(ctx, o, client, st) }},
+	} {
+		if !slices.Contains(want, sc.name) {
+			continue
+		}
+		if err := sc.run(); err != nil {
+			return fmt.Errorf("%s: %w", sc.name, err)
+		}
 	}
 	return nil
+}
+
+// cpuMeter reads the CPU time of the server, of PostgreSQL (the postmaster and every process
+// under it) and of this process, so that a result can be read as CPU per span: a figure that,
+// unlike spans/s, holds up on a machine shared with other work.
+type cpuMeter struct {
+	o                   options
+	server, pg, self    time.Duration
+	server0, pg0, self0 time.Duration
+}
+
+func (m *cpuMeter) read() (server, pg, self time.Duration) {
+	if m.o.serverPID > 0 {
+		server = procCPU(m.o.serverPID)
+	}
+	if m.o.pgPID > 0 {
+		for _, pid := range procTree(m.o.pgPID) {
+			pg += procCPU(pid)
+		}
+	}
+	return server, pg, procCPU(os.Getpid())
+}
+
+func startCPU(o options) *cpuMeter {
+	m := &cpuMeter{o: o}
+	m.server0, m.pg0, m.self0 = m.read()
+	return m
+}
+
+// report returns the CPU milliseconds per 1,000 spans of each process since startCPU.
+func (m *cpuMeter) report(spans int) string {
+	server, pg, self := m.read()
+	per := func(d time.Duration) float64 { return float64(d.Milliseconds()) * 1000 / float64(spans) }
+	s := fmt.Sprintf("cpu ms per 1000 spans: loadtest %.0f", per(self-m.self0))
+	if m.o.serverPID > 0 {
+		s += fmt.Sprintf(", server %.0f", per(server-m.server0))
+	}
+	if m.o.pgPID > 0 {
+		s += fmt.Sprintf(", postgres %.0f (backends that exited are not counted)", per(pg-m.pg0))
+	}
+	return s
+}
+
+// procCPU is a process's user and system time, from /proc; 0 when unreadable.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesised command name; utime and stime are the 14th and 15th fields.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	var ut, st int64
+	fmt.Sscan(f[11], &ut)
+	fmt.Sscan(f[12], &st)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
+// procTree is pid and its descendants.
+func procTree(pid int) []int {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var p int
+		if _, err := fmt.Sscan(e.Name(), &p); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		var ppid int
+		fmt.Sscan(f[1], &ppid)
+		children[ppid] = append(children[ppid], p)
+	}
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
 }
 
 var idCounter atomic.Uint64
@@ -218,13 +320,16 @@ func batched(ctx context.Context, o options, client *http.Client, st *store.Stor
 	for _, b := range bodies {
 		bytesSent += len(b)
 	}
+	cpu := startCPU(o)
 	elapsed, err := parallel(ctx, o.clients, requests, func(i int) error {
 		return post(ctx, client, o.url+"/api/traces", bodies[i])
 	})
 	if err != nil {
 		return err
 	}
+	serverCPU := cpu.report(requests * o.batch)
 	server := float64(requests*o.batch) / elapsed.Seconds()
+	cpu = startCPU(o)
 	copyElapsed, err := parallel(ctx, o.clients, requests, func(i int) error {
 		_, err := st.SpanCopyRaw(ctx, copyRows[i])
 		return err
@@ -232,9 +337,11 @@ func batched(ctx context.Context, o options, client *http.Client, st *store.Stor
 	if err != nil {
 		return err
 	}
+	copyCPU := cpu.report(requests * o.batch)
 	raw := float64(requests*o.batch) / copyElapsed.Seconds()
 	fmt.Printf("batched: %d spans in %d requests (%d spans/request, %.0f bytes/span, %d clients): %.0f spans/s; raw pgx CopyFrom, same rows, batches and clients: %.0f spans/s; ratio %.0f%%\n",
 		requests*o.batch, requests, o.batch, float64(bytesSent)/float64(requests*o.batch), o.clients, server, raw, 100*server/raw)
+	fmt.Printf("batched: server %s\nbatched: raw COPY %s\n", serverCPU, copyCPU)
 	return nil
 }
 
@@ -251,6 +358,7 @@ func realtime(ctx context.Context, o options, client *http.Client) error {
 		start[i] = genkitBody(traceID, []string{id}, rootID, o.spanBytes, false, true)
 		end[i] = genkitBody(traceID, []string{id}, rootID, o.spanBytes, false, false)
 	}
+	cpu := startCPU(o)
 	elapsed, err := parallel(ctx, o.clients, len(ids), func(i int) error {
 		if err := post(ctx, client, o.url+"/api/traces", start[i]); err != nil {
 			return err
@@ -262,6 +370,7 @@ func realtime(ctx context.Context, o options, client *http.Client) error {
 	}
 	fmt.Printf("realtime: %d spans, two POSTs each, %d clients, all into one trace: %.0f spans/s (%.0f requests/s)\n",
 		len(ids), o.clients, float64(len(ids))/elapsed.Seconds(), float64(2*len(ids))/elapsed.Seconds())
+	fmt.Printf("realtime: %s\n", cpu.report(len(ids)))
 	return nil
 }
 
