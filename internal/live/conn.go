@@ -23,7 +23,7 @@ type client struct {
 	hub    *Hub
 	conn   *websocket.Conn
 	remote string
-	send   chan []byte
+	send   chan *websocket.PreparedMessage
 	// topics is guarded by hub.mu.
 	topics map[string]struct{}
 
@@ -53,7 +53,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // the upgrader has answered with an error status
 	}
-	c := &client{hub: h, conn: conn, remote: r.RemoteAddr, send: make(chan []byte, h.cfg.SendBuffer),
+	c := &client{hub: h, conn: conn, remote: r.RemoteAddr, send: make(chan *websocket.PreparedMessage, h.cfg.SendBuffer),
 		topics: map[string]struct{}{}, quit: make(chan struct{})}
 	h.mu.Lock()
 	if h.stopped {
@@ -106,7 +106,7 @@ func (c *client) readLoop(ctx context.Context) {
 }
 
 func (c *client) reply(m Message) {
-	b, err := json.Marshal(m)
+	b, err := prepare(m)
 	if err != nil {
 		return
 	}
@@ -131,13 +131,9 @@ func (c *client) writeLoop() {
 				websocket.FormatCloseMessage(websocket.CloseGoingAway, "bye"), time.Now().Add(time.Second))
 			return
 		case msg := <-c.send:
+			// Messages are shared by every subscriber and framed once: a write copies bytes.
 			_ = c.conn.SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout))
-			w, err := c.conn.NextWriter(websocket.TextMessage)
-			if err != nil {
-				return
-			}
-			_, _ = w.Write(msg)
-			if err := w.Close(); err != nil {
+			if err := c.conn.WritePreparedMessage(msg); err != nil {
 				return
 			}
 		case <-ping.C:

@@ -4,10 +4,12 @@
 // subscribers of this process and, through PostgreSQL LISTEN/NOTIFY, of every other process on the
 // same database.
 //
-// The database is the source of truth. A run's chunks are never carried by the notification: the
-// hub reads them from run_chunks once per topic and fans them out, and a client that (re)connects
-// says the last sequence number it saw and gets the rest from the database. That is what lets the
-// hub drop a slow client instead of waiting for it: the client reconnects and loses nothing.
+// The database is the source of truth. A run's chunks are never carried by the notification. The
+// process that wrote them hands them to its own hub in-process (PublishChunks), which fans them out
+// without reading them back; every other instance, and any subscriber that is behind, reads them
+// from run_chunks once per topic. A client that (re)connects says the last sequence number it saw
+// and gets the rest from the database. That is what lets the hub drop a slow client instead of
+// waiting for it: the client reconnects and loses nothing.
 package live
 
 import (
@@ -99,9 +101,18 @@ type Hub struct {
 type topic struct {
 	name    string
 	runID   uuid.UUID // for run topics
-	clients map[*client]int64
+	clients map[*client]*subscription
 	// fetching is set while a goroutine reads this run's chunks; dirty asks it to read again.
 	fetching, dirty bool
+}
+
+// subscription is one client's position on one topic.
+type subscription struct {
+	// seen is the last chunk seq queued for the client on a run topic: the next chunk it gets is
+	// seen+1, so chunks arrive in order, each once.
+	seen int64
+	// ready is set once the snapshot is queued; nothing is sent to the client before it.
+	ready bool
 }
 
 // wireEvent is what crosses instances: what changed, never the rows themselves.
@@ -219,6 +230,19 @@ func (h *Hub) Publish(runID uuid.UUID, kind string, data map[string]any) {
 	h.enqueue(ev)
 }
 
+// PublishChunks delivers chunks that the caller has just made durable to this process's
+// subscribers straight from memory, encoded once for all of them, and tells the other instances
+// (which read them from the database) with a run.chunks event. The runner calls it instead of
+// Publish(run.chunks) when its publisher has it. The hub does not keep chunks after it returns.
+func (h *Hub) PublishChunks(runID uuid.UUID, chunks []store.RunChunk) {
+	if len(chunks) == 0 {
+		return
+	}
+	last := chunks[len(chunks)-1].Seq
+	h.pushChunks(prefixRun+runID.String(), chunks)
+	h.enqueue(wireEvent{Origin: h.origin, RunID: runID.String(), Kind: "run.chunks", Data: map[string]any{"last_seq": last}})
+}
+
 // Spans returns the hub as a trace.Publisher, so that span starts and ends show live.
 func (h *Hub) Spans() trace.Publisher { return spanPublisher{h} }
 
@@ -292,7 +316,9 @@ func (h *Hub) deliver(ev wireEvent) {
 	}
 }
 
-// broadcast encodes once and offers the message to every subscriber of a topic without waiting.
+// broadcast offers an event to every subscriber of a topic without waiting. It is encoded once
+// per distinct seq: once in all on a run topic whose subscribers are in step, and always once
+// elsewhere.
 func (h *Hub) broadcast(name, kind string, data any) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -304,22 +330,41 @@ func (h *Hub) broadcast(name, kind string, data any) {
 	if t.runID == uuid.Nil {
 		seq = h.counter.Add(1)
 	}
-	for c, last := range t.clients {
+	var (
+		encodedSeq int64
+		encoded    *websocket.PreparedMessage
+	)
+	for c, sub := range t.clients {
+		if !sub.ready {
+			continue // its snapshot, read after this event, is newer
+		}
 		s := seq
 		if t.runID != uuid.Nil {
-			s = last
+			s = sub.seen
 		}
-		msg, err := json.Marshal(Message{Topic: name, Seq: s, Kind: kind, Data: data})
-		if err != nil {
-			h.log.Error("live: encode event", "err", err)
-			return
+		if encoded == nil || s != encodedSeq {
+			msg, err := prepare(Message{Topic: name, Seq: s, Kind: kind, Data: data})
+			if err != nil {
+				h.log.Error("live: encode event", "kind", kind, "err", err)
+				return
+			}
+			encoded, encodedSeq = msg, s
 		}
-		h.offerLocked(c, msg)
+		h.offerLocked(c, encoded)
 	}
 }
 
+// prepare encodes a message once, framed once, for any number of connections.
+func prepare(m Message) (*websocket.PreparedMessage, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return websocket.NewPreparedMessage(websocket.TextMessage, b)
+}
+
 // offerLocked queues a message for a client, dropping the client when its queue is full.
-func (h *Hub) offerLocked(c *client, msg []byte) {
+func (h *Hub) offerLocked(c *client, msg *websocket.PreparedMessage) {
 	select {
 	case c.send <- msg:
 	default:
@@ -335,8 +380,13 @@ func (h *Hub) offerLocked(c *client, msg []byte) {
 func (h *Hub) fetchChunks(name string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	t := h.topics[name]
-	if t == nil || len(t.clients) == 0 || h.stopped {
+	if t := h.topics[name]; t != nil {
+		h.fetchLocked(t)
+	}
+}
+
+func (h *Hub) fetchLocked(t *topic) {
+	if len(t.clients) == 0 || h.stopped {
 		return
 	}
 	if t.fetching {
@@ -346,6 +396,46 @@ func (h *Hub) fetchChunks(name string) {
 	t.fetching = true
 	h.wg.Add(1)
 	go h.fetchLoop(t)
+}
+
+// pushChunks fans out chunks this process has just written. Each subscriber gets those after the
+// last seq it was sent; one that would see a gap (it is still replaying, or the chunks came out of
+// order) gets nothing here and is caught up from the database instead.
+func (h *Hub) pushChunks(name string, chunks []store.RunChunk) {
+	data := make([]ChunkData, len(chunks))
+	for i, ch := range chunks {
+		data[i] = ChunkData{Seq: ch.Seq, Turn: ch.Turn, Index: ch.Index, Role: ch.Role, Content: ch.Content}
+	}
+	h.mu.Lock()
+	t := h.topics[name]
+	if t == nil || len(t.clients) == 0 {
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	// Encode the whole batch outside the lock: almost every subscriber is in step and takes it.
+	whole, err := encodeChunks(name, data)
+	if err != nil {
+		h.log.Error("live: encode chunks", "err", err)
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t = h.topics[name]; t == nil {
+		return
+	}
+	if h.sendChunksLocked(t, data, whole, true) {
+		h.fetchLocked(t)
+	}
+}
+
+func encodeChunks(name string, data []ChunkData) (*websocket.PreparedMessage, error) {
+	return prepare(Message{Topic: name, Seq: data[len(data)-1].Seq, Kind: "run.chunks", Data: chunksData{data}})
+}
+
+// chunksData is a run.chunks message's data.
+type chunksData struct {
+	Chunks []ChunkData `json:"chunks"`
 }
 
 // chunkBatch caps the chunks read, and sent in one message, at a time.
@@ -362,12 +452,17 @@ func (h *Hub) fetchLoop(t *topic) {
 			return
 		}
 		from := int64(-1)
-		for _, s := range t.clients {
-			if from < 0 || s < from {
-				from = s
+		for _, sub := range t.clients {
+			if sub.ready && (from < 0 || sub.seen < from) {
+				from = sub.seen
 			}
 		}
 		t.dirty = false
+		if from < 0 { // nobody is ready; subscribe fetches again once they are
+			t.fetching = false
+			h.mu.Unlock()
+			return
+		}
 		h.mu.Unlock()
 
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -382,7 +477,11 @@ func (h *Hub) fetchLoop(t *topic) {
 			return
 		}
 		if len(chunks) > 0 {
-			h.sendChunksLocked(t, chunks)
+			data := make([]ChunkData, len(chunks))
+			for i, ch := range chunks {
+				data[i] = ChunkData{Seq: ch.Seq, Turn: ch.Turn, Index: ch.Index, Role: ch.Role, Content: ch.Content}
+			}
+			h.sendChunksLocked(t, data, nil, false)
 		}
 		if len(chunks) < chunkBatch && !t.dirty {
 			t.fetching = false
@@ -402,34 +501,43 @@ type ChunkData struct {
 	Content json.RawMessage `json:"content"`
 }
 
-func (h *Hub) sendChunksLocked(t *topic, chunks []*store.RunChunk) {
-	last := chunks[len(chunks)-1].Seq
-	encoded := map[int]json.RawMessage{} // by first index, so clients at the same position share bytes
-	for c, seen := range t.clients {
-		i := 0
-		for i < len(chunks) && chunks[i].Seq <= seen {
-			i++
-		}
-		if i == len(chunks) {
+// sendChunksLocked queues, for each ready subscriber, the chunks after the last one it was sent,
+// encoding each distinct suffix once; whole, when given, is data already encoded. Live chunks
+// (live is set) go only to subscribers they follow without a gap, and it reports whether any
+// subscriber was left behind. Chunks read from the database go to everyone.
+func (h *Hub) sendChunksLocked(t *topic, data []ChunkData, whole *websocket.PreparedMessage, live bool) (behind bool) {
+	last := data[len(data)-1].Seq
+	var encoded map[int]*websocket.PreparedMessage // by first index, for subscribers not in step
+	for c, sub := range t.clients {
+		if !sub.ready || sub.seen >= last {
 			continue
 		}
-		msg, ok := encoded[i]
-		if !ok {
-			data := make([]ChunkData, 0, len(chunks)-i)
-			for _, ch := range chunks[i:] {
-				data = append(data, ChunkData{Seq: ch.Seq, Turn: ch.Turn, Index: ch.Index, Role: ch.Role, Content: ch.Content})
-			}
-			b, err := json.Marshal(Message{Topic: t.name, Seq: last, Kind: "run.chunks", Data: map[string]any{"chunks": data}})
-			if err != nil {
-				h.log.Error("live: encode chunks", "err", err)
-				return
-			}
-			msg = b
-			encoded[i] = b
+		i := 0
+		for i < len(data) && data[i].Seq <= sub.seen {
+			i++
 		}
-		t.clients[c] = last
+		if live && data[i].Seq != sub.seen+1 {
+			behind = true
+			continue
+		}
+		msg := whole
+		if i > 0 || msg == nil {
+			if msg = encoded[i]; msg == nil {
+				var err error
+				if msg, err = encodeChunks(t.name, data[i:]); err != nil {
+					h.log.Error("live: encode chunks", "err", err)
+					return behind
+				}
+				if encoded == nil {
+					encoded = map[int]*websocket.PreparedMessage{}
+				}
+				encoded[i] = msg
+			}
+		}
+		sub.seen = last
 		h.offerLocked(c, msg)
 	}
+	return behind
 }
 
 // subscribe adds a client to a topic from a sequence number, sends it a snapshot of the current
@@ -456,7 +564,8 @@ func (h *Hub) subscribe(ctx context.Context, c *client, name string, after int64
 	if after < 0 {
 		after = 0
 	}
-	t.clients[c] = after
+	sub := &subscription{seen: after}
+	t.clients[c] = sub
 	c.topics[name] = struct{}{}
 	h.mu.Unlock()
 
@@ -465,19 +574,22 @@ func (h *Hub) subscribe(ctx context.Context, c *client, name string, after int64
 		return err
 	}
 	h.mu.Lock()
-	if _, still := t.clients[c]; still {
-		seq := after
-		if t.runID == uuid.Nil {
-			seq = h.counter.Add(1)
-		}
-		msg, err := json.Marshal(Message{Topic: name, Seq: seq, Kind: KindSnapshot, Data: snap})
-		if err == nil {
-			h.offerLocked(c, msg)
-		}
+	defer h.mu.Unlock()
+	if t.clients[c] != sub {
+		return nil // dropped, unsubscribed or subscribed again meanwhile
 	}
-	h.mu.Unlock()
+	seq := after
+	if t.runID == uuid.Nil {
+		seq = h.counter.Add(1)
+	}
+	msg, err := prepare(Message{Topic: name, Seq: seq, Kind: KindSnapshot, Data: snap})
+	if err != nil {
+		return fmt.Errorf("encode snapshot: %w", err)
+	}
+	sub.ready = true
+	h.offerLocked(c, msg)
 	if t.runID != uuid.Nil {
-		h.fetchChunks(name)
+		h.fetchLocked(t)
 	}
 	return nil
 }
@@ -541,7 +653,7 @@ func (h *Hub) snapshot(ctx context.Context, t *topic) (map[string]any, error) {
 }
 
 func parseTopic(name string) (*topic, error) {
-	t := &topic{name: name, clients: map[*client]int64{}}
+	t := &topic{name: name, clients: map[*client]*subscription{}}
 	switch {
 	case name == TopicInbox, name == TopicDashboard, name == TopicRuns:
 		return t, nil

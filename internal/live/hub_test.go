@@ -260,3 +260,39 @@ func TestLifecycle(t *testing.T) {
 	h2.Stop()
 	h2.Stop()
 }
+
+// TestPublishChunksStreamsInOrderAndCatchesUpFromDatabase proves the in-process path: chunks the
+// writer hands over reach its subscribers in order, each once; a batch that would leave a gap (its
+// predecessor was written but never handed over) makes the hub read the missing chunks from the
+// database first; and another instance, which only gets the notification, reads them back.
+func TestPublishChunksStreamsInOrderAndCatchesUpFromDatabase(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	hubA, urlA := startHub(t, b.pool, live.Config{})
+	_, urlB := startHub(t, b.pool, live.Config{})
+	runID := b.newRun(t)
+	b.addChunks(t, runID, 1, 3)
+
+	onA, onB := dial(t, urlA), dial(t, urlB)
+	for _, c := range []*wsClient{onA, onB} {
+		c.subscribe("run:"+runID.String(), 0)
+		c.next(live.KindSnapshot)
+		require.Equal(t, seqRange(1, 3), c.chunkSeqs(3), "the replay comes from the database")
+	}
+
+	publish := func(from, to int64) {
+		var chunks []store.RunChunk
+		for s := from; s <= to; s++ {
+			chunks = append(chunks, store.RunChunk{RunID: runID, Seq: s, Role: "model", Content: json.RawMessage(fmt.Sprintf(`{"text":"c%d"}`, s))})
+		}
+		require.NoError(t, b.store.ChunkInsert(context.Background(), chunks))
+		hubA.PublishChunks(runID, chunks)
+	}
+	publish(4, 6)
+	require.Equal(t, seqRange(4, 6), onA.chunkSeqs(6))
+
+	b.addChunks(t, runID, 7, 8) // written, never handed over
+	publish(9, 10)
+	require.Equal(t, seqRange(7, 10), onA.chunkSeqs(10), "the gap is read from the database")
+	require.Equal(t, seqRange(4, 10), onB.chunkSeqs(10), "the other instance reads the chunks back")
+}

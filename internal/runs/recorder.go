@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/store"
 )
@@ -23,6 +25,10 @@ import (
 type recorder struct {
 	svc *Service
 	run *store.Run
+
+	// writeMu orders the writes of chunk batches: the timed flush and a checkpoint never commit
+	// out of sequence order, so a reader that saw chunk N has seen every chunk before it.
+	writeMu sync.Mutex
 
 	mu          sync.Mutex
 	turn        int   // the current absolute turn
@@ -291,6 +297,8 @@ func (r *recorder) toolCall(ctx context.Context, call *engine.ToolCall, next eng
 
 // flush writes buffered chunks only; the live view calls for it while a model streams.
 func (r *recorder) flush(ctx context.Context) error {
+	r.writeMu.Lock()
+	defer r.writeMu.Unlock()
 	r.mu.Lock()
 	chunks := r.pending
 	r.pending = nil
@@ -301,8 +309,24 @@ func (r *recorder) flush(ctx context.Context) error {
 	if _, err := r.svc.store.Checkpoint(context.WithoutCancel(ctx), store.CheckpointParams{RunID: r.run.ID, Chunks: chunks}); err != nil {
 		return err
 	}
-	r.svc.publish(r.run.ID, EventChunks, map[string]any{"last_seq": chunks[len(chunks)-1].Seq})
+	r.publishChunks(chunks)
 	return nil
+}
+
+// chunkPublisher is a Publisher that takes the chunks themselves (the live hub): it fans out what
+// this process has just written instead of reading it back from the database.
+type chunkPublisher interface {
+	PublishChunks(runID uuid.UUID, chunks []store.RunChunk)
+}
+
+// publishChunks announces chunks once they are durable, handing them over in-process when the
+// publisher can take them. The slice is not touched after this.
+func (r *recorder) publishChunks(chunks []store.RunChunk) {
+	if p, ok := r.svc.publisher.(chunkPublisher); ok {
+		p.PublishChunks(r.run.ID, chunks)
+		return
+	}
+	r.svc.publish(r.run.ID, EventChunks, map[string]any{"last_seq": chunks[len(chunks)-1].Seq})
 }
 
 // checkpoint writes, in one round trip, the buffered messages and chunks and the progress.
@@ -320,6 +344,8 @@ func (r *recorder) checkpointAndFinish(ctx context.Context, finish *store.RunFin
 // save writes a checkpoint: the buffered messages and chunks, the progress, and when given the
 // turn's model response with its tool-call intents, and the execution's end.
 func (r *recorder) save(ctx context.Context, call *store.ModelCall, intents []store.ToolCallStartParams, finish *store.RunFinishParams) (*store.CheckpointResult, error) {
+	r.writeMu.Lock()
+	defer r.writeMu.Unlock()
 	r.mu.Lock()
 	p := store.CheckpointParams{
 		RunID: r.run.ID, Messages: r.messages, Chunks: r.pending, ModelCall: call, Intents: intents, Finish: finish,
@@ -334,8 +360,8 @@ func (r *recorder) save(ctx context.Context, call *store.ModelCall, intents []st
 	for _, m := range p.Messages {
 		r.svc.publish(r.run.ID, EventMessage, map[string]any{"seq": m.Seq, "turn": m.Turn, "role": m.Role})
 	}
-	if n := len(p.Chunks); n > 0 {
-		r.svc.publish(r.run.ID, EventChunks, map[string]any{"last_seq": p.Chunks[n-1].Seq})
+	if len(p.Chunks) > 0 {
+		r.publishChunks(p.Chunks)
 	}
 	return res, err
 }
