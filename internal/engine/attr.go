@@ -44,6 +44,17 @@ func appendField(buf []byte, first *bool, key string, v any) []byte {
 	return appendRawField(buf, first, key, b)
 }
 
+// appendKey starts an object field: the value is appended by the caller.
+func appendKey(buf []byte, first *bool, key string) []byte {
+	if !*first {
+		buf = append(buf, ',')
+	}
+	*first = false
+	buf = append(buf, '"')
+	buf = append(buf, key...)
+	return append(buf, '"', ':')
+}
+
 func appendRawField(buf []byte, first *bool, key string, raw []byte) []byte {
 	if !*first {
 		buf = append(buf, ',')
@@ -60,7 +71,8 @@ func (g *generation) modelRequestAttr(req *ModelRequest) json.RawMessage {
 	first := true
 	buf := make([]byte, 0, 1024)
 	buf = append(buf, '{')
-	buf = appendRawField(buf, &first, "messages", g.appendMessages(nil, req.Messages))
+	buf = appendKey(buf, &first, "messages")
+	buf = g.appendMessages(buf, req.Messages)
 	if req.Config != nil {
 		buf = appendField(buf, &first, "config", req.Config)
 	}
@@ -88,7 +100,8 @@ func (g *generation) turnAttr(o *GenerateActionOptions) json.RawMessage {
 	buf := make([]byte, 0, 1024)
 	buf = append(buf, '{')
 	buf = appendField(buf, &first, "model", g.model.Name())
-	buf = appendRawField(buf, &first, "messages", g.appendMessages(nil, o.Messages))
+	buf = appendKey(buf, &first, "messages")
+	buf = g.appendMessages(buf, o.Messages)
 	if len(o.Tools) > 0 || len(g.toolDefs) > 0 {
 		if g.toolNamesJSON == nil {
 			names := make([]string, len(g.toolDefs))

@@ -172,11 +172,11 @@ func (g *generation) turn(ctx context.Context, t *GenerateTurn) (*ModelResponse,
 		attribute.String(AttrGenAIModel, g.model.Name()),
 	)
 	if span.IsRecording() {
-		g.r.setJSONAttr(span, AttrInput, g.turnAttr(t.Request))
+		g.r.setFreshJSON(span, AttrInput, g.turnAttr(t.Request))
 	}
 	resp, err := g.turnNext(ctx, t)
 	if err == nil && span.IsRecording() {
-		g.r.setJSONAttr(span, AttrOutput, g.responseAttr(resp))
+		g.r.setFreshJSON(span, AttrOutput, g.responseAttr(resp))
 	}
 	g.r.endSpan(span, err)
 	return resp, err
@@ -292,7 +292,7 @@ func (g *generation) callModelSpan(ctx context.Context, turn int, req *ModelRequ
 		attribute.Int(AttrTurnIndex, turn),
 	)
 	if span.IsRecording() {
-		g.r.setJSONAttr(span, AttrInput, g.modelRequestAttr(req))
+		g.r.setFreshJSON(span, AttrInput, g.modelRequestAttr(req))
 	}
 	var cb ModelStreamFunc
 	if g.streams {
@@ -308,7 +308,7 @@ func (g *generation) callModelSpan(ctx context.Context, turn int, req *ModelRequ
 		resp = &ModelResponse{}
 	}
 	if span.IsRecording() {
-		g.r.setJSONAttr(span, AttrOutput, g.responseAttr(resp))
+		g.r.setFreshJSON(span, AttrOutput, g.responseAttr(resp))
 		attrs := []attribute.KeyValue{attribute.StringSlice(AttrGenAIFinish, []string{string(resp.FinishReason)})}
 		if u := resp.Usage; u != nil {
 			attrs = append(attrs, attribute.Int(AttrGenAIInTok, u.InputTokens), attribute.Int(AttrGenAIOutTok, u.OutputTokens))
