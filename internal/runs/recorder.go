@@ -26,6 +26,8 @@ type recorder struct {
 	svc *Service
 	run *store.Run
 
+	// lastCall is a model call whose response asked for no tool: it waits for the next checkpoint.
+	lastCall *store.ModelCall
 	// writeMu orders the writes of chunk batches: the timed flush and a checkpoint never commit
 	// out of sequence order, so a reader that saw chunk N has seen every chunk before it.
 	writeMu sync.Mutex
@@ -225,10 +227,19 @@ func (r *recorder) modelCall(ctx context.Context, req *engine.ModelRequest, cb e
 				Tool: p.ToolRequest.Name, Input: input, IdempotencyKey: engine.IdempotencyKey(ctx, p.ToolRequest.Ref)})
 		}
 	}
-	res, err := r.save(ctx, &store.ModelCall{
+	call := &store.ModelCall{
 		RunID: r.run.ID, Turn: turn, Model: model, Request: reqJSON, Response: respJSON,
 		LatencyMs: float64(time.Since(start).Microseconds()) / 1000,
-	}, intents, nil)
+	}
+	if resp.Message == nil || len(resp.Message.ToolRequests()) == 0 {
+		// No tool runs on this response, so nothing needs it durable first: it is written with
+		// the run's outcome (a crash in between only repeats this model call).
+		r.mu.Lock()
+		r.lastCall = call
+		r.mu.Unlock()
+		return resp, nil
+	}
+	res, err := r.save(ctx, call, intents, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -347,6 +358,9 @@ func (r *recorder) save(ctx context.Context, call *store.ModelCall, intents []st
 	r.writeMu.Lock()
 	defer r.writeMu.Unlock()
 	r.mu.Lock()
+	if call == nil {
+		call, r.lastCall = r.lastCall, nil
+	}
 	p := store.CheckpointParams{
 		RunID: r.run.ID, Messages: r.messages, Chunks: r.pending, ModelCall: call, Intents: intents, Finish: finish,
 		Progress: &store.RunProgressParams{ID: r.run.ID, Turns: r.maxTurn, Model: r.model, InputTokens: r.inTok, OutputTokens: r.outTok, TraceID: r.traceID},
