@@ -25,7 +25,7 @@ CREATE TABLE runs (
     updated_at    timestamptz NOT NULL DEFAULT now(),
     version       bigint      NOT NULL DEFAULT 1,
     CHECK ((fork_of IS NULL) = (fork_turn IS NULL))
-);
+) WITH (fillfactor = 70); -- room for HOT updates: a run's row changes several times while it runs
 
 -- Keyset paging, newest first, overall and within a status or an action.
 CREATE INDEX runs_created_idx ON runs (created_at DESC, id DESC);
@@ -108,7 +108,7 @@ CREATE TABLE tool_calls (
     started_at      timestamptz NOT NULL DEFAULT now(),
     finished_at     timestamptz,
     PRIMARY KEY (run_id, turn, ref)
-);
+) WITH (fillfactor = 80); -- each call's row is updated once, when it finishes
 
 -- +goose Down
 DROP TABLE tool_calls;

@@ -67,7 +67,7 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*Checkpoint
 			request = excluded.request, response = excluded.response, latency_ms = excluded.latency_ms, created_at = now()`,
 			p.RunID, c.Turn, c.Model, c.Request, c.Response, c.LatencyMs)
 	}
-	if g := p.Progress; g != nil {
+	if g := p.Progress; g != nil && p.Finish == nil {
 		b.Queue(`UPDATE runs SET turns = greatest(turns, $2), model = coalesce(NULLIF($3, ''), model),
 			input_tokens = $4, output_tokens = $5, trace_id = coalesce(trace_id, NULLIF($6, '')), updated_at = now()
 			WHERE id = $1`, p.RunID, g.Turns, g.Model, g.InputTokens, g.OutputTokens, g.TraceID)
@@ -91,11 +91,21 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*Checkpoint
 	}
 	var finished *Run
 	if f := p.Finish; f != nil {
+		g := p.Progress
+		if g == nil {
+			g = &RunProgressParams{Turns: -1, InputTokens: -1, OutputTokens: -1}
+		}
+		// The outcome and the last progress in one update.
 		b.Queue(`UPDATE runs SET status = $3, output = $4, error = $5,
 				finished_at = CASE WHEN $6 THEN now() END, lease_owner = NULL, lease_expires_at = NULL,
+				turns = greatest(turns, $7), model = coalesce(NULLIF($8, ''), model),
+				input_tokens = CASE WHEN $9 < 0 THEN input_tokens ELSE $9 END,
+				output_tokens = CASE WHEN $10 < 0 THEN output_tokens ELSE $10 END,
+				trace_id = coalesce(trace_id, NULLIF($11, '')),
 				updated_at = now(), version = version + 1
 			WHERE id = $1 AND lease_owner = $2 AND status = 'running'
-			RETURNING `+runColumns, f.ID, f.Owner, f.Status, nullJSON(f.Output), nullJSON(f.Error), f.Status != RunInterrupted).
+			RETURNING `+runColumns, f.ID, f.Owner, f.Status, nullJSON(f.Output), nullJSON(f.Error), f.Status != RunInterrupted,
+			g.Turns, g.Model, g.InputTokens, g.OutputTokens, g.TraceID).
 			Query(func(rows pgx.Rows) error {
 				var err error
 				finished, err = pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Run])
