@@ -28,6 +28,8 @@ type recorder struct {
 
 	// lastCall is a model call whose response asked for no tool: it waits for the next checkpoint.
 	lastCall *store.ModelCall
+	// progressAt is when the run row's progress was last written.
+	progressAt time.Time
 	// writeMu orders the writes of chunk batches: the timed flush and a checkpoint never commit
 	// out of sequence order, so a reader that saw chunk N has seen every chunk before it.
 	writeMu sync.Mutex
@@ -363,7 +365,13 @@ func (r *recorder) save(ctx context.Context, call *store.ModelCall, intents []st
 	}
 	p := store.CheckpointParams{
 		RunID: r.run.ID, Messages: r.messages, Chunks: r.pending, ModelCall: call, Intents: intents, Finish: finish,
-		Progress: &store.RunProgressParams{ID: r.run.ID, Turns: r.maxTurn, Model: r.model, InputTokens: r.inTok, OutputTokens: r.outTok, TraceID: r.traceID},
+	}
+	// The run row's progress (turns, tokens, model, trace) is for display: it is written with the
+	// outcome, and meanwhile at most once a second, so that short runs do not rewrite their row
+	// at every turn. A takeover recounts it from the ledgers.
+	if now := time.Now(); finish != nil || r.traceID != "" && r.progressAt.IsZero() || now.Sub(r.progressAt) >= time.Second {
+		p.Progress = &store.RunProgressParams{ID: r.run.ID, Turns: r.maxTurn, Model: r.model, InputTokens: r.inTok, OutputTokens: r.outTok, TraceID: r.traceID}
+		r.progressAt = now
 	}
 	r.messages, r.pending = nil, nil
 	r.mu.Unlock()
