@@ -49,7 +49,7 @@ func BenchmarkRunPage(b *testing.B) {
 }
 
 // seedTrace stores a run with a trace of n spans: 8 per turn (generate, model, 6 tools).
-func seedTrace(b *testing.B, st *store.Store, n int) uuid.UUID {
+func seedTrace(b testing.TB, st *store.Store, n int) uuid.UUID {
 	b.Helper()
 	ctx := context.Background()
 	run, err := st.RunCreate(ctx, store.RunCreateParams{Action: "/flow/researchAgent", Input: json.RawMessage(`{"topic":"bench"}`)})
