@@ -84,7 +84,7 @@ func BenchmarkRunsEndToEnd(b *testing.B) { benchRuns(b, "bench3", 3) }
 func BenchmarkRunsNoopFlow(b *testing.B) { benchRuns(b, "noop", 0) }
 
 func benchRuns(b *testing.B, action string, turns int) {
-	svc, st := benchService(b, 32, nil)
+	svc, st := benchService(b, benchWorkers, nil)
 	ctx := context.Background()
 	input := json.RawMessage(`"go"`)
 	b.ResetTimer()
@@ -173,3 +173,6 @@ func BenchmarkResolveToResumedModelCall(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 }
+
+// benchWorkers is the worker count of the throughput benchmarks.
+var benchWorkers = 32
