@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	oteltrace "go.opentelemetry.io/otel/trace"
 
@@ -102,4 +103,30 @@ func newExecutor(ctx context.Context, o engineOptions, st *store.Store, log *slo
 		return fail(err)
 	}
 	return svc, func() { svc.Stop(); provider.Stop(); hub.Stop() }, nil
+}
+
+// withExecutor opens the database (migrating it) and runs fn with an executing run service, for
+// the commands that start runs and may follow them (devui run, devui replay). With no workers it
+// only starts runs, for devui serve or devui worker to execute.
+func withExecutor(cmd *cobra.Command, cfg *config, o engineOptions, fn func(*runs.Service, *store.Store) error) error {
+	ctx := cmd.Context()
+	log, err := cfg.logger()
+	if err != nil {
+		return err
+	}
+	db, err := openDatabase(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer db.close()
+	if err := db.migrate(ctx, log); err != nil {
+		return err
+	}
+	st := store.New(db.pool)
+	svc, stop, err := newExecutor(ctx, o, st, log)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return fn(svc, st)
 }

@@ -96,37 +96,11 @@ diverged: a regression test after changing a prompt or a tool. It exits with 4 w
 // withReplayService opens the database and runs fn with a run service. Its workers execute the
 // replays here when the caller waits for them (--wait, or a bulk replay).
 func withReplayService(cmd *cobra.Command, cfg *config, o *replayOptions, fn func(*runs.Service, *store.Store) error) error {
-	ctx := cmd.Context()
-	log, err := cfg.logger()
-	if err != nil {
-		return err
-	}
-	db, err := openDatabase(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer db.close()
-	if err := db.migrate(ctx, log); err != nil {
-		return err
-	}
-	st := store.New(db.pool)
 	eng := o.eng
 	if !o.wait && o.action == "" {
 		eng.workers = 0
 	}
-	reg, err := newRegistry(eng, nil, nopLogger())
-	if err != nil {
-		return err
-	}
-	svc, err := newRuns(eng, st, reg, nopLogger())
-	if err != nil {
-		return err
-	}
-	if err := svc.Start(ctx); err != nil {
-		return err
-	}
-	defer svc.Stop()
-	return fn(svc, st)
+	return withExecutor(cmd, cfg, eng, fn)
 }
 
 // params builds the replay request the flags describe.

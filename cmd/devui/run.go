@@ -39,45 +39,34 @@ With --wait this process also executes runs, streams the run's output as it come
 0 when it succeeded, 3 when it waits for a reviewer (see devui interrupts), 1 otherwise.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			log, err := cfg.logger()
-			if err != nil {
-				return err
-			}
-			db, err := openDatabase(ctx, cfg, log)
-			if err != nil {
-				return err
-			}
-			defer db.close()
-			if err := db.migrate(ctx, log); err != nil {
-				return err
-			}
-			st := store.New(db.pool)
 			if !wait {
 				eng.workers = 0
 			}
-			svc, stop, err := newExecutor(ctx, eng, st, log)
-			if err != nil {
-				return err
-			}
-			defer stop()
-			run, err := svc.StartRun(ctx, runs.StartParams{Action: args[0], Input: json.RawMessage(input), CreatedBy: cliActor()})
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if !wait {
-				fmt.Fprintln(out, run.ID)
-				return nil
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "run %s (%s) queued\n", run.ID, run.Action)
-			return follow(ctx, st, run, out, cmd.ErrOrStderr())
+			return withExecutor(cmd, cfg, eng, func(svc *runs.Service, st *store.Store) error {
+				return startAndFollow(cmd, svc, st, args[0], input, wait)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&input, "input", "null", "the action's input, as JSON")
 	cmd.Flags().BoolVar(&wait, "wait", false, "execute and follow the run until it ends or waits for a reviewer")
 	eng.bind(cmd.Flags(), 1)
 	return cmd
+}
+
+// startAndFollow starts a run and, with wait, follows it to the end.
+func startAndFollow(cmd *cobra.Command, svc *runs.Service, st *store.Store, action, input string, wait bool) error {
+	ctx := cmd.Context()
+	run, err := svc.StartRun(ctx, runs.StartParams{Action: action, Input: json.RawMessage(input), CreatedBy: cliActor()})
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if !wait {
+		fmt.Fprintln(out, run.ID)
+		return nil
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "run %s (%s) queued\n", run.ID, run.Action)
+	return follow(ctx, st, run, out, cmd.ErrOrStderr())
 }
 
 // follow prints a run's streamed text and status changes until it settles.
