@@ -122,3 +122,29 @@ func TestDurable_RootSpanCarriesRunIDAtStartAndResumeLinks(t *testing.T) {
 	}
 	require.True(t, root)
 }
+
+func TestPromptRendersAndGenerates(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	calls := 0
+	w := weather(b, &calls)
+	scripted.Define(b.r, "prompt/model", scripted.Reply(call("getWeather", "w1", map[string]any{"city": "Oslo"})), scripted.Text("cold")).PerConversation()
+	engine.DefinePrompt(b.r, "forecast", "Asks for a forecast.", func(in struct {
+		City string `json:"city"`
+	}) (string, error) {
+		return "Weather in " + in.City + "?", nil
+	}, engine.PromptConfig{Model: "prompt/model", System: "Be brief.", Tools: []string{w.Definition().Name}})
+	out, err := b.r.Run(context.Background(), "/prompt/forecast", []byte(`{"city":"Oslo"}`), nil)
+	require.NoError(t, err)
+	require.Contains(t, string(out), `"text":"cold"`)
+	require.Equal(t, 1, calls, "the prompt's tool ran")
+	_, err = b.r.Run(context.Background(), "/prompt/forecast", []byte(`{"town":"Oslo"}`), nil)
+	require.Equal(t, engine.StatusInvalidArgument, engine.StatusOf(err), "the input is checked against the schema")
+	var promptSpan bool
+	for _, s := range b.exp.GetSpans() {
+		if s.Name == "forecast" {
+			promptSpan = true
+		}
+	}
+	require.True(t, promptSpan, "a prompt span wraps the generate")
+}

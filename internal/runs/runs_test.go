@@ -373,3 +373,26 @@ func testLogger() *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+// TestPromptRunsDurably starts a run of a registered prompt, not only of flows.
+func TestPromptRunsDurably(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 0)
+	reg := engine.NewRegistry()
+	defineTestAgent(reg, b.pool, "", "")
+	engine.DefinePrompt(reg, "confirmPrompt", "Asks to confirm an amount.", func(in ConfirmIn) (string, error) {
+		return "approve1", nil // the test model plays its approve1 scenario
+	}, engine.PromptConfig{Model: "test/agent", Tools: []string{"confirm"}})
+	svc, err := runs.New(runs.Config{Workers: 1, LeaseTTL: time.Second}, b.store, reg)
+	require.NoError(t, err)
+	require.NoError(t, svc.Start(context.Background()))
+	t.Cleanup(svc.Stop)
+	b.svc = svc
+	run, err := svc.StartRun(context.Background(), runs.StartParams{Action: "/prompt/confirmPrompt", Input: json.RawMessage(`{"amount":5}`)})
+	require.NoError(t, err)
+	b.wait(t, run.ID, store.RunInterrupted)
+	b.resolve(t, b.pending(t, run.ID)[0], runs.ActionApprove, "")
+	done := b.wait(t, run.ID, store.RunSucceeded)
+	require.Contains(t, string(done.Output), `"finishReason": "stop"`, "the output is the prompt's response")
+	require.Equal(t, map[string]int{"c1": 1}, b.effects(t, run.ID))
+}
