@@ -35,13 +35,15 @@ CREATE INDEX runs_trace_idx ON runs (trace_id) WHERE trace_id IS NOT NULL;
 CREATE INDEX runs_replay_of_idx ON runs (replay_of) WHERE replay_of IS NOT NULL;
 CREATE INDEX runs_fork_of_idx ON runs (fork_of) WHERE fork_of IS NOT NULL;
 
--- run_messages: the history, append-only. content is one Genkit-shaped message.
+-- run_messages: the history, append-only. content is one Genkit-shaped message, kept as json
+-- rather than jsonb: it is written on every turn and only ever read back whole, so parsing it into
+-- jsonb would be wasted work (and json keeps the bytes exactly as written).
 CREATE TABLE run_messages (
     run_id     uuid        NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
     seq        integer     NOT NULL,
     turn       integer     NOT NULL,
     role       text        NOT NULL CHECK (role IN ('system', 'user', 'model', 'tool')),
-    content    jsonb       NOT NULL,
+    content    json        NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (run_id, seq)
 );
@@ -53,7 +55,7 @@ CREATE TABLE run_chunks (
     turn       integer     NOT NULL,
     idx        integer     NOT NULL,
     role       text        NOT NULL,
-    content    jsonb       NOT NULL,
+    content    json        NOT NULL, -- json, not jsonb: written often, read back whole
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (run_id, seq)
 );

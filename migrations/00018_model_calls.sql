@@ -7,7 +7,7 @@ CREATE TABLE model_calls (
     run_id     uuid        NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
     turn       integer     NOT NULL,
     model      text        NOT NULL,
-    request    jsonb       NOT NULL,
+    request    json        NOT NULL, -- json, not jsonb: the whole history, read back whole
     response   jsonb       NOT NULL,
     latency_ms double precision NOT NULL DEFAULT 0,
     created_at timestamptz NOT NULL DEFAULT now(),

@@ -28,8 +28,10 @@ type recorder struct {
 
 	// lastCall is a model call whose response asked for no tool: it waits for the next checkpoint.
 	lastCall *store.ModelCall
-	// progressAt is when the run row's progress was last written.
+	// progressAt is when the run row's progress was last written (or the execution started).
 	progressAt time.Time
+	// traceSaved is set once the run's trace id has been written, which happens at once.
+	traceSaved bool
 	// writeMu orders the writes of chunk batches: the timed flush and a checkpoint never commit
 	// out of sequence order, so a reader that saw chunk N has seen every chunk before it.
 	writeMu sync.Mutex
@@ -58,7 +60,8 @@ type recorder struct {
 }
 
 func newRecorder(svc *Service, run *store.Run, state *store.ExecutionState, history []*engine.Message) *recorder {
-	r := &recorder{svc: svc, run: run, baseIndex: len(history), inTok: run.InputTokens, outTok: run.OutputTokens, maxTurn: run.Turns}
+	r := &recorder{svc: svc, run: run, baseIndex: len(history), inTok: run.InputTokens, outTok: run.OutputTokens, maxTurn: run.Turns,
+		progressAt: time.Now(), traceSaved: run.TraceID != nil}
 	if run.Model != nil {
 		r.model = *run.Model
 	}
@@ -360,6 +363,9 @@ func (r *recorder) save(ctx context.Context, call *store.ModelCall, intents []st
 	r.writeMu.Lock()
 	defer r.writeMu.Unlock()
 	r.mu.Lock()
+	// Without a model call this is the end of an execution (finished, interrupted, stopping or
+	// cancelled): the progress is always written then.
+	force := call == nil
 	if call == nil {
 		call, r.lastCall = r.lastCall, nil
 	}
@@ -369,7 +375,8 @@ func (r *recorder) save(ctx context.Context, call *store.ModelCall, intents []st
 	// The run row's progress (turns, tokens, model, trace) is for display: it is written with the
 	// outcome, and meanwhile at most once a second, so that short runs do not rewrite their row
 	// at every turn. A takeover recounts it from the ledgers.
-	if now := time.Now(); finish != nil || r.traceID != "" && r.progressAt.IsZero() || now.Sub(r.progressAt) >= time.Second {
+	if now := time.Now(); force || r.traceID != "" && !r.traceSaved || now.Sub(r.progressAt) >= time.Second {
+		r.traceSaved = r.traceID != ""
 		p.Progress = &store.RunProgressParams{ID: r.run.ID, Turns: r.maxTurn, Model: r.model, InputTokens: r.inTok, OutputTokens: r.outTok, TraceID: r.traceID}
 		r.progressAt = now
 	}

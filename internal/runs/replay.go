@@ -272,6 +272,9 @@ func (s *Service) replayFor(ctx context.Context, run *store.Run, rec *recorder) 
 }
 
 func (s *Service) loadReplay(ctx context.Context, run *store.Run, rec *recorder) (*replayer, error) {
+	if run.ReplayMode == nil && run.ForkOf == nil {
+		return nil, nil // an original run: no replay settings to look up
+	}
 	settings, err := s.store.ReplayGet(ctx, run.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil

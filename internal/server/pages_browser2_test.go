@@ -61,8 +61,14 @@ func TestBrowserUsersAdminCreatesChangesAndDisablesUsers(t *testing.T) {
 	require.NoError(t, br.Run(
 		chromedp.SetValue(`tr[data-user="dana"] select[name=role]`, "admin", chromedp.ByQuery),
 		chromedp.Click(`tr[data-user="dana"] input[name=disabled]`, chromedp.ByQuery),
-		chromedp.Click(`tr[data-user="dana"] button[type=submit]`, chromedp.ByQuery),
+	))
+	// RunResponse waits for the navigation that the submit starts, so the change is saved.
+	_, err = chromedp.RunResponse(br.Ctx, chromedp.Click(`tr[data-user="dana"] button[type=submit]`, chromedp.ByQuery))
+	require.NoError(t, err)
+	require.NoError(t, br.Run(
+		chromedp.WaitVisible(`tr[data-user="dana"]`, chromedp.ByQuery),
 		wait(`document.querySelector('tr[data-user="dana"] input[name=disabled]')?.checked === true`),
+		wait(`document.querySelector('tr[data-user="dana"] select[name=role]')?.value === "admin"`),
 	))
 	u, err = b.store.UserGetByUsername(context.Background(), "dana")
 	require.NoError(t, err)

@@ -47,7 +47,7 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*Checkpoint
 			seqs[i], turns[i], roles[i], contents[i] = m.Seq, m.Turn, m.Role, m.Content
 		}
 		b.Queue(`INSERT INTO run_messages (run_id, seq, turn, role, content)
-			SELECT $1, * FROM unnest($2::int[], $3::int[], $4::text[], $5::jsonb[])
+			SELECT $1, * FROM unnest($2::int[], $3::int[], $4::text[], $5::json[])
 			ON CONFLICT (run_id, seq) DO UPDATE SET turn = excluded.turn, role = excluded.role, content = excluded.content`,
 			p.RunID, seqs, turns, roles, contents)
 	}
@@ -57,7 +57,7 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*Checkpoint
 			seqs[i], turns[i], idxs[i], roles[i], contents[i] = c.Seq, c.Turn, c.Index, c.Role, c.Content
 		}
 		b.Queue(`INSERT INTO run_chunks (run_id, seq, turn, idx, role, content)
-			SELECT $1, * FROM unnest($2::bigint[], $3::int[], $4::int[], $5::text[], $6::jsonb[])
+			SELECT $1, * FROM unnest($2::bigint[], $3::int[], $4::int[], $5::text[], $6::json[])
 			ON CONFLICT (run_id, seq) DO NOTHING`,
 			p.RunID, seqs, turns, idxs, roles, contents)
 	}
