@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/spf13/cobra"
 
@@ -144,27 +145,17 @@ func newMigrateCommand(cfg *config) *cobra.Command {
 		Short: "Apply pending database migrations (or roll back the newest with --down)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := cfg.logger()
-			if err != nil {
-				return err
-			}
-			db, err := openDatabase(cmd.Context(), cfg, log)
-			if err != nil {
-				return err
-			}
-			defer db.close()
-			if down {
-				return store.MigrateDown(cmd.Context(), db.pool)
-			}
-			if err := db.migrate(cmd.Context(), log); err != nil {
-				return err
-			}
-			status, err := store.Migrations(cmd.Context(), db.pool)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "schema at migration %d (latest %d)\n", status.Current, status.Latest)
-			return nil
+			return withDatabase(cmd.Context(), cfg, !down, func(db *database, _ *slog.Logger) error {
+				if down {
+					return store.MigrateDown(cmd.Context(), db.pool)
+				}
+				status, err := store.Migrations(cmd.Context(), db.pool)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "schema at migration %d (latest %d)\n", status.Current, status.Latest)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&down, "down", false, "roll back the newest migration")

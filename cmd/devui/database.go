@@ -80,3 +80,24 @@ func redactURL(dsn string) string {
 	}
 	return u.Redacted()
 }
+
+// withDatabase opens the database for a one-shot command, applies pending migrations unless
+// migrate is false, runs fn, and closes the database (stopping the embedded cluster if this
+// command started it).
+func withDatabase(ctx context.Context, cfg *config, migrate bool, fn func(db *database, log *slog.Logger) error) error {
+	log, err := cfg.logger()
+	if err != nil {
+		return err
+	}
+	db, err := openDatabase(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer db.close()
+	if migrate {
+		if err := db.migrate(ctx, log); err != nil {
+			return err
+		}
+	}
+	return fn(db, log)
+}

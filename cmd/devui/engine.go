@@ -110,23 +110,13 @@ func newExecutor(ctx context.Context, o engineOptions, st *store.Store, log *slo
 // only starts runs, for devui serve or devui worker to execute.
 func withExecutor(cmd *cobra.Command, cfg *config, o engineOptions, fn func(*runs.Service, *store.Store) error) error {
 	ctx := cmd.Context()
-	log, err := cfg.logger()
-	if err != nil {
-		return err
-	}
-	db, err := openDatabase(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer db.close()
-	if err := db.migrate(ctx, log); err != nil {
-		return err
-	}
-	st := store.New(db.pool)
-	svc, stop, err := newExecutor(ctx, o, st, log)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	return fn(svc, st)
+	return withDatabase(ctx, cfg, true, func(db *database, log *slog.Logger) error {
+		st := store.New(db.pool)
+		svc, stop, err := newExecutor(ctx, o, st, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		return fn(svc, st)
+	})
 }

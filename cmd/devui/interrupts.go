@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"text/tabwriter"
 	"time"
 
@@ -103,17 +104,7 @@ func newInterruptsCommand(cfg *config) *cobra.Command {
 
 // withStore opens the database (migrating it) and runs fn with a store on it.
 func withStore(cmd *cobra.Command, cfg *config, fn func(*store.Store) error) error {
-	log, err := cfg.logger()
-	if err != nil {
-		return err
-	}
-	db, err := openDatabase(cmd.Context(), cfg, log)
-	if err != nil {
-		return err
-	}
-	defer db.close()
-	if err := db.migrate(cmd.Context(), log); err != nil {
-		return err
-	}
-	return fn(store.New(db.pool))
+	return withDatabase(cmd.Context(), cfg, true, func(db *database, _ *slog.Logger) error {
+		return fn(store.New(db.pool))
+	})
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
@@ -18,27 +19,10 @@ func newWorkerCommand(cfg *config) *cobra.Command {
 			if eng.workers < 1 {
 				return errors.New("--workers must be at least 1 for a worker")
 			}
-			ctx := cmd.Context()
-			log, err := cfg.logger()
-			if err != nil {
-				return err
-			}
-			db, err := openDatabase(ctx, cfg, log)
-			if err != nil {
-				return err
-			}
-			defer db.close()
-			if err := db.migrate(ctx, log); err != nil {
-				return err
-			}
-			_, stop, err := newExecutor(ctx, eng, store.New(db.pool), log)
-			if err != nil {
-				return err
-			}
-			<-ctx.Done()
-			log.Info("worker shutting down")
-			stop()
-			return nil
+			return withExecutor(cmd, cfg, eng, func(*runs.Service, *store.Store) error {
+				<-cmd.Context().Done() // until SIGINT or SIGTERM; the executor then stops its runs
+				return nil
+			})
 		},
 	}
 	eng.bind(cmd.Flags(), 8)

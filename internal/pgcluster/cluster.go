@@ -116,22 +116,11 @@ func connURL(port int, password, database string) string {
 // When a postgres already runs on this cluster (another devui, `devui db start`), Start uses it
 // without owning it: Stop then leaves it running.
 func (c *Cluster) Start(ctx context.Context) error {
-	unlock, err := c.lock()
-	if err != nil {
+	unlock, attached, err := c.lockAndAttach(ctx)
+	if err != nil || attached {
 		return err
 	}
 	defer unlock()
-	if err := c.prepare(ctx); err != nil {
-		return err
-	}
-	if port, ok := c.runningPort(); ok {
-		c.cfg.Logger.Info("using the PostgreSQL already running on this data dir", "data_dir", c.pgData, "port", port)
-		c.port = port
-		if err := c.waitReady(ctx, nil); err != nil {
-			return err
-		}
-		return c.createDatabase(ctx)
-	}
 	if err := c.pickPort(); err != nil {
 		return err
 	}
@@ -171,21 +160,11 @@ func (c *Cluster) Start(ctx context.Context) error {
 // StartDetached starts the cluster as a daemon through pg_ctl, or reuses it when it already runs.
 // It returns once the database accepts connections. StopDetached stops it.
 func (c *Cluster) StartDetached(ctx context.Context) error {
-	unlock, err := c.lock()
-	if err != nil {
+	unlock, attached, err := c.lockAndAttach(ctx)
+	if err != nil || attached {
 		return err
 	}
 	defer unlock()
-	if err := c.prepare(ctx); err != nil {
-		return err
-	}
-	if port, ok := c.runningPort(); ok {
-		c.port = port
-		if err := c.waitReady(ctx, nil); err != nil {
-			return err
-		}
-		return c.createDatabase(ctx)
-	}
 	if err := c.pickPort(); err != nil {
 		return err
 	}
@@ -247,6 +226,31 @@ func (c *Cluster) Stop() {
 		case <-time.After(step.wait):
 		}
 	}
+}
+
+// lockAndAttach takes the start lock and prepares the cluster. When a postgres already runs on it,
+// it attaches to that server (waits until ready, creates the database), releases the lock and
+// reports attached; otherwise the caller starts one and then calls unlock.
+func (c *Cluster) lockAndAttach(ctx context.Context) (unlock func(), attached bool, err error) {
+	unlock, err = c.lock()
+	if err != nil {
+		return nil, false, err
+	}
+	if err := c.prepare(ctx); err != nil {
+		unlock()
+		return nil, false, err
+	}
+	port, ok := c.runningPort()
+	if !ok {
+		return unlock, false, nil
+	}
+	defer unlock()
+	c.cfg.Logger.Info("using the PostgreSQL already running on this data dir", "data_dir", c.pgData, "port", port)
+	c.port = port
+	if err := c.waitReady(ctx, nil); err != nil {
+		return nil, true, err
+	}
+	return nil, true, c.createDatabase(ctx)
 }
 
 // lock serialises the start of the cluster across processes (two devui started at once, or a

@@ -13,18 +13,11 @@ import (
 
 // diffPage is GET /runs/{a}/diff/{b}: two runs compared turn by turn.
 func (s *Server) diffPage(c echo.Context) error {
-	a, err := pathID(c, "a")
+	d, err := s.runDiff(c)
 	if err != nil {
 		return err
 	}
-	b, err := pathID(c, "b")
-	if err != nil {
-		return err
-	}
-	d, err := s.deps.Runs.Diff(c.Request().Context(), a, b)
-	if err != nil {
-		return runsError(err)
-	}
+	a, b := d.A, d.B
 	p := templates.DiffPage{
 		Page: s.page(c, "Compare runs", "runs"), A: a.String(), B: b.String(), Equal: d.Equal,
 		StatusA: d.StatusA, StatusB: d.StatusB, TurnsA: d.TurnsA, TurnsB: d.TurnsB,
@@ -89,4 +82,21 @@ func orDashStr(s string) string {
 		return "—"
 	}
 	return s
+}
+
+// runDiff compares the runs named by the path parameters a and b; the page and the API share it.
+func (s *Server) runDiff(c echo.Context) (*runs.RunDiff, error) {
+	a, err := pathID(c, "a")
+	if err != nil {
+		return nil, err
+	}
+	b, err := pathID(c, "b")
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.deps.Runs.Diff(c.Request().Context(), a, b)
+	if err != nil {
+		return nil, runsError(err)
+	}
+	return d, nil
 }

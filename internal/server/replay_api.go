@@ -62,17 +62,9 @@ func (s *Server) apiRunLineage(c echo.Context) error {
 }
 
 func (s *Server) apiRunDiff(c echo.Context) error {
-	a, err := pathID(c, "a")
+	d, err := s.runDiff(c)
 	if err != nil {
 		return err
-	}
-	b, err := pathID(c, "b")
-	if err != nil {
-		return err
-	}
-	d, err := s.deps.Runs.Diff(c.Request().Context(), a, b)
-	if err != nil {
-		return runsError(err)
 	}
 	return c.JSON(http.StatusOK, d)
 }
