@@ -93,11 +93,11 @@ func (s *Store) InterruptCreate(ctx context.Context, list []InterruptCreateParam
 		if len(md) == 0 {
 			md = json.RawMessage("true")
 		}
-		batch.Queue(`INSERT INTO interrupts (run_id, turn, round, tool, ref, input, metadata, input_schema, output_schema)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		batch.Queue(`INSERT INTO interrupts (id, run_id, turn, round, tool, ref, input, metadata, input_schema, output_schema)
+			VALUES ($10, $1, $2, $3, $4, $5, $6, $7, $8, $9)
 			ON CONFLICT (run_id, turn, ref, round) DO UPDATE SET tool = interrupts.tool
 			RETURNING `+interruptColumns,
-			p.RunID, p.Turn, p.Round, p.Tool, p.Ref, p.Input, md, nullJSON(p.InputSchema), nullJSON(p.OutputSchema))
+			p.RunID, p.Turn, p.Round, p.Tool, p.Ref, p.Input, md, nullJSON(p.InputSchema), nullJSON(p.OutputSchema), NewID())
 	}
 	br := s.db.SendBatch(ctx, batch)
 	defer br.Close()

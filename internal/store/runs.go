@@ -77,10 +77,10 @@ func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (*Run, error) 
 		input = json.RawMessage("null")
 	}
 	rows, err := s.db.Query(ctx, `
-		INSERT INTO runs (action, input, created_by, replay_of, replay_mode, fork_of, fork_turn)
-		VALUES ($1, $2, NULLIF($3, ''), $4, NULLIF($5, ''), $6, $7)
+		INSERT INTO runs (id, action, input, created_by, replay_of, replay_mode, fork_of, fork_turn)
+		VALUES ($1, $2, $3, NULLIF($4, ''), $5, NULLIF($6, ''), $7, $8)
 		RETURNING `+runColumns,
-		p.Action, input, p.CreatedBy, p.ReplayOf, p.ReplayMode, p.ForkOf, p.ForkTurn)
+		NewID(), p.Action, input, p.CreatedBy, p.ReplayOf, p.ReplayMode, p.ForkOf, p.ForkTurn)
 	if err != nil {
 		return nil, fmt.Errorf("create run: %w", err)
 	}
