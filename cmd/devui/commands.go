@@ -73,6 +73,9 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 			return err
 		}
 	}
+	if err := startProfiler(ctx, log); err != nil {
+		return err
+	}
 	db, err := openDatabase(ctx, cfg, log)
 	if err != nil {
 		return err

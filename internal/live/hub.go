@@ -117,7 +117,7 @@ type subscription struct {
 
 // wireEvent is what crosses instances: what changed, never the rows themselves.
 type wireEvent struct {
-	Origin string         `json:"o"`
+	Origin string         `json:"-"` // sent once per NOTIFY, ahead of its events (see packPayloads)
 	RunID  string         `json:"r,omitempty"`
 	Trace  string         `json:"t,omitempty"`
 	Kind   string         `json:"k"`

@@ -3,6 +3,7 @@ package live
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -65,15 +66,21 @@ func (h *Hub) listenOnce(ctx context.Context, onListening func()) error {
 		if err != nil {
 			return err
 		}
+		origin, events, ok := strings.Cut(n.Payload, " ")
+		if origin == h.origin {
+			continue // this instance's own events, delivered when published
+		}
 		var batch []wireEvent
-		if err := json.Unmarshal([]byte(n.Payload), &batch); err != nil {
+		if !ok {
+			h.log.Warn("live: malformed notification", "err", "no origin")
+			continue
+		}
+		if err := json.Unmarshal([]byte(events), &batch); err != nil {
 			h.log.Warn("live: malformed notification", "err", err)
 			continue
 		}
 		for _, ev := range batch {
-			if ev.Origin == h.origin {
-				continue
-			}
+			ev.Origin = origin
 			h.deliver(ev)
 		}
 	}
@@ -119,7 +126,7 @@ func (h *Hub) notify(ctx context.Context) {
 				break more
 			}
 		}
-		for _, payload := range packPayloads(batch) {
+		for _, payload := range packPayloads(h.origin, batch) {
 			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			_, err := h.cfg.Pool.Exec(qctx, "SELECT pg_notify($1, $2)", h.cfg.Channel, payload)
 			cancel()
@@ -130,37 +137,38 @@ func (h *Hub) notify(ctx context.Context) {
 	}
 }
 
-// packPayloads encodes events as JSON arrays that each fit in one NOTIFY. An event too large on
-// its own loses its data: receivers read the rows anyway.
-func packPayloads(batch []wireEvent) []string {
+// packPayloads encodes events as NOTIFY payloads that each fit PostgreSQL's limit: the sending
+// instance's origin, a space, and a JSON array of events. Receivers skip their own instance's
+// payloads by the prefix alone, without decoding them. An event too large on its own loses its
+// data: receivers read the rows anyway.
+func packPayloads(origin string, batch []wireEvent) []string {
 	var out []string
-	var cur []json.RawMessage
-	size := 2
-	flush := func() {
-		if len(cur) == 0 {
-			return
-		}
-		b, _ := json.Marshal(cur)
-		out = append(out, string(b))
-		cur, size = nil, 2
-	}
+	buf := make([]byte, 0, 1024)
+	start := func() { buf = append(append(append(buf[:0], origin...), ' '), '[') }
+	start()
+	empty := len(buf)
 	for _, ev := range batch {
 		b, err := json.Marshal(ev)
 		if err != nil {
 			continue
 		}
-		if len(b)+1 > maxPayload {
+		if len(b)+len(origin)+3 > maxPayload {
 			ev.Data = nil
 			if b, err = json.Marshal(ev); err != nil {
 				continue
 			}
 		}
-		if size+len(b)+1 > maxPayload {
-			flush()
+		if len(buf)+len(b)+2 > maxPayload && len(buf) > empty {
+			out = append(out, string(append(buf, ']')))
+			start()
 		}
-		cur = append(cur, b)
-		size += len(b) + 1
+		if len(buf) > empty {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, b...)
 	}
-	flush()
+	if len(buf) > empty {
+		out = append(out, string(append(buf, ']')))
+	}
 	return out
 }

@@ -21,7 +21,8 @@ import (
 )
 
 // inboxData gathers the pending interrupts, oldest first, with the runs' actions and the history
-// up to each interrupt.
+// up to each interrupt. It takes two queries whatever the number of interrupts: the interrupts
+// joined to their runs, then the histories of the runs shown.
 func (s *Server) inboxData(c echo.Context, tool, action string) (templates.InboxPage, error) {
 	ctx := c.Request().Context()
 	pr := principal(c)
@@ -31,29 +32,31 @@ func (s *Server) inboxData(c echo.Context, tool, action string) (templates.Inbox
 	if err != nil {
 		return p, err
 	}
-	actions := map[uuid.UUID]string{}
+	var shown []*store.InterruptWithAction
+	var runIDs []uuid.UUID
 	for _, it := range all {
 		if !slices.Contains(p.Tools, it.Tool) {
 			p.Tools = append(p.Tools, it.Tool)
 		}
-		if _, ok := actions[it.RunID]; !ok {
-			run, err := s.store.RunGet(ctx, it.RunID)
-			if err != nil {
-				return p, err
-			}
-			actions[it.RunID] = run.Action
-			if !slices.Contains(p.Actions, run.Action) {
-				p.Actions = append(p.Actions, run.Action)
-			}
+		if !slices.Contains(p.Actions, it.Action) {
+			p.Actions = append(p.Actions, it.Action)
+		}
+		if (tool != "" && it.Tool != tool) || (action != "" && it.Action != action) {
+			continue
+		}
+		shown = append(shown, it)
+		if !slices.Contains(runIDs, it.RunID) {
+			runIDs = append(runIDs, it.RunID)
 		}
 	}
 	slices.Sort(p.Tools)
 	slices.Sort(p.Actions)
-	for _, it := range all {
-		if (tool != "" && it.Tool != tool) || (action != "" && actions[it.RunID] != action) {
-			continue
-		}
-		v, err := s.inboxItemView(ctx, it, actions[it.RunID])
+	histories, err := s.store.MessageListByRuns(ctx, runIDs)
+	if err != nil {
+		return p, err
+	}
+	for _, it := range shown {
+		v, err := s.inboxItemView(ctx, &it.Interrupt, it.Action, histories[it.RunID])
 		if err != nil {
 			return p, err
 		}
@@ -62,12 +65,9 @@ func (s *Server) inboxData(c echo.Context, tool, action string) (templates.Inbox
 	return p, nil
 }
 
-func (s *Server) inboxItemView(ctx context.Context, it *store.Interrupt, action string) (templates.InterruptView, error) {
+// inboxItemView is one inbox item: the interrupt and its run's history.
+func (s *Server) inboxItemView(ctx context.Context, it *store.Interrupt, action string, msgs []*store.RunMessage) (templates.InterruptView, error) {
 	v, err := s.interruptView(ctx, it, action, false)
-	if err != nil {
-		return v, err
-	}
-	msgs, err := s.store.MessageList(ctx, it.RunID)
 	if err != nil {
 		return v, err
 	}
@@ -109,7 +109,11 @@ func (s *Server) inboxItem(c echo.Context) error {
 	if it.Status != store.InterruptPending || (tool != "" && tool != it.Tool) || (action != "" && action != run.Action) {
 		return c.NoContent(http.StatusNoContent)
 	}
-	v, err := s.inboxItemView(ctx, it, run.Action)
+	msgs, err := s.store.MessageList(ctx, it.RunID)
+	if err != nil {
+		return err
+	}
+	v, err := s.inboxItemView(ctx, it, run.Action, msgs)
 	if err != nil {
 		return err
 	}

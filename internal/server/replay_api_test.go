@@ -144,3 +144,73 @@ func TestAPIReplayNeedsTheReviewerRole(t *testing.T) {
 		"Authorization", "Bearer "+reviewer))
 	require.Equal(t, "rev", *rep.CreatedBy)
 }
+
+// TestAPIInterruptsCarryAReplaysSuggestedResolution: an interrupt a replay raises again carries the
+// original reviewer's decision as suggested_resolution in the interrupt list and the interrupt
+// itself, still pending; an interrupt no replay raised has no such field.
+func TestAPIInterruptsCarryAReplaysSuggestedResolution(t *testing.T) {
+	t.Parallel()
+	b := setupRuns(t, true)
+	var orig store.Run
+	require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs",
+		`{"action":"transferMoney","input":{"to":"bob","amount":500,"currency":"CNY"}}`, &orig))
+	waitRun(t, b, orig.ID, store.RunInterrupted)
+	first := pendingOf(t, b, orig.ID)
+	require.NotContains(t, first, "suggested_resolution", "an original run's interrupt offers nothing")
+	var resolved store.Interrupt
+	require.Equal(t, http.StatusOK, call(t, "POST", b.url+"/api/v1/interrupts/"+first["id"].(string)+"/resolve",
+		`{"action":"approve","comment":"looks right"}`, &resolved))
+	waitRun(t, b, orig.ID, store.RunSucceeded)
+
+	var rep store.Run
+	require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs/"+orig.ID.String()+"/replay", `{"mode":"exact"}`, &rep))
+	waitRun(t, b, rep.ID, store.RunInterrupted)
+	var other store.Run
+	require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs",
+		`{"action":"transferMoney","input":{"to":"ann","amount":7,"currency":"EUR"}}`, &other))
+	waitRun(t, b, other.ID, store.RunInterrupted)
+
+	again := pendingOf(t, b, rep.ID)
+	require.Equal(t, store.InterruptPending, again["status"], "offered, never applied")
+	wantSuggestion := func(raw any) {
+		t.Helper()
+		s, ok := raw.(map[string]any)
+		require.True(t, ok, "suggested_resolution is an object: %v", raw)
+		require.Equal(t, orig.ID.String(), s["source_run_id"])
+		require.Equal(t, resolved.ID.String(), s["source_interrupt_id"])
+		require.Equal(t, store.InterruptApproved, s["status"])
+		require.Equal(t, "local", s["resolved_by"])
+		require.Equal(t, "looks right", s["comment"])
+		require.Equal(t, map[string]any{"action": "approve"}, s["resolution"])
+	}
+	wantSuggestion(again["suggested_resolution"])
+	require.NotContains(t, pendingOf(t, b, other.ID), "suggested_resolution")
+
+	type oneInterrupt struct {
+		Interrupt map[string]any `json:"interrupt"`
+	}
+	var offered, original oneInterrupt
+	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/api/v1/interrupts/"+again["id"].(string), "", &offered))
+	wantSuggestion(offered.Interrupt["suggested_resolution"])
+	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/api/v1/interrupts/"+first["id"].(string), "", &original))
+	require.Equal(t, store.InterruptApproved, original.Interrupt["status"])
+	require.NotContains(t, original.Interrupt, "suggested_resolution")
+}
+
+// pendingOf returns, as raw JSON fields, the one pending interrupt of a run that
+// GET /api/v1/interrupts lists.
+func pendingOf(t *testing.T, b *testBundle, runID uuid.UUID) map[string]any {
+	t.Helper()
+	var list struct {
+		Interrupts []map[string]any `json:"interrupts"`
+	}
+	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/api/v1/interrupts?status=pending", "", &list))
+	var found []map[string]any
+	for _, it := range list.Interrupts {
+		if it["run_id"] == runID.String() {
+			found = append(found, it)
+		}
+	}
+	require.Len(t, found, 1, "run %s has one pending interrupt: %v", runID, list.Interrupts)
+	return found[0]
+}

@@ -300,7 +300,7 @@ func (s *Server) apiInterruptList(c echo.Context) error {
 		return err
 	}
 	if list == nil {
-		list = []*store.Interrupt{}
+		list = []*store.InterruptWithAction{}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"interrupts": list})
 }

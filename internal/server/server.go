@@ -120,7 +120,8 @@ func (s *Server) routes() {
 	e.Use(s.metrics.middleware())
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{Skipper: func(c echo.Context) bool {
 		p := c.Request().URL.Path
-		return p == "/ws" || p == "/metrics"
+		// Ingest answers a few bytes, thousands of times a second: not worth a gzip writer.
+		return p == "/ws" || p == "/metrics" || c.Request().Method == http.MethodPost && (p == "/api/traces" || p == "/v1/traces")
 	}}))
 	e.Use(middleware.BodyLimit(s.cfg.BodyLimit))
 	e.Use(securityHeaders())

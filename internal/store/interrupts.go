@@ -40,10 +40,20 @@ type Interrupt struct {
 	Round        int             `db:"round" json:"round"`
 	CreatedAt    time.Time       `db:"created_at" json:"created_at"`
 	Version      int64           `db:"version" json:"version"`
+	// SuggestedResolution is the decision a replay offers as the default: the one a reviewer took
+	// on the same interrupt of the original run. Only a replay with apply_resolutions applies it.
+	SuggestedResolution json.RawMessage `db:"suggested_resolution" json:"suggested_resolution,omitempty"`
+}
+
+// InterruptWithAction is an interrupt with its run's action, so that a list can show and filter
+// by action without a query per run. The action stays out of the interrupt's JSON.
+type InterruptWithAction struct {
+	Interrupt
+	Action string `db:"action" json:"-"`
 }
 
 const interruptColumns = `id, run_id, turn, tool, ref, input, metadata, input_schema, output_schema,
-	status, resolution, resolved_by, resolved_at, comment, round, created_at, version`
+	status, resolution, resolved_by, resolved_at, comment, round, created_at, version, suggested_resolution`
 
 // InterruptListPending returns pending interrupts, oldest first.
 func (s *Store) InterruptListPending(ctx context.Context, limit int) ([]*Interrupt, error) {
@@ -154,19 +164,19 @@ type InterruptListParams struct {
 	Limit  int
 }
 
-// InterruptList returns interrupts oldest first, with their run's action.
-func (s *Store) InterruptList(ctx context.Context, p InterruptListParams) ([]*Interrupt, error) {
+// InterruptList returns interrupts oldest first, with their run's action, in one query.
+func (s *Store) InterruptList(ctx context.Context, p InterruptListParams) ([]*InterruptWithAction, error) {
 	limit := p.Limit
 	if limit <= 0 || limit > 500 {
 		limit = 100
 	}
-	rows, err := s.db.Query(ctx, `SELECT `+qualifyColumns("i.", interruptColumns)+` FROM interrupts i JOIN runs r ON r.id = i.run_id
+	rows, err := s.db.Query(ctx, `SELECT `+qualifyColumns("i.", interruptColumns)+`, r.action FROM interrupts i JOIN runs r ON r.id = i.run_id
 		WHERE ($1 = '' OR i.status = $1) AND ($2 = '' OR i.tool = $2) AND ($3 = '' OR r.action = $3)
 		ORDER BY i.created_at, i.id LIMIT $4`, p.Status, p.Tool, p.Action, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list interrupts: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[Interrupt])
+	list, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[InterruptWithAction])
 	if err != nil {
 		return nil, fmt.Errorf("list interrupts: %w", err)
 	}

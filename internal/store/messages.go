@@ -45,6 +45,28 @@ func (s *Store) MessageList(ctx context.Context, runID uuid.UUID) ([]*RunMessage
 	return msgs, nil
 }
 
+// MessageListByRuns returns the histories of several runs in one query, each in order, keyed by
+// run. A run without messages has no key.
+func (s *Store) MessageListByRuns(ctx context.Context, runIDs []uuid.UUID) (map[uuid.UUID][]*RunMessage, error) {
+	out := make(map[uuid.UUID][]*RunMessage, len(runIDs))
+	if len(runIDs) == 0 {
+		return out, nil
+	}
+	rows, err := s.db.Query(ctx, `SELECT run_id, seq, turn, role, content, created_at FROM run_messages
+		WHERE run_id = ANY($1) ORDER BY run_id, seq`, runIDs)
+	if err != nil {
+		return nil, fmt.Errorf("list messages of %d runs: %w", len(runIDs), err)
+	}
+	msgs, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[RunMessage])
+	if err != nil {
+		return nil, fmt.Errorf("list messages of %d runs: %w", len(runIDs), err)
+	}
+	for _, m := range msgs {
+		out[m.RunID] = append(out[m.RunID], m)
+	}
+	return out, nil
+}
+
 // MessageTruncate deletes the messages from seq on: a recovered run replays from its checkpoint.
 func (s *Store) MessageTruncate(ctx context.Context, runID uuid.UUID, fromSeq int) error {
 	if _, err := s.db.Exec(ctx, `DELETE FROM run_messages WHERE run_id = $1 AND seq >= $2`, runID, fromSeq); err != nil {

@@ -54,11 +54,9 @@ const spanColumns = `trace_id, span_id, parent_span_id, name, kind, start_time_u
 	end_time_unix_nano, status_code, status_message, attributes, events, links, resource, scope,
 	scope_version, source, run_id`
 
-// spanReadColumns reads the JSON columns as text: PostgreSQL sends jsonb as text either way, and
-// scanning text skips the JSON validation pgx does for jsonb, a large share of reading a big trace.
-const spanReadColumns = `trace_id, span_id, parent_span_id, name, kind, start_time_unix_nano,
-	end_time_unix_nano, status_code, status_message, attributes::text, events::text, links::text,
-	resource::text, scope, scope_version, source, run_id`
+// spanReadColumns are the columns a span is read with. The JSON columns are json, sent back as
+// stored and scanned as bytes, so reading a large trace neither prints nor validates them.
+const spanReadColumns = spanColumns
 
 // SpanIngestResult counts what an ingest did.
 type SpanIngestResult struct {
@@ -282,11 +280,11 @@ const spanArraysSource = `SELECT * FROM unnest($1::text[], $2::text[], $3::text[
 		status_code, status_message, attributes_text, events_text, links_text, resource_text, scope,
 		scope_version, source, run_id)`
 
-// spanArraysSQL casts the JSON columns, sent as text so that pgx needs no jsonb[] encoding.
+// spanArraysSQL casts the JSON columns, sent as text so that pgx needs no json[] encoding.
 var spanArraysSQL = fmt.Sprintf(spanMergeSQL, `SELECT trace_id, span_id, parent_span_id, name, kind,
 	start_time_unix_nano, end_time_unix_nano, status_code, status_message,
-	attributes_text::jsonb AS attributes, events_text::jsonb AS events, links_text::jsonb AS links,
-	resource_text::jsonb AS resource, scope, scope_version, source, run_id FROM (`+spanArraysSource+`) a`)
+	attributes_text::json AS attributes, events_text::json AS events, links_text::json AS links,
+	resource_text::json AS resource, scope, scope_version, source, run_id FROM (`+spanArraysSource+`) a`)
 
 var spanCopySQL = fmt.Sprintf(spanMergeSQL, `SELECT * FROM spans_stage`)
 
@@ -688,21 +686,20 @@ type SpanTurnFacts struct {
 // SpanTurnFactsByTrace returns the turn-relevant facts of every span of a trace, in start order.
 func (s *Store) SpanTurnFactsByTrace(ctx context.Context, traceID string) ([]SpanTurnFacts, error) {
 	rows, err := s.db.Query(ctx, `
-		SELECT span_id, parent_span_id, name, start_time_unix_nano, end_time_unix_nano, status_code,
-			attributes->>'loupe.turn.index' AS turn_index,
-			attributes->>'genkit:name' AS genkit_name,
-			attributes->>'genkit:type' AS genkit_type,
-			attributes->>'genkit:metadata:subtype' AS subtype,
-			attributes->>'genkit:state' AS state,
-			attributes->>'gen_ai.operation.name' AS operation,
-			attributes->>'gen_ai.request.model' AS model,
-			attributes->>'gen_ai.tool.name' AS tool_name,
-			attributes->>'gen_ai.usage.input_tokens' AS input_tokens,
-			attributes->>'gen_ai.usage.output_tokens' AS output_tokens,
-			CASE WHEN attributes->>'genkit:metadata:subtype' = 'model'
-				AND NOT attributes ? 'gen_ai.usage.input_tokens'
-				THEN attributes->>'genkit:output' END AS model_output
-		FROM spans WHERE trace_id = $1`, traceID)
+		SELECT s.span_id, s.parent_span_id, s.name, s.start_time_unix_nano, s.end_time_unix_nano,
+			s.status_code, a."loupe.turn.index" AS turn_index, a."genkit:name" AS genkit_name,
+			a."genkit:type" AS genkit_type, a."genkit:metadata:subtype" AS subtype, a."genkit:state" AS state,
+			a."gen_ai.operation.name" AS operation, a."gen_ai.request.model" AS model,
+			a."gen_ai.tool.name" AS tool_name, a."gen_ai.usage.input_tokens" AS input_tokens,
+			a."gen_ai.usage.output_tokens" AS output_tokens,
+			CASE WHEN a."genkit:metadata:subtype" = 'model' AND a."gen_ai.usage.input_tokens" IS NULL
+				THEN a."genkit:output" END AS model_output
+		FROM spans s, jsonb_to_record(CASE WHEN json_typeof(s.attributes) = 'object' THEN s.attributes::jsonb ELSE '{}' END)
+			AS a("loupe.turn.index" text, "genkit:name" text, "genkit:type" text, "genkit:metadata:subtype" text,
+				"genkit:state" text, "gen_ai.operation.name" text, "gen_ai.request.model" text,
+				"gen_ai.tool.name" text, "gen_ai.usage.input_tokens" text, "gen_ai.usage.output_tokens" text,
+				"genkit:output" text)
+		WHERE s.trace_id = $1`, traceID)
 	if err != nil {
 		return nil, fmt.Errorf("turn facts of trace %s: %w", traceID, err)
 	}

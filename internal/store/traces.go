@@ -270,7 +270,7 @@ func traceFilterSQL(f TraceFilter, arg func(any) string) (string, bool, error) {
 			if !ok {
 				return "", false, fmt.Errorf("%w: filter %s %s: want a number", ErrInvalidFilter, f.Field, f.Op)
 			}
-			return fmt.Sprintf("(jsonb_typeof(r.attributes->%s) = 'number' AND (r.attributes->%s)::numeric %s %s)",
+			return fmt.Sprintf("(CASE WHEN json_typeof(r.attributes->%s) = 'number' THEN (r.attributes->>%s)::numeric %s %s ELSE false END)",
 				key, key, sqlOp(f.Op), arg(v)), true, nil
 		}
 	}

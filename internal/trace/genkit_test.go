@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/store/storetest"
 	"github.com/loupe-dev/loupe/internal/trace"
 )
 
@@ -99,4 +100,38 @@ func TestDecodeGenkitPicksStateAndRunIDOutOfAttributes(t *testing.T) {
 	sp = decode(`{"x":null,"genkit:state":null,"loupe.run.id":42}`)
 	require.Equal(t, store.StatusUnset, sp.StatusCode)
 	require.Nil(t, sp.RunID)
+}
+
+// TestIngestStoresTextPostgreSQLWouldRefuse proves that NUL characters, invalid UTF-8 and lone
+// surrogate escapes (Genkit JS sends those when it truncates a string mid-pair), which Go's JSON accepts and PostgreSQL refuses as text, are stored replaced
+// by U+FFFD rather than failing the request, and that the trace reads back and summarises.
+func TestIngestStoresTextPostgreSQLWouldRefuse(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.New(t)
+	svc, err := trace.NewService(trace.Config{Store: st})
+	require.NoError(t, err)
+	const traceID = "5c74a721b00e2befd7101e2794d8c4b0"
+	body := []byte(`{"traceId":"` + traceID + `","displayName":"a\u0000b","startTime":1,"endTime":2,"spans":{
+		"6be520f337a0d748":{"spanId":"6be520f337a0d748","startTime":1,"endTime":2,"displayName":"a\u0000b",
+			"attributes":{"genkit:state":"\ud800","genkit:name":"x\u0000y","genkit:metadata:subtype":"model","genkit:output":"\udc00","bytes":"` + "\xff" + `"},
+			"instrumentationLibrary":{"name":"g\u0000"},"spanKind":"INTERNAL","status":{"code":0,"message":"m\u0000"}}}}`)
+	res, err := svc.IngestGenkit(ctx, body)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Inserted)
+
+	tree, err := svc.Tree(ctx, traceID)
+	require.NoError(t, err)
+	require.Equal(t, 1, tree.SpanCount)
+	got, err := st.SpansByTrace(ctx, traceID, 1)
+	require.NoError(t, err)
+	require.Equal(t, "a\uFFFDb", got[0].Name)
+	require.Equal(t, "m\uFFFD", got[0].StatusMessage)
+	require.Equal(t, "g\uFFFD", got[0].Scope)
+	var attrs map[string]string
+	require.NoError(t, json.Unmarshal(got[0].Attributes, &attrs))
+	require.Equal(t, map[string]string{"genkit:state": "\uFFFD", "genkit:name": "x\uFFFDy",
+		"genkit:metadata:subtype": "model", "genkit:output": "\uFFFD", "bytes": "\uFFFD"}, attrs)
+	_, err = svc.Turns(ctx, traceID)
+	require.NoError(t, err, "the summary reads the sanitised attributes")
 }

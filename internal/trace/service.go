@@ -101,6 +101,7 @@ func (s *Service) Ingest(ctx context.Context, source string, spans []store.Span)
 	if err := ctx.Err(); err != nil {
 		return store.SpanIngestResult{}, err
 	}
+	sanitizeSpans(spans)
 	res, err := s.group.ingest(source, spans)
 	if err != nil {
 		return res, err

@@ -1,0 +1,36 @@
+package live
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestPackPayloadsFitNotifyAndCarryTheOrigin(t *testing.T) {
+	var batch []wireEvent
+	for i := range 300 {
+		batch = append(batch, wireEvent{Trace: strings.Repeat("a", 32), Kind: KindSpan,
+			Data: map[string]any{"i": i, "name": strings.Repeat("n", 40)}})
+	}
+	huge := wireEvent{Kind: "big", Data: map[string]any{"x": strings.Repeat("x", maxPayload)}}
+	batch = append(batch, huge)
+	payloads := packPayloads("origin-1", batch)
+	require.Greater(t, len(payloads), 1, "300 events need several NOTIFYs")
+	var got []wireEvent
+	for _, p := range payloads {
+		require.LessOrEqual(t, len(p), maxPayload)
+		origin, events, ok := strings.Cut(p, " ")
+		require.True(t, ok)
+		require.Equal(t, "origin-1", origin)
+		var evs []wireEvent
+		require.NoError(t, json.Unmarshal([]byte(events), &evs), p)
+		got = append(got, evs...)
+	}
+	require.Len(t, got, len(batch), "no event lost")
+	require.EqualValues(t, 299, got[299].Data["i"])
+	require.Equal(t, "big", got[300].Kind)
+	require.Nil(t, got[300].Data, "an event too large alone keeps its kind and loses its data")
+	require.Empty(t, packPayloads("o", nil))
+}
