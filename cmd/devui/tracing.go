@@ -106,8 +106,10 @@ func (t *tracing) Start(ctx context.Context) error {
 	return t.retention.Start(ctx)
 }
 
-// Stop stops retention, then flushes the spans still queued.
+// Stop stops retention, then writes the spans still queued and the span starts still held. The
+// HTTP server has stopped by then, so no ingest races it.
 func (t *tracing) Stop() {
 	t.retention.Stop()
 	t.provider.Stop()
+	t.service.Close()
 }

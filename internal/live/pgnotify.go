@@ -13,6 +13,9 @@ import (
 // maxPayload keeps a NOTIFY payload under PostgreSQL's 8,000-byte limit.
 const maxPayload = 7900
 
+// notifyGather is how long the notifier waits after an event for more to send with it.
+const notifyGather = 2 * time.Millisecond
+
 // listen holds one connection in LISTEN and delivers the other instances' events. When the
 // connection is lost it reconnects, and tells clients to resync and topics to re-read their
 // chunks, since notifications sent meanwhile are gone.
@@ -116,9 +119,16 @@ func (h *Hub) notify(ctx context.Context) {
 			return
 		case first = <-h.outbox:
 		}
+		// Wait a moment for more: under load (thousands of ingested spans a second) events then
+		// share NOTIFYs instead of costing a statement each. Only other instances wait for it.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(notifyGather):
+		}
 		batch := []wireEvent{first}
 	more:
-		for len(batch) < 64 {
+		for len(batch) < 256 {
 			select {
 			case ev := <-h.outbox:
 				batch = append(batch, ev)

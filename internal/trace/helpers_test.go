@@ -2,6 +2,7 @@ package trace_test
 
 import (
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,4 +25,29 @@ func gather(t *testing.T, m *trace.Metrics) string {
 		require.NoError(t, err)
 	}
 	return b.String()
+}
+
+// recordingPublisher keeps the span events it receives.
+type recordingPublisher struct {
+	mu     sync.Mutex
+	events []trace.SpanEvent
+}
+
+func (p *recordingPublisher) Publish(ev trace.SpanEvent) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.events = append(p.events, ev)
+}
+
+// count returns how many events of type typ were published.
+func (p *recordingPublisher) count(typ string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, ev := range p.events {
+		if ev.Type == typ {
+			n++
+		}
+	}
+	return n
 }

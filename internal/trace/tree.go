@@ -36,6 +36,7 @@ func (s *Service) Tree(ctx context.Context, traceID string) (*Tree, error) {
 	if !ValidTraceID(traceID) {
 		return nil, inputErrorf("trace id %q is not 32 lowercase hex digits", traceID)
 	}
+	s.flushStarts(ctx)
 	tr, err := s.store.TraceGet(ctx, traceID)
 	if err != nil {
 		return nil, err
@@ -151,6 +152,7 @@ func (s *Service) Turns(ctx context.Context, traceID string) ([]Turn, error) {
 	if !ValidTraceID(traceID) {
 		return nil, inputErrorf("trace id %q is not 32 lowercase hex digits", traceID)
 	}
+	s.flushStarts(ctx)
 	if _, err := s.store.TraceGet(ctx, traceID); err != nil {
 		return nil, err
 	}

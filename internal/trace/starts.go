@@ -1,0 +1,109 @@
+package trace
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// StartDelay is how long a span-start event waits before it is written (see startBuffer).
+const StartDelay = 50 * time.Millisecond
+
+// maxPendingStarts bounds the span starts held in memory; beyond it a start is written at once,
+// like any other request, so a flood of starts slows its senders down instead of growing memory.
+const maxPendingStarts = 50_000
+
+// startBuffer holds span-start events (a request whose spans are all still running, which is how
+// Genkit JS's realtime mode announces every span before posting it again at its end) for up to
+// StartDelay before writing them, all together, in one group transaction.
+//
+// A start is a notice, not a record: the end carries the whole span, and it alone makes it
+// final. So the start's request is answered as soon as the start is held and published live,
+// and a span whose end arrives within the delay is written once, by its end, instead of being
+// inserted and then rewritten. Only a start can wait: a request with an ended span is answered
+// after its commit, as before. If the process dies, at most StartDelay of starts are lost, and
+// with them only the "running" state of spans that were still running; their ends still store
+// them whole. Reads through the Service write what is held first, so they see every start.
+type startBuffer struct {
+	write func(ctx context.Context, source string, spans []store.Span) error
+	delay time.Duration
+
+	mu      sync.Mutex
+	pending map[store.SpanKey]heldStart
+	timer   *time.Timer
+	flushMu sync.Mutex // one flush at a time, so a flush that returns has written all it took
+}
+
+type heldStart struct {
+	source string
+	span   store.Span
+}
+
+func newStartBuffer(delay time.Duration, write func(ctx context.Context, source string, spans []store.Span) error) *startBuffer {
+	return &startBuffer{write: write, delay: delay, pending: map[store.SpanKey]heldStart{}}
+}
+
+// hold keeps spans, all running, until the next flush. It reports false, holding nothing, when
+// the buffer is full.
+func (b *startBuffer) hold(source string, spans []store.Span) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.pending)+len(spans) > maxPendingStarts {
+		return false
+	}
+	for _, sp := range spans {
+		b.pending[store.SpanKey{TraceID: sp.TraceID, SpanID: sp.SpanID}] = heldStart{source: source, span: sp}
+	}
+	if b.timer == nil {
+		b.timer = time.AfterFunc(b.delay, func() { b.flush(context.Background()) })
+	}
+	return true
+}
+
+// supersede drops the held starts of spans that have just arrived ended: the end replaces them.
+func (b *startBuffer) supersede(spans []store.Span) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.pending) == 0 {
+		return
+	}
+	for _, sp := range spans {
+		if sp.EndTime != 0 {
+			delete(b.pending, store.SpanKey{TraceID: sp.TraceID, SpanID: sp.SpanID})
+		}
+	}
+}
+
+// held reports whether any start is waiting.
+func (b *startBuffer) held() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.pending) > 0
+}
+
+// flush writes every held start, one transaction per source. A start that fails to write is
+// lost (counted by the caller's metrics), as its request has already been answered.
+func (b *startBuffer) flush(ctx context.Context) {
+	b.flushMu.Lock()
+	defer b.flushMu.Unlock()
+	b.mu.Lock()
+	taken := b.pending
+	b.pending = map[store.SpanKey]heldStart{}
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	b.mu.Unlock()
+	if len(taken) == 0 {
+		return
+	}
+	bySource := map[string][]store.Span{}
+	for _, h := range taken {
+		bySource[h.source] = append(bySource[h.source], h.span)
+	}
+	for source, spans := range bySource {
+		_ = b.write(ctx, source, spans)
+	}
+}
