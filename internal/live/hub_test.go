@@ -18,6 +18,7 @@ import (
 	"github.com/loupe-dev/loupe/internal/live"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/internal/store/storetest"
+	"github.com/loupe-dev/loupe/internal/trace"
 )
 
 type bundle struct {
@@ -295,4 +296,27 @@ func TestPublishChunksStreamsInOrderAndCatchesUpFromDatabase(t *testing.T) {
 	publish(9, 10)
 	require.Equal(t, seqRange(7, 10), onA.chunkSeqs(10), "the gap is read from the database")
 	require.Equal(t, seqRange(4, 10), onB.chunkSeqs(10), "the other instance reads the chunks back")
+}
+
+// TestSpanEventsReachTheOtherInstance publishes a span event on one hub and reads it, with every
+// field, from a trace subscriber and a run subscriber on another.
+func TestSpanEventsReachTheOtherInstance(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	hubA, _ := startHub(t, b.pool, live.Config{})
+	_, urlB := startHub(t, b.pool, live.Config{})
+	runID := b.newRun(t)
+	const traceID = "7c74a721b00e2befd7101e2794d8c4b0"
+	onTrace, onRun := dial(t, urlB), dial(t, urlB)
+	onTrace.subscribe("trace:"+traceID, 0)
+	onTrace.next(live.KindSnapshot)
+	onRun.subscribe("run:"+runID.String(), 0)
+	onRun.next(live.KindSnapshot)
+
+	parent := "00f067aa0ba902b7"
+	hubA.Spans().Publish(trace.SpanEvent{Type: trace.SpanStarted, Span: store.Span{TraceID: traceID, SpanID: "6be520f337a0d748",
+		ParentSpanID: &parent, Name: "tool", StartTime: 5, StatusCode: 0, RunID: &runID}})
+	want := `{"type":"span_start","span_id":"6be520f337a0d748","name":"tool","start":5,"end":0,"status":0,"parent":"00f067aa0ba902b7"}`
+	require.JSONEq(t, want, string(onTrace.next(live.KindSpan).Data))
+	require.JSONEq(t, want, string(onRun.next(live.KindSpan).Data))
 }
