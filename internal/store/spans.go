@@ -703,7 +703,15 @@ func (s *Store) SpanTurnFactsByTrace(ctx context.Context, traceID string) ([]Spa
 	if err != nil {
 		return nil, fmt.Errorf("turn facts of trace %s: %w", traceID, err)
 	}
-	facts, err := pgx.CollectRows(rows, pgx.RowToStructByName[SpanTurnFacts])
+	// Scanned by position, not by name: a large trace has tens of thousands of rows.
+	var facts []SpanTurnFacts
+	var f SpanTurnFacts
+	_, err = pgx.ForEachRow(rows, []any{&f.SpanID, &f.ParentSpanID, &f.Name, &f.StartTime, &f.EndTime,
+		&f.StatusCode, &f.TurnIndex, &f.GenkitName, &f.GenkitType, &f.Subtype, &f.State, &f.Operation,
+		&f.Model, &f.ToolName, &f.InputTokens, &f.OutputTokens, &f.ModelOutput}, func() error {
+		facts = append(facts, f)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("turn facts of trace %s: %w", traceID, err)
 	}
