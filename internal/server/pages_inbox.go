@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,23 +55,16 @@ func (s *Server) inboxData(c echo.Context, tool, action string) (templates.Inbox
 		return p, err
 	}
 	for _, it := range shown {
-		v, err := s.inboxItemView(ctx, &it.Interrupt, it.Action, histories[it.RunID])
-		if err != nil {
-			return p, err
-		}
-		p.Items = append(p.Items, v)
+		p.Items = append(p.Items, s.inboxItemView(&it.Interrupt, it.Action, histories[it.RunID]))
 	}
 	return p, nil
 }
 
 // inboxItemView is one inbox item: the interrupt and its run's history.
-func (s *Server) inboxItemView(ctx context.Context, it *store.Interrupt, action string, msgs []*store.RunMessage) (templates.InterruptView, error) {
-	v, err := s.interruptView(ctx, it, action, false)
-	if err != nil {
-		return v, err
-	}
+func (s *Server) inboxItemView(it *store.Interrupt, action string, msgs []*store.RunMessage) templates.InterruptView {
+	v := s.interruptView(it, action, nil)
 	v.Conversation = conversation(msgs, nil, -1)
-	return v, nil
+	return v
 }
 
 // inboxPage is GET /inbox?tool=&action=.
@@ -113,10 +105,7 @@ func (s *Server) inboxItem(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := s.inboxItemView(ctx, it, run.Action, msgs)
-	if err != nil {
-		return err
-	}
+	v := s.inboxItemView(it, run.Action, msgs)
 	pr := principal(c)
 	return s.render(c, http.StatusOK, templates.InboxItem(v, csrfToken(c), pr != nil && auth.Allows(pr.Role, store.RoleReviewer)))
 }

@@ -181,13 +181,17 @@ func (s *Server) runPageData(c echo.Context, id uuid.UUID, withTrace bool) (temp
 			p.Run.ForkTurn = strconv.Itoa(*r.ForkTurn)
 		}
 	}
+	ids := make([]uuid.UUID, 0, len(d.Interrupts))
+	for _, it := range d.Interrupts {
+		ids = append(ids, it.ID)
+	}
+	audits, err := s.store.AuditListByInterrupts(ctx, ids)
+	if err != nil {
+		return p, err
+	}
 	views := make([]templates.InterruptView, 0, len(d.Interrupts))
 	for _, it := range d.Interrupts {
-		v, err := s.interruptView(ctx, it, r.Action, true)
-		if err != nil {
-			return p, err
-		}
-		views = append(views, v)
+		views = append(views, s.interruptView(it, r.Action, audits[it.ID]))
 	}
 	p.Interrupts = views
 	p.Conversation = conversation(d.Messages, views, -1)
@@ -319,8 +323,8 @@ func (s *Server) runReplayForm(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/runs/"+run.ID.String())
 }
 
-// interruptView builds an interrupt's view, with its audit entries when asked.
-func (s *Server) interruptView(ctx context.Context, it *store.Interrupt, action string, audit bool) (templates.InterruptView, error) {
+// interruptView builds an interrupt's view, with the audit entries given.
+func (s *Server) interruptView(it *store.Interrupt, action string, audit []*store.AuditEntry) templates.InterruptView {
 	v := templates.InterruptView{
 		ID: it.ID.String(), RunID: it.RunID.String(), Action: action, Turn: it.Turn, Tool: it.Tool, Ref: it.Ref,
 		Status: it.Status, Prompt: interruptMessage(it.Metadata), InputJSON: prettyJSON(it.Input),
@@ -329,16 +333,10 @@ func (s *Server) interruptView(ctx context.Context, it *store.Interrupt, action 
 		ResolvedBy: deref(it.ResolvedBy), ResolvedAt: it.ResolvedAt, Comment: deref(it.Comment), Resolution: nonEmptyJSON(it.Resolution),
 		SpanURL: "/runs/" + it.RunID.String() + "?tool=" + url.QueryEscape(it.Tool) + "&turn=" + strconv.Itoa(it.Turn) + "#trace",
 	}
-	if audit {
-		entries, err := s.store.AuditList(ctx, "interrupt", it.ID.String())
-		if err != nil {
-			return v, err
-		}
-		for _, a := range entries {
-			v.Audit = append(v.Audit, templates.AuditRow{At: a.At, Actor: a.Actor, Action: a.Action, Details: prettyJSON(a.Details)})
-		}
+	for _, a := range audit {
+		v.Audit = append(v.Audit, templates.AuditRow{At: a.At, Actor: a.Actor, Action: a.Action, Details: prettyJSON(a.Details)})
 	}
-	return v, nil
+	return v
 }
 
 // interruptMessage picks the question out of interrupt metadata ({"message": ...}), or shows the

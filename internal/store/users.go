@@ -215,3 +215,33 @@ func (s *Store) AuditList(ctx context.Context, subjectType, subjectID string) ([
 	}
 	return entries, nil
 }
+
+// AuditListByInterrupts returns the audit entries of several interrupts in one query, keyed by
+// interrupt, each oldest first as AuditList orders them. An interrupt without entries has no key.
+func (s *Store) AuditListByInterrupts(ctx context.Context, interruptIDs []uuid.UUID) (map[uuid.UUID][]*AuditEntry, error) {
+	out := make(map[uuid.UUID][]*AuditEntry, len(interruptIDs))
+	if len(interruptIDs) == 0 {
+		return out, nil
+	}
+	// subject_id is text, so the keys are matched as written, the way AuditList matches them.
+	byText := make(map[string]uuid.UUID, len(interruptIDs))
+	subjects := make([]string, 0, len(interruptIDs))
+	for _, id := range interruptIDs {
+		byText[id.String()] = id
+		subjects = append(subjects, id.String())
+	}
+	rows, err := s.db.Query(ctx, `SELECT id, at, actor, action, subject_type, subject_id, details FROM audit_log
+		WHERE subject_type = 'interrupt' AND subject_id = ANY($1) ORDER BY at, id`, subjects)
+	if err != nil {
+		return nil, fmt.Errorf("list audit of %d interrupts: %w", len(interruptIDs), err)
+	}
+	entries, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[AuditEntry])
+	if err != nil {
+		return nil, fmt.Errorf("list audit of %d interrupts: %w", len(interruptIDs), err)
+	}
+	for _, e := range entries {
+		id := byText[e.SubjectID]
+		out[id] = append(out[id], e)
+	}
+	return out, nil
+}

@@ -1,0 +1,106 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/store/storetest"
+)
+
+// TestRunPageQueriesDoNotGrowWithInterrupts: the run page shows each interrupt with its own audit
+// entries, in order, and costs as many queries for a run with four interrupts as for a run with one.
+func TestRunPageQueriesDoNotGrowWithInterrupts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(storetest.NewURL(t))
+	require.NoError(t, err)
+	log := &queryLog{}
+	cfg.ConnConfig.Tracer = log
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	st := store.New(pool)
+	srv, err := New(Config{Addr: "127.0.0.1:0", Dev: true, Version: "test"}, Deps{Store: st})
+	require.NoError(t, err)
+	require.NoError(t, srv.Start(ctx))
+	t.Cleanup(srv.Stop)
+	url := "http://" + srv.Addr()
+
+	type interrupt struct {
+		id      uuid.UUID
+		actions []string
+	}
+	// seed creates a run with one interrupt per entry of audits, each with that many audit entries.
+	seed := func(n int, audits ...int) (uuid.UUID, []interrupt) {
+		run, err := st.RunCreate(ctx, store.RunCreateParams{Action: fmt.Sprintf("/flow/run%d", n)})
+		require.NoError(t, err)
+		var out []interrupt
+		for i := range audits {
+			created, err := st.InterruptCreate(ctx, []store.InterruptCreateParams{{RunID: run.ID, Turn: 0,
+				Tool: fmt.Sprintf("tool%d", i), Ref: fmt.Sprintf("ref%d", i), Input: json.RawMessage(`{}`)}})
+			require.NoError(t, err)
+			out = append(out, interrupt{id: created[0].ID})
+		}
+		// Entries are written round-robin so that each interrupt's entries interleave with others'.
+		for j := range 3 {
+			for i, count := range audits {
+				if j >= count {
+					continue
+				}
+				action := fmt.Sprintf("interrupt.step-%d-%d-%d", n, i, j)
+				require.NoError(t, st.AuditInsert(ctx, "ann", action, "interrupt", out[i].id.String(), map[string]any{"step": j}))
+				out[i].actions = append(out[i].actions, action)
+			}
+		}
+		return run.ID, out
+	}
+	page := func(path string) (string, int) {
+		t.Helper()
+		log.take()
+		resp, body := get(t, url+path, "Accept", "text/html")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		return body, len(log.take())
+	}
+	requireCard := func(body string, it interrupt) {
+		t.Helper()
+		start := strings.Index(body, `id="interrupt-`+it.id.String()+`"`)
+		require.NotEqual(t, -1, start, "interrupt %s is shown", it.id)
+		card := body[start+1:]
+		if end := strings.Index(card, `class="interrupt-card"`); end >= 0 {
+			card = card[:end]
+		}
+		if len(it.actions) == 0 {
+			require.NotContains(t, card, "audit log", "interrupt %s has no audit entries", it.id)
+			return
+		}
+		require.Contains(t, card, fmt.Sprintf("audit log (%d)", len(it.actions)))
+		require.Equal(t, len(it.actions), strings.Count(card, "<code>interrupt.step-"), "only its own entries")
+		last := -1
+		for _, action := range it.actions {
+			at := strings.Index(card, "<code>"+action+"</code>")
+			require.Greater(t, at, last, "entry %s is shown, oldest first", action)
+			last = at
+		}
+	}
+
+	oneRun, one := seed(0, 2)
+	manyRun, many := seed(1, 1, 0, 3, 2)
+	for _, path := range []string{"", "/sections"} {
+		body, oneCount := page("/runs/" + oneRun.String() + path)
+		requireCard(body, one[0])
+		body, manyCount := page("/runs/" + manyRun.String() + path)
+		for _, it := range many {
+			requireCard(body, it)
+		}
+		require.Equal(t, oneCount, manyCount, "the queries of /runs/{id}%s must not grow with its interrupts", path)
+	}
+}
