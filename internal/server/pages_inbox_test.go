@@ -35,6 +35,21 @@ func (l *queryLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Trace
 
 func (l *queryLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// tracedStore returns a store on a new test database whose every query is logged, and the
+// database's URL.
+func tracedStore(t *testing.T) (*store.Store, *queryLog, string) {
+	t.Helper()
+	dbURL := storetest.NewURL(t)
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	require.NoError(t, err)
+	log := &queryLog{}
+	cfg.ConnConfig.Tracer = log
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return store.New(pool), log, dbURL
+}
+
 // take returns the queries logged since the last take.
 func (l *queryLog) take() []string {
 	l.mu.Lock()
@@ -49,15 +64,7 @@ func (l *queryLog) take() []string {
 func TestInboxQueriesDoNotGrowWithInterrupts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := storetest.NewURL(t)
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	require.NoError(t, err)
-	log := &queryLog{}
-	cfg.ConnConfig.Tracer = log
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	st := store.New(pool)
+	st, log, dbURL := tracedStore(t)
 	// The run service, never started, only enables the routes; it gets a pool of its own so that
 	// the log holds the pages' queries alone.
 	other, err := pgxpool.New(ctx, dbURL)

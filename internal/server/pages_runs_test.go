@@ -9,11 +9,9 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe/internal/store"
-	"github.com/loupe-dev/loupe/internal/store/storetest"
 )
 
 // TestRunPageQueriesDoNotGrowWithInterrupts: the run page shows each interrupt with its own audit
@@ -21,14 +19,7 @@ import (
 func TestRunPageQueriesDoNotGrowWithInterrupts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(storetest.NewURL(t))
-	require.NoError(t, err)
-	log := &queryLog{}
-	cfg.ConnConfig.Tracer = log
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	st := store.New(pool)
+	st, log, _ := tracedStore(t)
 	srv, err := New(Config{Addr: "127.0.0.1:0", Dev: true, Version: "test"}, Deps{Store: st})
 	require.NoError(t, err)
 	require.NoError(t, srv.Start(ctx))
