@@ -44,7 +44,9 @@ func Generate(ctx context.Context, r *Registry, opts ...GenerateOption) (*ModelR
 		o(cfg)
 	}
 	if co, ok := ctx.Value(contextOptionsKey{}).(*contextOptions); ok {
-		co.apply(cfg)
+		if n := co.apply(cfg); n > 0 {
+			ctx = context.WithValue(ctx, generateIndexKey{}, n)
+		}
 	}
 	g, err := r.newGeneration(cfg)
 	if err != nil {

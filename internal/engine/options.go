@@ -187,20 +187,21 @@ func WithContextOptions(ctx context.Context, opts ...GenerateOption) context.Con
 type contextOptions struct {
 	mu   sync.Mutex
 	opts []GenerateOption
-	used bool
+	uses int
 }
 
-// apply applies the context's options to cfg; resume state only on first use.
-func (co *contextOptions) apply(cfg *generateConfig) {
+// apply applies the context's options to cfg, resume state only on first use, and returns how many
+// Generate calls applied them before this one.
+func (co *contextOptions) apply(cfg *generateConfig) int {
 	co.mu.Lock()
-	first := !co.used
-	co.used = true
+	n := co.uses
+	co.uses++
 	co.mu.Unlock()
-	if first {
+	if n == 0 {
 		for _, o := range co.opts {
 			o(cfg)
 		}
-		return
+		return n
 	}
 	probe := &generateConfig{}
 	for _, o := range co.opts {
@@ -211,6 +212,18 @@ func (co *contextOptions) apply(cfg *generateConfig) {
 		WithHooks(probe.hooks)(cfg)
 	}
 	cfg.middleware = append(cfg.middleware, probe.middleware...)
+	return n
+}
+
+type generateIndexKey struct{}
+
+// GenerateIndex is, inside a Generate call under a WithContextOptions context (its hooks,
+// middleware and tools), how many Generate calls under that context came before it: 0 for the
+// first. A durable runner uses it to number the turns and messages of a flow that calls Generate
+// more than once.
+func GenerateIndex(ctx context.Context) int {
+	n, _ := ctx.Value(generateIndexKey{}).(int)
+	return n
 }
 
 func joinHooks(a, b *Hooks) *Hooks {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"strconv"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -20,14 +21,19 @@ func RunID(ctx context.Context) string {
 }
 
 // IdempotencyKey returns the key of a tool call: the run id (or else the trace id) of ctx, a colon,
-// and the call's ref. The same call in the same run always gets the same key, so a runner can use it
-// to dedupe side effects across crashes and resumes.
+// and the call's ref; in the second and later Generate calls of a durable flow (GenerateIndex), the
+// ref is prefixed with "g<index>:", since each call numbers its refs afresh. The same call in the
+// same run always gets the same key, so a runner can use it to dedupe side effects across crashes
+// and resumes.
 func IdempotencyKey(ctx context.Context, ref string) string {
 	scope := RunID(ctx)
 	if scope == "" {
 		if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
 			scope = sc.TraceID().String()
 		}
+	}
+	if n := GenerateIndex(ctx); n > 0 {
+		return scope + ":g" + strconv.Itoa(n) + ":" + ref
 	}
 	return scope + ":" + ref
 }

@@ -21,7 +21,9 @@ import (
 // the model again for a recorded turn nor runs a completed tool twice.
 //
 // Turns are absolute across resumes and recoveries: a turn's number is the count of model messages
-// before it in the run's history.
+// before it in the run's history. A flow that calls Generate more than once gets one history and
+// one turn numbering across its calls: each later call's messages and turns follow the earlier
+// calls' (see enter), so its ledgers never collide with theirs.
 type recorder struct {
 	svc *Service
 	run *store.Run
@@ -57,6 +59,11 @@ type recorder struct {
 	// fresh holds the "turn/ref" of the calls whose intent the last checkpoint recorded anew: they
 	// run without another look at the ledger.
 	fresh map[string]bool
+
+	// gen is the Generate call being recorded (engine.GenerateIndex); seqBase and turnBase are
+	// where its history positions and its turns start in the run's, and nextSeq the position
+	// after the last message recorded.
+	gen, seqBase, turnBase, nextSeq int
 }
 
 func newRecorder(svc *Service, run *store.Run, state *store.ExecutionState, history []*engine.Message) *recorder {
@@ -66,6 +73,7 @@ func newRecorder(svc *Service, run *store.Run, state *store.ExecutionState, hist
 		r.model = *run.Model
 	}
 	r.turn = max(countModelMessages(history)-1, 0)
+	r.nextSeq = len(history)
 	r.chunkSeq = state.ChunkSeq
 	r.recorded = make(map[int]*store.ModelCall, len(state.ModelCalls))
 	for _, c := range state.ModelCalls {
@@ -84,6 +92,37 @@ func countModelMessages(msgs []*engine.Message) int {
 	return n
 }
 
+// enter notes which Generate call of the flow is reporting, from ctx; the first report of a later
+// call starts its history after every message recorded so far, and its turns after every turn
+// (at 1 at least, so that its input messages read as another call's: see multipleGenerates).
+// r.mu must be held.
+func (r *recorder) enter(ctx context.Context) {
+	if g := engine.GenerateIndex(ctx); g > r.gen {
+		r.gen, r.seqBase, r.turnBase = g, r.nextSeq, max(r.maxTurn, 1)
+		r.turn = r.turnBase
+	}
+}
+
+// currentTurn is the absolute turn being recorded.
+func (r *recorder) currentTurn() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.turn
+}
+
+// multipleGenerates reports whether a recorded history holds more than one Generate call's
+// messages: a later call's input messages (user or system) are recorded after turn 0, where a
+// single call's never are. Such a run cannot be resumed from its history, which would all be
+// handed to the flow's first Generate call.
+func multipleGenerates(msgs []*store.RunMessage) bool {
+	for _, m := range msgs {
+		if m.Turn > 0 && (m.Role == string(engine.RoleUser) || m.Role == string(engine.RoleSystem)) {
+			return true
+		}
+	}
+	return false
+}
+
 // hooks are the engine hooks that record history, chunks, usage and the outcome.
 func (r *recorder) hooks() *engine.Hooks {
 	return &engine.Hooks{
@@ -93,7 +132,7 @@ func (r *recorder) hooks() *engine.Hooks {
 		OnMessage: func(ctx context.Context, ev *engine.MessageEvent) error {
 			// The recorded history this execution resumes from is reported as input again; it is
 			// stored already, with its own turns (a fork's copy must stay byte-identical).
-			if ev.Source == engine.SourceInput && ev.Index < r.baseIndex {
+			if ev.Source == engine.SourceInput && ev.Index < r.baseIndex && engine.GenerateIndex(ctx) == 0 {
 				return nil
 			}
 			content, err := json.Marshal(ev.Message)
@@ -101,7 +140,10 @@ func (r *recorder) hooks() *engine.Hooks {
 				return fmt.Errorf("record message: %w", err)
 			}
 			r.mu.Lock()
-			r.messages = append(r.messages, store.RunMessage{RunID: r.run.ID, Seq: ev.Index, Turn: r.turn, Role: string(ev.Message.Role), Content: content})
+			r.enter(ctx)
+			seq := r.seqBase + ev.Index
+			r.nextSeq = max(r.nextSeq, seq+1)
+			r.messages = append(r.messages, store.RunMessage{RunID: r.run.ID, Seq: seq, Turn: r.turn, Role: string(ev.Message.Role), Content: content})
 			r.mu.Unlock()
 			return nil
 		},
@@ -111,9 +153,14 @@ func (r *recorder) hooks() *engine.Hooks {
 				return fmt.Errorf("record chunk: %w", err)
 			}
 			r.mu.Lock()
+			r.enter(ctx)
 			r.chunkSeq++
+			index := r.baseIndex + c.Index
+			if r.gen > 0 {
+				index = r.seqBase + c.Index
+			}
 			r.pending = append(r.pending, store.RunChunk{
-				RunID: r.run.ID, Seq: r.chunkSeq, Turn: r.turn, Index: r.baseIndex + c.Index, Role: string(c.Role), Content: content,
+				RunID: r.run.ID, Seq: r.chunkSeq, Turn: r.turn, Index: index, Role: string(c.Role), Content: content,
 			})
 			full := len(r.pending) >= 64
 			r.mu.Unlock()
@@ -177,9 +224,21 @@ func (r *recorder) middleware() *engine.Middleware {
 }
 
 func (r *recorder) modelCall(ctx context.Context, req *engine.ModelRequest, cb engine.ModelStreamFunc, next engine.ModelNext) (*engine.ModelResponse, error) {
-	turn := countModelMessages(req.Messages)
+	// An earlier Generate call's final response is still waiting for a checkpoint: write it (and
+	// that call's history) before this call's first model call.
+	r.mu.Lock()
+	earlier := r.lastCall
+	r.lastCall = nil
+	r.mu.Unlock()
+	if earlier != nil {
+		if err := r.checkpoint(ctx, earlier); err != nil {
+			return nil, err
+		}
+	}
 	sc := oteltrace.SpanContextFromContext(ctx)
 	r.mu.Lock()
+	r.enter(ctx)
+	turn := r.turnBase + countModelMessages(req.Messages)
 	if sc.HasTraceID() && r.traceID == "" {
 		r.traceID = sc.TraceID().String()
 	}

@@ -368,7 +368,7 @@ func (p *replayer) options() ([]engine.GenerateOption, error) {
 // model serves the original's recorded response for the request's turn, with its chunks, and
 // never calls next: an exact replay makes no model call.
 func (p *replayer) model(ctx context.Context, req *engine.ModelRequest, cb engine.ModelStreamFunc, _ engine.ModelNext) (*engine.ModelResponse, error) {
-	turn := countModelMessages(req.Messages)
+	turn := p.rec.currentTurn() // the recorder, the outer middleware, has numbered it already
 	recorded := p.calls[turn]
 	if recorded == nil {
 		msg := fmt.Sprintf("the original run %s recorded no model call for turn %d", p.source, turn)

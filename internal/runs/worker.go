@@ -66,6 +66,11 @@ func (s *Service) execute(jobCtx context.Context, run *store.Run) error {
 			return err
 		}
 	}
+	if multipleGenerates(state.Messages) {
+		return s.finishFailed(ctx, run, engine.Errorf(engine.StatusFailedPrecondition,
+			"run %s cannot continue from its history: its flow called generate more than once before it stopped, "+
+				"and a run resumes, recovers or forks only within its flow's first generate call", run.ID))
+	}
 	history, err := decodeHistory(run, state.Messages)
 	if err != nil {
 		return err

@@ -1,0 +1,156 @@
+package runs_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/engine/scripted"
+	"github.com/loupe-dev/loupe/internal/runs"
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// twoGenerates is a bundle whose registry has /flow/twoGenerates: a flow that calls Generate twice,
+// each call a tool turn (ref "r0" both times) and an answer, the second asking first for a
+// reviewer's approval when the input says so.
+type twoGenerates struct {
+	*replayBundle
+	lookups atomic.Int64
+}
+
+func setupTwoGenerates(t *testing.T) *twoGenerates {
+	t.Helper()
+	tg := &twoGenerates{replayBundle: &replayBundle{bundle: setup(t, 0)}}
+	reg := engine.NewRegistry()
+	lookup := engine.DefineTool(reg, "tgLookup", "Looks something up.", func(tc *engine.ToolContext, in struct {
+		Q string `json:"q"`
+	}) (string, error) {
+		tg.lookups.Add(1)
+		return "found " + in.Q, nil
+	})
+	approve := engine.DefineTool(reg, "tgApprove", "Asks a person.", func(tc *engine.ToolContext, in struct {
+		Q string `json:"q"`
+	}) (string, error) {
+		if !tc.IsResumed() {
+			return "", tc.Interrupt(map[string]any{"message": "approve " + in.Q + "?"})
+		}
+		return "approved " + in.Q, nil
+	})
+	scripted.DefineFunc(reg, "tg/model", func(req *engine.ModelRequest) (scripted.Turn, error) {
+		prompt := req.Messages[0].Text()
+		if scripted.ModelTurns(req.Messages) == 0 {
+			tool := "tgLookup"
+			if prompt == "second approve" {
+				tool = "tgApprove"
+			}
+			return scripted.Reply(scripted.ToolCall(tool, "r0", map[string]any{"q": prompt})).WithUsage(10, 2), nil
+		}
+		var out string
+		for _, m := range req.Messages {
+			for _, p := range m.Content {
+				if p.ToolResponse != nil {
+					b, _ := json.Marshal(p.ToolResponse.Output)
+					_ = json.Unmarshal(b, &out)
+				}
+			}
+		}
+		return scripted.Text(prompt+": "+out).WithUsage(10, 2), nil
+	})
+	engine.DefineFlow(reg, "twoGenerates", func(ctx context.Context, approval bool) (string, error) {
+		first, err := engine.Generate(ctx, reg, engine.WithModelName("tg/model"), engine.WithPrompt("first"), engine.WithTools(lookup))
+		if err != nil {
+			return "", err
+		}
+		second := "second"
+		if approval {
+			second = "second approve"
+		}
+		resp, err := engine.Generate(ctx, reg, engine.WithModelName("tg/model"), engine.WithPrompt(second), engine.WithTools(lookup, approve))
+		if err != nil {
+			return "", err
+		}
+		if resp.FinishReason == engine.FinishReasonInterrupted {
+			return "", nil
+		}
+		return first.Text() + " | " + resp.Text(), nil
+	})
+	svc, err := runs.New(runs.Config{Workers: 2, LeaseTTL: time.Second, Logger: testLogger()}, tg.store, reg)
+	require.NoError(t, err)
+	require.NoError(t, svc.Start(context.Background()))
+	t.Cleanup(svc.Stop)
+	tg.svc = svc
+	return tg
+}
+
+func (tg *twoGenerates) startFlow(t *testing.T, approval bool) *store.Run {
+	t.Helper()
+	run, err := tg.svc.StartRun(context.Background(), runs.StartParams{Action: "twoGenerates", Input: json.RawMessage(fmt.Sprint(approval))})
+	require.NoError(t, err)
+	return run
+}
+
+// TestFlowCallingGenerateTwiceIsRecordedWhole: the second Generate call's history, turns, model
+// calls and tool calls follow the first's instead of overwriting them, its tool call gets its own
+// idempotency key, and an exact replay of the run matches it.
+func TestFlowCallingGenerateTwiceIsRecordedWhole(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tg := setupTwoGenerates(t)
+	run := tg.settle(t, tg.startFlow(t, false).ID, store.RunSucceeded)
+	require.JSONEq(t, `"first: found first | second: found second"`, string(run.Output))
+	require.EqualValues(t, 2, tg.lookups.Load(), "each call's tool ran, though both used ref r0")
+	require.Equal(t, 4, run.Turns)
+	require.EqualValues(t, 40, run.InputTokens)
+
+	msgs := tg.messages(t, run.ID)
+	var roles []string
+	for i, m := range msgs {
+		require.Equal(t, i, m.Seq, "one history, no gaps")
+		roles = append(roles, fmt.Sprintf("%s@%d", m.Role, m.Turn))
+	}
+	require.Equal(t, []string{"user@0", "model@0", "tool@0", "model@1", "user@2", "model@2", "tool@2", "model@3"}, roles)
+
+	calls, err := tg.store.ModelCallList(ctx, run.ID)
+	require.NoError(t, err)
+	var turns []int
+	for _, c := range calls {
+		turns = append(turns, c.Turn)
+	}
+	require.Equal(t, []int{0, 1, 2, 3}, turns)
+	tools, err := tg.store.ToolCallList(ctx, run.ID)
+	require.NoError(t, err)
+	require.Len(t, tools, 2)
+	require.Equal(t, []int{0, 2}, []int{tools[0].Turn, tools[1].Turn})
+	require.Equal(t, store.ToolCallCompleted, tools[1].Status)
+	require.Equal(t, run.ID.String()+":r0", tools[0].IdempotencyKey)
+	require.Equal(t, run.ID.String()+":g1:r0", tools[1].IdempotencyKey)
+
+	rep := tg.replay(t, runs.ReplayParams{RunID: run.ID, Mode: store.ReplayExact})
+	done := tg.settle(t, rep.ID, store.RunSucceeded)
+	require.JSONEq(t, string(run.Output), string(done.Output))
+	require.Nil(t, tg.divergence(t, rep.ID))
+	requireSameMessages(t, msgs, tg.messages(t, rep.ID))
+}
+
+// TestRunInterruptedInASecondGenerateFailsClearlyOnResume: a run cannot yet resume inside its
+// flow's second Generate call (its history would be handed to the first); it fails, saying so,
+// instead of resuming the wrong call.
+func TestRunInterruptedInASecondGenerateFailsClearlyOnResume(t *testing.T) {
+	t.Parallel()
+	tg := setupTwoGenerates(t)
+	run := tg.settle(t, tg.startFlow(t, true).ID, store.RunInterrupted)
+	pending := tg.pending(t, run.ID)
+	require.Len(t, pending, 1)
+	require.Equal(t, 2, pending[0].Turn, "the interrupt is at the run's turn, not the call's")
+	tg.resolve(t, pending[0], runs.ActionApprove, "")
+	failed := tg.settle(t, run.ID, store.RunFailed)
+	require.Contains(t, string(failed.Error), "FAILED_PRECONDITION")
+	require.Contains(t, string(failed.Error), "called generate more than once")
+	require.EqualValues(t, 1, tg.lookups.Load(), "nothing ran again")
+}
