@@ -181,23 +181,32 @@ type contextOptionsKey struct{}
 // context gets WithHistory and the resume options; later ones get the rest, so a flow that calls
 // generate again after a resumed one starts that call fresh.
 func WithContextOptions(ctx context.Context, opts ...GenerateOption) context.Context {
-	return context.WithValue(ctx, contextOptionsKey{}, &contextOptions{opts: opts})
+	return WithContextOptionsFor(ctx, 0, opts...)
+}
+
+// WithContextOptionsFor is WithContextOptions whose history and resume options go to the Generate
+// call numbered index under the context (see GenerateIndex) instead of the first: a runner
+// resuming a flow inside its second generate call lets the first run again (replaying it from its
+// records) and hands the second its history.
+func WithContextOptionsFor(ctx context.Context, index int, opts ...GenerateOption) context.Context {
+	return context.WithValue(ctx, contextOptionsKey{}, &contextOptions{opts: opts, target: index})
 }
 
 type contextOptions struct {
-	mu   sync.Mutex
-	opts []GenerateOption
-	uses int
+	mu     sync.Mutex
+	opts   []GenerateOption
+	target int // the Generate call that gets every option; the others get hooks and middleware
+	uses   int
 }
 
-// apply applies the context's options to cfg, resume state only on first use, and returns how many
-// Generate calls applied them before this one.
+// apply applies the context's options to cfg, resume state only for the target call, and returns
+// how many Generate calls applied them before this one.
 func (co *contextOptions) apply(cfg *generateConfig) int {
 	co.mu.Lock()
 	n := co.uses
 	co.uses++
 	co.mu.Unlock()
-	if n == 0 {
+	if n == co.target {
 		for _, o := range co.opts {
 			o(cfg)
 		}

@@ -43,6 +43,7 @@ func setupTwoGenerates(t *testing.T) *twoGenerates {
 		return "approved " + in.Q, nil
 	})
 	scripted.DefineFunc(reg, "tg/model", func(req *engine.ModelRequest) (scripted.Turn, error) {
+		tg.modelCalls.Add(1)
 		prompt := req.Messages[0].Text()
 		if scripted.ModelTurns(req.Messages) == 0 {
 			tool := "tgLookup"
@@ -138,19 +139,37 @@ func TestFlowCallingGenerateTwiceIsRecordedWhole(t *testing.T) {
 	requireSameMessages(t, msgs, tg.messages(t, rep.ID))
 }
 
-// TestRunInterruptedInASecondGenerateFailsClearlyOnResume: a run cannot yet resume inside its
-// flow's second Generate call (its history would be handed to the first); it fails, saying so,
-// instead of resuming the wrong call.
-func TestRunInterruptedInASecondGenerateFailsClearlyOnResume(t *testing.T) {
+// TestRunInterruptedInASecondGenerateResumesThere: a run interrupted inside its flow's second
+// Generate call resumes there. The first call runs again from its records (its model is not called
+// and its tool does not run again), the second is handed its own history and the reviewer's
+// decision, and the history stays one.
+func TestRunInterruptedInASecondGenerateResumesThere(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
 	tg := setupTwoGenerates(t)
 	run := tg.settle(t, tg.startFlow(t, true).ID, store.RunInterrupted)
 	pending := tg.pending(t, run.ID)
 	require.Len(t, pending, 1)
 	require.Equal(t, 2, pending[0].Turn, "the interrupt is at the run's turn, not the call's")
+	require.Equal(t, "tgApprove", pending[0].Tool)
+	models := tg.modelCalls.Load()
 	tg.resolve(t, pending[0], runs.ActionApprove, "")
-	failed := tg.settle(t, run.ID, store.RunFailed)
-	require.Contains(t, string(failed.Error), "FAILED_PRECONDITION")
-	require.Contains(t, string(failed.Error), "called generate more than once")
-	require.EqualValues(t, 1, tg.lookups.Load(), "nothing ran again")
+	done := tg.settle(t, run.ID, store.RunSucceeded)
+	require.JSONEq(t, `"first: found first | second approve: approved second approve"`, string(done.Output))
+	require.EqualValues(t, 1, tg.lookups.Load(), "the first call's tool was reused, not run again")
+	require.EqualValues(t, 1, tg.modelCalls.Load()-models, "only the second call's last turn called the model")
+	require.Equal(t, 4, done.Turns)
+
+	var roles []string
+	for i, m := range tg.messages(t, run.ID) {
+		require.Equal(t, i, m.Seq)
+		roles = append(roles, fmt.Sprintf("%s@%d/g%d", m.Role, m.Turn, m.Generation))
+	}
+	require.Equal(t, []string{"user@0/g0", "model@0/g0", "tool@0/g0", "model@1/g0",
+		"user@2/g1", "model@2/g1", "tool@2/g1", "model@3/g1"}, roles)
+	tools, err := tg.store.ToolCallList(ctx, run.ID)
+	require.NoError(t, err)
+	require.Len(t, tools, 2)
+	require.Equal(t, store.ToolCallCompleted, tools[1].Status)
+	require.Equal(t, run.ID.String()+":g1:r0", tools[1].IdempotencyKey)
 }

@@ -60,20 +60,46 @@ type recorder struct {
 	// run without another look at the ledger.
 	fresh map[string]bool
 
-	// gen is the Generate call being recorded (engine.GenerateIndex); seqBase and turnBase are
-	// where its history positions and its turns start in the run's, and nextSeq the position
-	// after the last message recorded.
+	// gen is the Generate call of the flow being recorded (engine.GenerateIndex), entered once
+	// it has reported; seqBase and turnBase are where its history positions and its turns start in
+	// the run's (bases holds them for every call met or recorded before), and nextSeq is the
+	// position after the last message recorded.
 	gen, seqBase, turnBase, nextSeq int
+	entered                         bool
+	bases                           map[int]genBase
+	// resumeGen is the call this execution resumes (or starts: 0), with the history it was handed;
+	// the calls before it replay from the ledgers and record nothing. resumeTurn is the turn the
+	// resumed call stopped at.
+	resumeGen, resumeTurn int
 }
 
-func newRecorder(svc *Service, run *store.Run, state *store.ExecutionState, history []*engine.Message) *recorder {
+// genBase is where a Generate call's history positions and turns start in the run's.
+type genBase struct{ seq, turn int }
+
+// generationBases returns where each Generate call recorded in a history starts.
+func generationBases(msgs []*store.RunMessage) map[int]genBase {
+	bases := map[int]genBase{0: {}}
+	for _, m := range msgs {
+		if _, ok := bases[m.Generation]; !ok {
+			bases[m.Generation] = genBase{seq: m.Seq, turn: m.Turn}
+		}
+	}
+	return bases
+}
+
+// newRecorder records an execution that resumes the flow's Generate call resumeGen with history
+// (its own messages only; none for a first execution).
+func newRecorder(svc *Service, run *store.Run, state *store.ExecutionState, resumeGen int, history []*engine.Message) *recorder {
 	r := &recorder{svc: svc, run: run, baseIndex: len(history), inTok: run.InputTokens, outTok: run.OutputTokens, maxTurn: run.Turns,
 		progressAt: time.Now(), traceSaved: run.TraceID != nil}
 	if run.Model != nil {
 		r.model = *run.Model
 	}
-	r.turn = max(countModelMessages(history)-1, 0)
-	r.nextSeq = len(history)
+	r.bases = generationBases(state.Messages)
+	r.resumeGen = resumeGen
+	r.resumeTurn = r.bases[resumeGen].turn + max(countModelMessages(history)-1, 0)
+	r.turn = r.resumeTurn
+	r.nextSeq = len(state.Messages)
 	r.chunkSeq = state.ChunkSeq
 	r.recorded = make(map[int]*store.ModelCall, len(state.ModelCalls))
 	for _, c := range state.ModelCalls {
@@ -92,15 +118,25 @@ func countModelMessages(msgs []*engine.Message) int {
 	return n
 }
 
-// enter notes which Generate call of the flow is reporting, from ctx; the first report of a later
-// call starts its history after every message recorded so far, and its turns after every turn
-// (at 1 at least, so that its input messages read as another call's: see multipleGenerates).
-// r.mu must be held.
+// enter notes which Generate call of the flow is reporting, from ctx. A call recorded before
+// starts where it did; a new one starts its history after every message recorded so far and its
+// turns after every turn (at 1 at least). r.mu must be held.
 func (r *recorder) enter(ctx context.Context) {
-	if g := engine.GenerateIndex(ctx); g > r.gen {
-		r.gen, r.seqBase, r.turnBase = g, r.nextSeq, max(r.maxTurn, 1)
-		r.turn = r.turnBase
+	g := engine.GenerateIndex(ctx)
+	if r.entered && g == r.gen {
+		return
 	}
+	r.entered, r.gen = true, g
+	if b, ok := r.bases[g]; ok {
+		r.seqBase, r.turnBase = b.seq, b.turn
+		if g == r.resumeGen {
+			r.turn = r.resumeTurn
+		}
+		return
+	}
+	r.seqBase, r.turnBase = r.nextSeq, max(r.maxTurn, 1)
+	r.bases[g] = genBase{seq: r.seqBase, turn: r.turnBase}
+	r.turn = r.turnBase
 }
 
 // currentTurn is the absolute turn being recorded.
@@ -108,19 +144,6 @@ func (r *recorder) currentTurn() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.turn
-}
-
-// multipleGenerates reports whether a recorded history holds more than one Generate call's
-// messages: a later call's input messages (user or system) are recorded after turn 0, where a
-// single call's never are. Such a run cannot be resumed from its history, which would all be
-// handed to the flow's first Generate call.
-func multipleGenerates(msgs []*store.RunMessage) bool {
-	for _, m := range msgs {
-		if m.Turn > 0 && (m.Role == string(engine.RoleUser) || m.Role == string(engine.RoleSystem)) {
-			return true
-		}
-	}
-	return false
 }
 
 // hooks are the engine hooks that record history, chunks, usage and the outcome.
@@ -132,7 +155,9 @@ func (r *recorder) hooks() *engine.Hooks {
 		OnMessage: func(ctx context.Context, ev *engine.MessageEvent) error {
 			// The recorded history this execution resumes from is reported as input again; it is
 			// stored already, with its own turns (a fork's copy must stay byte-identical).
-			if ev.Source == engine.SourceInput && ev.Index < r.baseIndex && engine.GenerateIndex(ctx) == 0 {
+			// The calls before the resumed one replay their recorded messages.
+			g := engine.GenerateIndex(ctx)
+			if g < r.resumeGen || g == r.resumeGen && ev.Source == engine.SourceInput && ev.Index < r.baseIndex {
 				return nil
 			}
 			content, err := json.Marshal(ev.Message)
@@ -143,7 +168,8 @@ func (r *recorder) hooks() *engine.Hooks {
 			r.enter(ctx)
 			seq := r.seqBase + ev.Index
 			r.nextSeq = max(r.nextSeq, seq+1)
-			r.messages = append(r.messages, store.RunMessage{RunID: r.run.ID, Seq: seq, Turn: r.turn, Role: string(ev.Message.Role), Content: content})
+			r.messages = append(r.messages, store.RunMessage{RunID: r.run.ID, Seq: seq, Turn: r.turn, Role: string(ev.Message.Role),
+				Content: content, Generation: r.gen})
 			r.mu.Unlock()
 			return nil
 		},
@@ -155,9 +181,9 @@ func (r *recorder) hooks() *engine.Hooks {
 			r.mu.Lock()
 			r.enter(ctx)
 			r.chunkSeq++
-			index := r.baseIndex + c.Index
-			if r.gen > 0 {
-				index = r.seqBase + c.Index
+			index := r.seqBase + c.Index
+			if r.gen == r.resumeGen {
+				index += r.baseIndex
 			}
 			r.pending = append(r.pending, store.RunChunk{
 				RunID: r.run.ID, Seq: r.chunkSeq, Turn: r.turn, Index: index, Role: string(c.Role), Content: content,
@@ -318,6 +344,7 @@ func (r *recorder) modelCall(ctx context.Context, req *engine.ModelRequest, cb e
 
 func (r *recorder) toolCall(ctx context.Context, call *engine.ToolCall, next engine.ToolNext) (*engine.ToolOutput, error) {
 	r.mu.Lock()
+	r.enter(ctx) // a resumed call's restarted tools run before its first model call
 	turn := r.turn
 	key := fmt.Sprintf("%d/%s", turn, call.Ref)
 	fresh := r.fresh[key] && call.Resumed == nil

@@ -11,13 +11,14 @@ import (
 
 // resumeOptions rebuilds the engine's resume.respond and resume.restart from the decisions stored
 // on the interrupts of the history's last model message. A history that does not end in tool
-// requests needs none: the execution continues with the next model call.
-func (s *Service) resumeOptions(ctx context.Context, run *store.Run, history []*engine.Message) ([]engine.GenerateOption, error) {
+// requests needs none: the execution continues with the next model call. history is one Generate
+// call's, whose turns start at turnBase in the run's.
+func (s *Service) resumeOptions(ctx context.Context, run *store.Run, history []*engine.Message, turnBase int) ([]engine.GenerateOption, error) {
 	last := history[len(history)-1]
 	if last.Role != engine.RoleModel || len(last.ToolRequests()) == 0 {
 		return nil, nil
 	}
-	turn := countModelMessages(history) - 1
+	turn := turnBase + countModelMessages(history) - 1
 	interrupts, err := s.store.InterruptListByRun(ctx, run.ID)
 	if err != nil {
 		return nil, err

@@ -66,16 +66,14 @@ func (s *Service) execute(jobCtx context.Context, run *store.Run) error {
 			return err
 		}
 	}
-	if multipleGenerates(state.Messages) {
-		return s.finishFailed(ctx, run, engine.Errorf(engine.StatusFailedPrecondition,
-			"run %s cannot continue from its history: its flow called generate more than once before it stopped, "+
-				"and a run resumes, recovers or forks only within its flow's first generate call", run.ID))
-	}
-	history, err := decodeHistory(run, state.Messages)
+	// The history goes to the Generate call the run stopped in, its own messages only; the calls
+	// of the flow before it run again and replay from the ledgers.
+	resumeGen, rows := lastGeneration(state.Messages)
+	history, err := decodeHistory(run, rows)
 	if err != nil {
 		return err
 	}
-	rec := newRecorder(s, run, state, history)
+	rec := newRecorder(s, run, state, resumeGen, history)
 	flushCtx, stopFlush := context.WithCancel(ctx)
 	flushDone := make(chan struct{})
 	go func() {
@@ -85,7 +83,7 @@ func (s *Service) execute(jobCtx context.Context, run *store.Run) error {
 	defer func() { stopFlush(); <-flushDone }()
 	opts := []engine.GenerateOption{engine.WithHooks(rec.hooks()), engine.WithMiddleware(rec.middleware())}
 	if len(history) > 0 {
-		resume, err := s.resumeOptions(ctx, run, history)
+		resume, err := s.resumeOptions(ctx, run, history, rec.bases[resumeGen].turn)
 		if err != nil {
 			return s.finishFailed(ctx, run, err)
 		}
@@ -102,7 +100,7 @@ func (s *Service) execute(jobCtx context.Context, run *store.Run) error {
 	opts = append(opts, replayOpts...)
 	runCtx := engine.WithRunID(ctx, run.ID.String())
 	runCtx = continueTrace(runCtx, run, len(history) > 0)
-	runCtx = engine.WithContextOptions(runCtx, opts...)
+	runCtx = engine.WithContextOptionsFor(runCtx, resumeGen, opts...)
 	out, runErr := s.registry.Run(runCtx, run.Action, run.Input, rec.recordStream)
 	stopFlush()
 	<-flushDone
@@ -189,6 +187,21 @@ func (s *Service) release(run *store.Run) {
 }
 
 // decodeHistory decodes the recorded conversation of a run being resumed or taken over.
+// lastGeneration returns the Generate call the recorded history ends in, and its messages.
+func lastGeneration(msgs []*store.RunMessage) (int, []*store.RunMessage) {
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	g := msgs[len(msgs)-1].Generation
+	var rows []*store.RunMessage
+	for _, m := range msgs {
+		if m.Generation == g {
+			rows = append(rows, m)
+		}
+	}
+	return g, rows
+}
+
 func decodeHistory(run *store.Run, rows []*store.RunMessage) ([]*engine.Message, error) {
 	msgs := make([]*engine.Message, 0, len(rows))
 	for _, row := range rows {

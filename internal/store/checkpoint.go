@@ -42,14 +42,15 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*Checkpoint
 	res := &CheckpointResult{}
 	b := &pgx.Batch{}
 	if n := len(p.Messages); n > 0 {
-		seqs, turns, roles, contents := make([]int, n), make([]int, n), make([]string, n), make([]json.RawMessage, n)
+		seqs, turns, roles, contents, gens := make([]int, n), make([]int, n), make([]string, n), make([]json.RawMessage, n), make([]int, n)
 		for i, m := range p.Messages {
-			seqs[i], turns[i], roles[i], contents[i] = m.Seq, m.Turn, m.Role, m.Content
+			seqs[i], turns[i], roles[i], contents[i], gens[i] = m.Seq, m.Turn, m.Role, m.Content, m.Generation
 		}
-		b.Queue(`INSERT INTO run_messages (run_id, seq, turn, role, content)
-			SELECT $1, * FROM unnest($2::int[], $3::int[], $4::text[], $5::json[])
-			ON CONFLICT (run_id, seq) DO UPDATE SET turn = excluded.turn, role = excluded.role, content = excluded.content`,
-			p.RunID, seqs, turns, roles, contents)
+		b.Queue(`INSERT INTO run_messages (run_id, seq, turn, role, content, generation)
+			SELECT $1, * FROM unnest($2::int[], $3::int[], $4::text[], $5::json[], $6::int[])
+			ON CONFLICT (run_id, seq) DO UPDATE SET turn = excluded.turn, role = excluded.role, content = excluded.content,
+				generation = excluded.generation`,
+			p.RunID, seqs, turns, roles, contents, gens)
 	}
 	if n := len(p.Chunks); n > 0 {
 		seqs, turns, idxs, roles, contents := make([]int64, n), make([]int, n), make([]int, n), make([]string, n), make([]json.RawMessage, n)
@@ -148,7 +149,7 @@ type ExecutionState struct {
 func (s *Store) RunExecutionState(ctx context.Context, runID uuid.UUID) (*ExecutionState, error) {
 	b := &pgx.Batch{}
 	st := &ExecutionState{}
-	b.Queue(`SELECT run_id, seq, turn, role, content, created_at FROM run_messages WHERE run_id = $1 ORDER BY seq`, runID).
+	b.Queue(`SELECT `+messageColumns+` FROM run_messages WHERE run_id = $1 ORDER BY seq`, runID).
 		Query(func(rows pgx.Rows) error {
 			var err error
 			st.Messages, err = pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[RunMessage])

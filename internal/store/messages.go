@@ -12,13 +12,18 @@ import (
 
 // RunMessage is one message of a run's history.
 type RunMessage struct {
-	RunID     uuid.UUID       `db:"run_id" json:"-"`
-	Seq       int             `db:"seq" json:"seq"`
-	Turn      int             `db:"turn" json:"turn"`
-	Role      string          `db:"role" json:"role"`
-	Content   json.RawMessage `db:"content" json:"content"`
-	CreatedAt time.Time       `db:"created_at" json:"created_at"`
+	RunID   uuid.UUID       `db:"run_id" json:"-"`
+	Seq     int             `db:"seq" json:"seq"`
+	Turn    int             `db:"turn" json:"turn"`
+	Role    string          `db:"role" json:"role"`
+	Content json.RawMessage `db:"content" json:"content"`
+	// Generation is the generate call of the flow the message belongs to, 0 for the first.
+	Generation int       `db:"generation" json:"generation,omitempty"`
+	CreatedAt  time.Time `db:"created_at" json:"created_at"`
 }
+
+// messageColumns are the columns a RunMessage is read with.
+const messageColumns = `run_id, seq, turn, role, content, generation, created_at`
 
 // MessagePut writes the message at position seq of a run's history. Writing the same position
 // again replaces it, which is what a resume's re-stamping and a recovered turn need.
@@ -33,7 +38,7 @@ func (s *Store) MessagePut(ctx context.Context, runID uuid.UUID, seq, turn int, 
 
 // MessageList returns a run's history in order.
 func (s *Store) MessageList(ctx context.Context, runID uuid.UUID) ([]*RunMessage, error) {
-	rows, err := s.db.Query(ctx, `SELECT run_id, seq, turn, role, content, created_at FROM run_messages
+	rows, err := s.db.Query(ctx, `SELECT `+messageColumns+` FROM run_messages
 		WHERE run_id = $1 ORDER BY seq`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("list messages of run %s: %w", runID, err)
@@ -52,7 +57,7 @@ func (s *Store) MessageListByRuns(ctx context.Context, runIDs []uuid.UUID) (map[
 	if len(runIDs) == 0 {
 		return out, nil
 	}
-	rows, err := s.db.Query(ctx, `SELECT run_id, seq, turn, role, content, created_at FROM run_messages
+	rows, err := s.db.Query(ctx, `SELECT `+messageColumns+` FROM run_messages
 		WHERE run_id = ANY($1) ORDER BY run_id, seq`, runIDs)
 	if err != nil {
 		return nil, fmt.Errorf("list messages of %d runs: %w", len(runIDs), err)

@@ -98,8 +98,8 @@ func (s *Store) RunCopyHistory(ctx context.Context, p RunCopyHistoryParams) erro
 		what, sql string
 		args      []any
 	}{
-		{"messages", `INSERT INTO run_messages (run_id, seq, turn, role, content)
-			SELECT $2, seq, turn, role, content FROM run_messages WHERE run_id = $1 AND seq < $3`,
+		{"messages", `INSERT INTO run_messages (run_id, seq, turn, role, content, generation)
+			SELECT $2, seq, turn, role, content, generation FROM run_messages WHERE run_id = $1 AND seq < $3`,
 			[]any{p.From, p.To, p.BeforeSeq}},
 		{"model calls", `INSERT INTO model_calls (run_id, turn, model, request, response, latency_ms)
 			SELECT $2, turn, model, request, response, latency_ms FROM model_calls WHERE run_id = $1 AND turn < $3`, turnArgs},
