@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -151,6 +152,14 @@ func defineTestAgent(r *engine.Registry, pool *pgxpool.Pool, block, markers stri
 		case "pair":
 			return scripted.Reply(scripted.ToolCall("effect", "a", map[string]any{"name": "a"}),
 				scripted.ToolCall("effect", "b", map[string]any{"name": "b", "block": true})).WithUsage(10, 5), nil
+		case "first-effect":
+			return scripted.Reply(scripted.ToolCall("effect", "e1", map[string]any{"name": "e1"})).WithUsage(10, 5), nil
+		case "second-slow":
+			if block == "model2" {
+				mark("model2")
+				select {} // the second generate's model call never returns; the process is killed here
+			}
+			return scripted.Reply(scripted.ToolCall("effect", "e2", map[string]any{"name": "e2"})).WithUsage(10, 5), nil
 		case "slow":
 			if block == "model" {
 				mark("model")
@@ -159,6 +168,18 @@ func defineTestAgent(r *engine.Registry, pool *pgxpool.Pool, block, markers stri
 			return scripted.Reply(scripted.ToolCall("effect", "s", map[string]any{"name": "s"})).WithUsage(10, 5), nil
 		}
 		return scripted.Turn{}, fmt.Errorf("unknown scenario %q", scenario)
+	})
+	// twoStepAgent calls generate twice: a tool turn and an answer each.
+	engine.DefineFlow(r, "twoStepAgent", func(ctx context.Context, _ struct{}) (string, error) {
+		var texts []string
+		for _, prompt := range []string{"first-effect", "second-slow"} {
+			resp, err := engine.Generate(ctx, r, engine.WithModelName("test/agent"), engine.WithPrompt(prompt), engine.WithTools(eff))
+			if err != nil {
+				return "", err
+			}
+			texts = append(texts, resp.Text())
+		}
+		return strings.Join(texts, " | "), nil
 	})
 	engine.DefineFlow(r, "testAgent", func(ctx context.Context, in AgentInput) (string, error) {
 		resp, err := engine.Generate(ctx, r, engine.WithModelName("test/agent"), engine.WithPrompt(in.Scenario),

@@ -2,6 +2,7 @@ package runs_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
@@ -64,6 +66,34 @@ func TestRecoveryAfterSIGKILLDuringModelCall(t *testing.T) {
 	done := b.wait(t, run.ID, store.RunSucceeded)
 	require.Contains(t, string(done.Output), "did s")
 	require.Equal(t, map[string]int{"s": 1}, b.effects(t, run.ID))
+}
+
+// TestRecoveryAfterSIGKILLInASecondGenerate kills a worker process during the model call of its
+// flow's second generate. The new worker runs the flow again: the first generate replays from the
+// ledgers (its tool is not run again) and the second continues from its own history.
+func TestRecoveryAfterSIGKILLInASecondGenerate(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 0)
+	ctx := context.Background()
+	run, err := b.svc.StartRun(ctx, runs.StartParams{Action: "twoStepAgent", Input: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	proc := b.startWorkerProcess(t, "model2")
+	require.Equal(t, map[string]int{"e1": 1}, b.effects(t, run.ID))
+	kill(t, proc)
+
+	b.newService(t, 1)
+	done := b.wait(t, run.ID, store.RunSucceeded)
+	require.Contains(t, string(done.Output), `e1=\"did e1\"`)
+	require.Contains(t, string(done.Output), `e2=\"did e2\"`)
+	require.Equal(t, map[string]int{"e1": 1, "e2": 1}, b.effects(t, run.ID), "no completed tool ran twice")
+	msgs, err := b.store.MessageList(ctx, run.ID)
+	require.NoError(t, err)
+	var gens []int
+	for i, m := range msgs {
+		require.Equal(t, i, m.Seq)
+		gens = append(gens, m.Generation)
+	}
+	require.Equal(t, []int{0, 0, 0, 0, 1, 1, 1, 1}, gens)
 }
 
 // TestRecoveryAfterSIGKILLBetweenTools kills a worker process after one of two parallel tools
