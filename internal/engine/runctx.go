@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -45,4 +46,30 @@ type spanLinksKey struct{}
 // interrupted, so that one run reads as one story across the pause.
 func WithSpanLinks(ctx context.Context, links ...trace.Link) context.Context {
 	return context.WithValue(ctx, spanLinksKey{}, links)
+}
+
+type rootSpanIDsKey struct{}
+
+type rootSpanIDs struct {
+	traceID trace.TraceID
+	spanID  trace.SpanID
+	taken   atomic.Bool
+}
+
+// WithRootSpanIDs asks that the next root span started under ctx (a flow's) get these ids. A
+// durable runner gives every execution of a run the same root span this way, so that a run taken
+// over after a crash continues its first execution's trace, under the same root, instead of
+// starting another. A TracerProvider honors it through an IDGenerator that calls RootSpanIDs
+// (internal/trace's does); others ignore it.
+func WithRootSpanIDs(ctx context.Context, traceID trace.TraceID, spanID trace.SpanID) context.Context {
+	return context.WithValue(ctx, rootSpanIDsKey{}, &rootSpanIDs{traceID: traceID, spanID: spanID})
+}
+
+// RootSpanIDs returns the ids WithRootSpanIDs asked for, the first time it is called under ctx.
+func RootSpanIDs(ctx context.Context) (trace.TraceID, trace.SpanID, bool) {
+	ids, ok := ctx.Value(rootSpanIDsKey{}).(*rootSpanIDs)
+	if !ok || !ids.traceID.IsValid() || !ids.spanID.IsValid() || !ids.taken.CompareAndSwap(false, true) {
+		return trace.TraceID{}, trace.SpanID{}, false
+	}
+	return ids.traceID, ids.spanID, true
 }

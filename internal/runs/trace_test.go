@@ -2,6 +2,8 @@ package runs_test
 
 import (
 	"context"
+	"encoding/json"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,8 +12,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/engine/scripted"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/trace"
 )
 
 // TestResumeContinuesTheRunsTrace checks that a resumed execution's spans belong to the run's
@@ -52,4 +56,72 @@ func TestResumeContinuesTheRunsTrace(t *testing.T) {
 	require.NotNil(t, resumedRoot, "the resumed flow span nests under the interrupted turn")
 	require.Equal(t, *interrupted.ResumeSpanID, resumedRoot.Links[0].SpanContext.SpanID().String())
 	require.Equal(t, "resume", resumedRoot.Links[0].Attributes[0].Value.AsString())
+}
+
+// TestTakeoverContinuesTheRunsTraceUnderOneRoot: a run whose worker loses its lease mid-tool (as
+// a frozen or dead worker would) is taken over, and the second execution's spans join the first's
+// trace under the same root span, so that the run reads as one tree.
+func TestTakeoverContinuesTheRunsTraceUnderOneRoot(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 0)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithIDGenerator(trace.IDGenerator{}))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	reg := engine.NewRegistry(engine.WithTracerProvider(tp))
+	blocked := make(chan struct{})
+	var calls atomic.Int64
+	stall := engine.DefineTool(reg, "stall", "Stalls the first time.", func(tc *engine.ToolContext, _ struct{}) (string, error) {
+		if calls.Add(1) == 1 {
+			close(blocked)
+			<-tc.Done()
+			return "", tc.Err()
+		}
+		return "went on", nil
+	})
+	scripted.DefineFunc(reg, "takeover/model", func(req *engine.ModelRequest) (scripted.Turn, error) {
+		if scripted.ModelTurns(req.Messages) == 0 {
+			return scripted.Reply(scripted.ToolCall("stall", "s1", map[string]any{})), nil
+		}
+		return scripted.Text("done"), nil
+	})
+	engine.DefineFlow(reg, "takeoverAgent", func(ctx context.Context, _ struct{}) (string, error) {
+		resp, err := engine.Generate(ctx, reg, engine.WithModelName("takeover/model"), engine.WithPrompt("go"), engine.WithTools(stall))
+		if err != nil {
+			return "", err
+		}
+		return resp.Text(), nil
+	})
+	svc, err := runs.New(runs.Config{Workers: 1, LeaseTTL: 600 * time.Millisecond, Logger: testLogger()}, b.store, reg)
+	require.NoError(t, err)
+	require.NoError(t, svc.Start(context.Background()))
+	t.Cleanup(svc.Stop)
+	ctx := context.Background()
+	run, err := svc.StartRun(ctx, runs.StartParams{Action: "takeoverAgent", Input: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	<-blocked
+	// Another worker "takes" the lease and lets it lapse: this one stops, the sweep hands the run
+	// over, and the next execution finishes it.
+	_, err = b.pool.Exec(ctx, `UPDATE runs SET lease_owner = 'elsewhere', lease_expires_at = now() - interval '1 second' WHERE id = $1`, run.ID)
+	require.NoError(t, err)
+	done := b.wait(t, run.ID, store.RunSucceeded)
+	require.EqualValues(t, 2, calls.Load(), "the stalled tool ran again in the second execution")
+	require.NotNil(t, done.TraceID)
+
+	spans := exp.GetSpans()
+	ids := map[string]bool{}
+	var roots []tracetest.SpanStub
+	for _, s := range spans {
+		require.Equal(t, *done.TraceID, s.SpanContext.TraceID().String(), "span %s is in the run's trace", s.Name)
+		ids[s.SpanContext.SpanID().String()] = true
+		if !s.Parent.IsValid() {
+			roots = append(roots, s)
+		}
+	}
+	require.Len(t, roots, 2, "each execution ended its flow span")
+	require.Equal(t, roots[0].SpanContext.SpanID(), roots[1].SpanContext.SpanID(), "both executions share one root span")
+	for _, s := range spans {
+		if s.Parent.IsValid() {
+			require.True(t, ids[s.Parent.SpanID().String()], "span %s has its parent in the trace", s.Name)
+		}
+	}
 }

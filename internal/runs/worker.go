@@ -2,14 +2,16 @@ package runs
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel/attribute"
-	oteltrace "go.opentelemetry.io/otel/trace"
+	"hash/fnv"
 	"time"
 
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/attribute"
+	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/store"
@@ -297,9 +299,14 @@ func errorJSON(err error) json.RawMessage {
 // continueTrace makes a resumed execution part of the run's trace: its spans nest under the turn
 // that was interrupted, and its root span links to that turn (loupe.link.type=resume), so the
 // explorer shows one run across the pause. Genkit leaves the two traces unrelated.
+//
+// Any other execution, the first included, starts the run's root span with the same ids every
+// time (rootSpanIDs): a run taken over after a crash continues its trace under the same root, and
+// the spans its first execution finished are that root's children.
 func continueTrace(ctx context.Context, run *store.Run, resumed bool) context.Context {
 	if !resumed || run.TraceID == nil || run.ResumeSpanID == nil {
-		return ctx
+		tid, sid := rootSpanIDs(run)
+		return engine.WithRootSpanIDs(ctx, tid, sid)
 	}
 	tid, err := oteltrace.TraceIDFromHex(*run.TraceID)
 	if err != nil {
@@ -312,4 +319,22 @@ func continueTrace(ctx context.Context, run *store.Run, resumed bool) context.Co
 	sc := oteltrace.NewSpanContext(oteltrace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: oteltrace.FlagsSampled, Remote: true})
 	ctx = oteltrace.ContextWithRemoteSpanContext(ctx, sc)
 	return engine.WithSpanLinks(ctx, oteltrace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attribute.String("loupe.link.type", "resume")}})
+}
+
+// rootSpanIDs are the ids of a run's root span, the same for each of its executions: the trace id
+// its first execution recorded, or else the run id itself (a UUID is 16 bytes, as a trace id is),
+// and a span id hashed from the run id.
+func rootSpanIDs(run *store.Run) (oteltrace.TraceID, oteltrace.SpanID) {
+	tid := oteltrace.TraceID(run.ID)
+	if run.TraceID != nil {
+		if t, err := oteltrace.TraceIDFromHex(*run.TraceID); err == nil {
+			tid = t
+		}
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(run.ID[:])
+	_, _ = h.Write([]byte("root span"))
+	var sid oteltrace.SpanID
+	binary.BigEndian.PutUint64(sid[:], h.Sum64()|1) // never zero
+	return tid, sid
 }

@@ -69,6 +69,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig) (*Provider, error) {
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.AlwaysSample()),
 		sdktrace.WithSpanProcessor(proc),
+		sdktrace.WithIDGenerator(IDGenerator{}),
 	}
 	p := &Provider{processor: proc}
 	if !cfg.NoForward && ForwardEndpointFromEnv() {
