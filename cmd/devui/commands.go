@@ -73,6 +73,7 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 			return err
 		}
 	}
+	tuneGC()
 	if err := startProfiler(ctx, log); err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ func newWorkerCommand(cfg *config) *cobra.Command {
 			if eng.workers < 1 {
 				return errors.New("--workers must be at least 1 for a worker")
 			}
+			tuneGC()
 			return withExecutor(cmd, cfg, eng, func(*runs.Service, *store.Store) error {
 				<-cmd.Context().Done() // until SIGINT or SIGTERM; the executor then stops its runs
 				return nil

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"compress/gzip"
 	"crypto/subtle"
 	"errors"
@@ -98,7 +99,15 @@ func (s *Server) readIngestBody(c echo.Context) ([]byte, error) {
 	default:
 		return nil, Errorf(http.StatusUnsupportedMediaType, "unsupported_media_type", "unsupported Content-Encoding %q (want gzip or none)", enc)
 	}
-	data, err := io.ReadAll(rd)
+	// Read into a buffer sized from Content-Length when it is known (bytes.Buffer wants MinRead
+	// bytes free to read into), instead of growing one from 512 bytes.
+	size := int64(bytes.MinRead)
+	if rd == io.Reader(body) && r.ContentLength > 0 {
+		size += r.ContentLength
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	_, err := buf.ReadFrom(rd)
+	data := buf.Bytes()
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
