@@ -382,6 +382,13 @@ func (c *Cluster) serverArgs() []string {
 		"-k", c.socketDir(),
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "max_connections=200",
+		// A private cluster on a developer's machine, written to in bursts by trace ingest and
+		// runs: more buffers than the default 128MB, and fewer checkpoints, each of which makes
+		// the next write of every page log it whole.
+		"-c", "shared_buffers=256MB",
+		"-c", "wal_buffers=16MB",
+		"-c", "max_wal_size=4GB",
+		"-c", "checkpoint_timeout=15min",
 	}
 	if c.cfg.Fast {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
