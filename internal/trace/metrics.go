@@ -41,7 +41,7 @@ func NewMetrics() *Metrics {
 		}),
 		ingested: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "loupe_trace_ingest_spans_total",
-			Help: "Spans received from other programs by source (genkit, otlp) and result (inserted, updated, skipped).",
+			Help: "Spans received from other programs by source (genkit, otlp) and result (inserted, updated, skipped, or merged: a held start whose end arrived first).",
 		}, []string{"source", "result"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "loupe_trace_ingest_rejected_total",

@@ -122,7 +122,9 @@ func (s *Service) Ingest(ctx context.Context, source string, spans []store.Span)
 			s.publish(spans)
 			return store.SpanIngestResult{}, nil
 		}
-		s.starts.supersede(spans)
+		if n := s.starts.supersede(spans); n > 0 {
+			s.metrics.ingested.WithLabelValues(source, "merged").Add(float64(n))
+		}
 	}
 	res, err := s.group.ingest(source, spans)
 	if err != nil {

@@ -63,17 +63,22 @@ func (b *startBuffer) hold(source string, spans []store.Span) bool {
 }
 
 // supersede drops the held starts of spans that have just arrived ended: the end replaces them.
-func (b *startBuffer) supersede(spans []store.Span) {
+// It returns how many it dropped.
+func (b *startBuffer) supersede(spans []store.Span) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.pending) == 0 {
-		return
+		return 0
 	}
+	n := 0
 	for _, sp := range spans {
-		if sp.EndTime != 0 {
-			delete(b.pending, store.SpanKey{TraceID: sp.TraceID, SpanID: sp.SpanID})
+		key := store.SpanKey{TraceID: sp.TraceID, SpanID: sp.SpanID}
+		if _, held := b.pending[key]; held && sp.EndTime != 0 {
+			delete(b.pending, key)
+			n++
 		}
 	}
+	return n
 }
 
 // held reports whether any start is waiting.

@@ -49,6 +49,7 @@ func TestSpanStartsAreHeldThenWrittenOnceOrSupersededByTheirEnd(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, res.Inserted)
 	require.Zero(t, res.Updated, "the span was written once, by its end")
+	require.Contains(t, gather(t, svc.Metrics()), `loupe_trace_ingest_spans_total{result="merged",source="genkit"} 1`)
 
 	// A start with no end: a read writes it first, so the read shows it running.
 	start2, end2 := genkitSpanBodies(traceID, rootID)
