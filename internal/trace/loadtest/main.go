@@ -50,6 +50,7 @@ type options struct {
 	scenarios      string
 	serverPID      int
 	pgPID          int
+	lean           bool
 }
 
 func main() {
@@ -68,6 +69,7 @@ func main() {
 	flag.StringVar(&o.scenarios, "scenarios", "batched,realtime,bigtrace,list", "scenarios to run, comma separated")
 	flag.IntVar(&o.serverPID, "server-pid", 0, "the server's pid: report its CPU time per span (Linux)")
 	flag.IntVar(&o.pgPID, "pg-pid", 0, "the postmaster's pid: report PostgreSQL's CPU time per span, all its children included (Linux)")
+	flag.BoolVar(&o.lean, "lean", false, "post over raw keep-alive HTTP/1.1 connections instead of net/http's client (see leanSender)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
@@ -95,15 +97,25 @@ func run(o options) error {
 	defer pool.Close()
 	st := store.New(pool)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.clients * 2}, Timeout: time.Minute}
+	send := netHTTPSender(client, o.url)
+	if !o.lean {
+		fmt.Println("posting with net/http's client")
+	}
+	if o.lean {
+		if send, err = leanSender(o.url, o.clients); err != nil {
+			return err
+		}
+		fmt.Println("posting with the lean HTTP/1.1 client (-lean)")
+	}
 
 	want := strings.Split(o.scenarios, ",")
 	for _, sc := range []struct {
 		name string
 		run  func() error
 	}{
-		{"batched", func() error { return batched(ctx, o, client, st) }},
-		{"realtime", func() error { return realtime(ctx, o, client) }},
-		{"bigtrace", func() error { return bigTrace(ctx, o, client, st) }},
+		{"batched", func() error { return batched(ctx, o, send, st) }},
+		{"realtime", func() error { return realtime(ctx, o, send) }},
+		{"bigtrace", func() error { return bigTrace(ctx, o, send, st) }},
 		{"list", func() error { return list(ctx, o, client, st) }},
 	} {
 		if !slices.Contains(want, sc.name) {
@@ -295,7 +307,7 @@ func parallel(ctx context.Context, clients, n int, work func(i int) error) (time
 	return time.Since(start), first
 }
 
-func batched(ctx context.Context, o options, client *http.Client, st *store.Store) error {
+func batched(ctx context.Context, o options, send sender, st *store.Store) error {
 	requests := o.spans / o.batch
 	bodies := make([][]byte, requests)
 	copyRows := make([][]store.Span, requests)
@@ -322,7 +334,7 @@ func batched(ctx context.Context, o options, client *http.Client, st *store.Stor
 	}
 	cpu := startCPU(o)
 	elapsed, err := parallel(ctx, o.clients, requests, func(i int) error {
-		return post(ctx, client, o.url+"/api/traces", bodies[i])
+		return send(ctx, bodies[i])
 	})
 	if err != nil {
 		return err
@@ -345,7 +357,7 @@ func batched(ctx context.Context, o options, client *http.Client, st *store.Stor
 	return nil
 }
 
-func realtime(ctx context.Context, o options, client *http.Client) error {
+func realtime(ctx context.Context, o options, send sender) error {
 	traceID := newTraceID()
 	rootID := newSpanID()
 	ids := make([]string, o.realtime)
@@ -360,10 +372,10 @@ func realtime(ctx context.Context, o options, client *http.Client) error {
 	}
 	cpu := startCPU(o)
 	elapsed, err := parallel(ctx, o.clients, len(ids), func(i int) error {
-		if err := post(ctx, client, o.url+"/api/traces", start[i]); err != nil {
+		if err := send(ctx, start[i]); err != nil {
 			return err
 		}
-		return post(ctx, client, o.url+"/api/traces", end[i])
+		return send(ctx, end[i])
 	})
 	if err != nil {
 		return err
@@ -374,7 +386,7 @@ func realtime(ctx context.Context, o options, client *http.Client) error {
 	return nil
 }
 
-func bigTrace(ctx context.Context, o options, client *http.Client, st *store.Store) error {
+func bigTrace(ctx context.Context, o options, send sender, st *store.Store) error {
 	traceID := newTraceID()
 	rootID := newSpanID()
 	bodies := make([][]byte, o.big)
@@ -382,12 +394,12 @@ func bigTrace(ctx context.Context, o options, client *http.Client, st *store.Sto
 		bodies[i] = genkitBody(traceID, []string{newSpanID()}, rootID, o.spanBytes, false, false)
 	}
 	elapsed, err := parallel(ctx, o.clients, o.big, func(i int) error {
-		return post(ctx, client, o.url+"/api/traces", bodies[i])
+		return send(ctx, bodies[i])
 	})
 	if err != nil {
 		return err
 	}
-	if err := post(ctx, client, o.url+"/api/traces", genkitBody(traceID, []string{rootID}, rootID, o.spanBytes, true, false)); err != nil {
+	if err := send(ctx, genkitBody(traceID, []string{rootID}, rootID, o.spanBytes, true, false)); err != nil {
 		return err
 	}
 	var stored int
