@@ -104,6 +104,10 @@ func newRecorder(svc *Service, run *store.Run, state *store.ExecutionState, resu
 	r.recorded = make(map[int]*store.ModelCall, len(state.ModelCalls))
 	for _, c := range state.ModelCalls {
 		r.recorded[c.Turn] = c
+		r.maxTurn = max(r.maxTurn, c.Turn+1) // the run row's count may lag behind the ledgers
+	}
+	for _, m := range state.Messages {
+		r.maxTurn = max(r.maxTurn, m.Turn+1)
 	}
 	return r
 }
