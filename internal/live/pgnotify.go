@@ -136,7 +136,7 @@ func (h *Hub) notify(ctx context.Context) {
 				break more
 			}
 		}
-		for _, payload := range packPayloads(h.origin, batch) {
+		for _, payload := range packPayloads(h.origin, coalesceSpans(batch)) {
 			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			_, err := h.cfg.Pool.Exec(qctx, "SELECT pg_notify($1, $2)", h.cfg.Channel, payload)
 			cancel()
@@ -145,6 +145,28 @@ func (h *Hub) notify(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// coalesceSpans keeps one span event per trace and run of a batch, the last, in the place of the
+// first: clients only take a span event as a cue to reload the trace, and under trace ingest a
+// batch holds thousands of them. This instance's own clients still get every event.
+func coalesceSpans(batch []wireEvent) []wireEvent {
+	out := batch[:0:0]
+	at := map[[2]string]int{}
+	for _, ev := range batch {
+		if ev.Kind != KindSpan {
+			out = append(out, ev)
+			continue
+		}
+		key := [2]string{ev.Trace, ev.RunID}
+		if i, ok := at[key]; ok {
+			out[i] = ev
+			continue
+		}
+		at[key] = len(out)
+		out = append(out, ev)
+	}
+	return out
 }
 
 // packPayloads encodes events as NOTIFY payloads that each fit PostgreSQL's limit: the sending

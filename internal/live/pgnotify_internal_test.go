@@ -34,3 +34,18 @@ func TestPackPayloadsFitNotifyAndCarryTheOrigin(t *testing.T) {
 	require.Nil(t, got[300].Data, "an event too large alone keeps its kind and loses its data")
 	require.Empty(t, packPayloads("o", nil))
 }
+
+func TestCoalesceSpansKeepsTheLastSpanEventPerTraceInPlace(t *testing.T) {
+	span := func(trace, id string) wireEvent {
+		return wireEvent{Trace: trace, Kind: KindSpan, Span: &spanData{SpanID: id}}
+	}
+	batch := []wireEvent{
+		span("t1", "a"), {Kind: "run.status", RunID: "r"}, span("t2", "b"), span("t1", "c"), span("t1", "d"), span("t2", "e"),
+	}
+	got := coalesceSpans(batch)
+	require.Len(t, got, 3)
+	require.Equal(t, "d", got[0].Span.SpanID, "t1's last span event, where t1's first was")
+	require.Equal(t, "run.status", got[1].Kind)
+	require.Equal(t, "e", got[2].Span.SpanID)
+	require.Empty(t, coalesceSpans(nil))
+}
