@@ -117,18 +117,20 @@ func (s *Service) Ingest(ctx context.Context, source string, spans []store.Span)
 		return store.SpanIngestResult{}, err
 	}
 	sanitizeSpans(spans)
-	if s.starts != nil {
-		if !slices.ContainsFunc(spans, ended) && s.starts.hold(source, spans) {
-			s.publish(spans)
-			return store.SpanIngestResult{}, nil
-		}
-		if n := s.starts.supersede(spans); n > 0 {
-			s.metrics.ingested.WithLabelValues(source, "merged").Add(float64(n))
-		}
+	if s.starts != nil && !slices.ContainsFunc(spans, ended) && s.starts.hold(source, spans) {
+		s.publish(spans)
+		return store.SpanIngestResult{}, nil
 	}
 	res, err := s.group.ingest(source, spans)
 	if err != nil {
-		return res, err
+		return res, err // any start held for these spans is kept, and written
+	}
+	// The ends are stored: their held starts need no write. One already being written is harmless,
+	// since a start never replaces a stored end.
+	if s.starts != nil {
+		if n := s.starts.supersede(spans); n > 0 {
+			s.metrics.ingested.WithLabelValues(source, "merged").Add(float64(n))
+		}
 	}
 	s.publish(spans)
 	return res, nil

@@ -39,6 +39,7 @@ type startBuffer struct {
 type heldStart struct {
 	source string
 	span   store.Span
+	at     time.Time // when it was held
 }
 
 func newStartBuffer(delay time.Duration, write func(ctx context.Context, source string, spans []store.Span) error) *startBuffer {
@@ -53,17 +54,45 @@ func (b *startBuffer) hold(source string, spans []store.Span) bool {
 	if len(b.pending)+len(spans) > maxPendingStarts {
 		return false
 	}
+	now := time.Now()
 	for _, sp := range spans {
-		b.pending[store.SpanKey{TraceID: sp.TraceID, SpanID: sp.SpanID}] = heldStart{source: source, span: sp}
+		b.pending[store.SpanKey{TraceID: sp.TraceID, SpanID: sp.SpanID}] = heldStart{source: source, span: sp, at: now}
 	}
 	if b.timer == nil {
-		b.timer = time.AfterFunc(b.delay, func() { b.flush(context.Background()) })
+		b.timer = time.AfterFunc(b.delay, b.flushDue)
 	}
 	return true
 }
 
-// supersede drops the held starts of spans that have just arrived ended: the end replaces them.
-// It returns how many it dropped.
+// flushDue writes the starts held for the whole delay, and sets the timer for the next ones: each
+// start gets its full delay for its end to arrive.
+func (b *startBuffer) flushDue() {
+	b.flushMu.Lock()
+	defer b.flushMu.Unlock()
+	b.mu.Lock()
+	cutoff := time.Now().Add(-b.delay)
+	var due []heldStart
+	next := time.Time{}
+	for key, h := range b.pending {
+		if h.at.After(cutoff) {
+			if next.IsZero() || h.at.Before(next) {
+				next = h.at
+			}
+			continue
+		}
+		due = append(due, h)
+		delete(b.pending, key)
+	}
+	b.timer = nil
+	if !next.IsZero() {
+		b.timer = time.AfterFunc(time.Until(next.Add(b.delay)), b.flushDue)
+	}
+	b.mu.Unlock()
+	b.writeAll(context.Background(), due)
+}
+
+// supersede drops the held starts of spans whose ends have just been stored: the end holds the
+// whole span. It returns how many it dropped.
 func (b *startBuffer) supersede(spans []store.Span) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -88,24 +117,32 @@ func (b *startBuffer) held() bool {
 	return len(b.pending) > 0
 }
 
-// flush writes every held start, one transaction per source. A start that fails to write is
-// lost (counted by the caller's metrics), as its request has already been answered.
+// flush writes every held start, due or not: a read is about to look, or the service stops.
 func (b *startBuffer) flush(ctx context.Context) {
 	b.flushMu.Lock()
 	defer b.flushMu.Unlock()
 	b.mu.Lock()
-	taken := b.pending
+	taken := make([]heldStart, 0, len(b.pending))
+	for _, h := range b.pending {
+		taken = append(taken, h)
+	}
 	b.pending = map[store.SpanKey]heldStart{}
 	if b.timer != nil {
 		b.timer.Stop()
 		b.timer = nil
 	}
 	b.mu.Unlock()
-	if len(taken) == 0 {
+	b.writeAll(ctx, taken)
+}
+
+// writeAll writes starts, one transaction per source. A start that fails to write is lost
+// (counted by the caller's metrics), as its request has already been answered.
+func (b *startBuffer) writeAll(ctx context.Context, held []heldStart) {
+	if len(held) == 0 {
 		return
 	}
 	bySource := map[string][]store.Span{}
-	for _, h := range taken {
+	for _, h := range held {
 		bySource[h.source] = append(bySource[h.source], h.span)
 	}
 	for source, spans := range bySource {
