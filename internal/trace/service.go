@@ -121,16 +121,21 @@ func (s *Service) Ingest(ctx context.Context, source string, spans []store.Span)
 		s.publish(spans)
 		return store.SpanIngestResult{}, nil
 	}
+	// The ends hold the whole spans: their held starts need no write, unless the ends fail to be
+	// written, in which case the starts are held again so that the spans are not lost.
+	var superseded []heldStart
+	if s.starts != nil {
+		superseded = s.starts.supersede(spans)
+	}
 	res, err := s.group.ingest(source, spans)
 	if err != nil {
-		return res, err // any start held for these spans is kept, and written
-	}
-	// The ends are stored: their held starts need no write. One already being written is harmless,
-	// since a start never replaces a stored end.
-	if s.starts != nil {
-		if n := s.starts.supersede(spans); n > 0 {
-			s.metrics.ingested.WithLabelValues(source, "merged").Add(float64(n))
+		if s.starts != nil {
+			s.starts.restore(superseded)
 		}
+		return res, err
+	}
+	if len(superseded) > 0 {
+		s.metrics.ingested.WithLabelValues(source, "merged").Add(float64(len(superseded)))
 	}
 	s.publish(spans)
 	return res, nil

@@ -91,23 +91,41 @@ func (b *startBuffer) flushDue() {
 	b.writeAll(context.Background(), due)
 }
 
-// supersede drops the held starts of spans whose ends have just been stored: the end holds the
-// whole span. It returns how many it dropped.
-func (b *startBuffer) supersede(spans []store.Span) int {
+// supersede takes out the held starts of spans that have arrived ended, whose ends are about to
+// be written and hold the whole span. The caller gives them back with restore if that write fails.
+func (b *startBuffer) supersede(spans []store.Span) []heldStart {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.pending) == 0 {
-		return 0
+		return nil
 	}
-	n := 0
+	var taken []heldStart
 	for _, sp := range spans {
 		key := store.SpanKey{TraceID: sp.TraceID, SpanID: sp.SpanID}
-		if _, held := b.pending[key]; held && sp.EndTime != 0 {
+		if h, held := b.pending[key]; held && sp.EndTime != 0 {
 			delete(b.pending, key)
-			n++
+			taken = append(taken, h)
 		}
 	}
-	return n
+	return taken
+}
+
+// restore holds again starts that supersede took out, unless newer copies are held by now.
+func (b *startBuffer) restore(held []heldStart) {
+	if len(held) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, h := range held {
+		key := store.SpanKey{TraceID: h.span.TraceID, SpanID: h.span.SpanID}
+		if _, newer := b.pending[key]; !newer {
+			b.pending[key] = h
+		}
+	}
+	if b.timer == nil {
+		b.timer = time.AfterFunc(b.delay, b.flushDue)
+	}
 }
 
 // held reports whether any start is waiting.

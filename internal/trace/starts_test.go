@@ -1,6 +1,7 @@
 package trace_test
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -85,4 +86,30 @@ func TestSpanStartsAreHeldThenWrittenOnceOrSupersededByTheirEnd(t *testing.T) {
 	var n int
 	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM spans WHERE trace_id = $1`, traceID).Scan(&n))
 	require.Equal(t, 4, n)
+}
+
+// TestAHeldStartOutlivesAFailedEnd: when a span's end cannot be written, the start it superseded
+// is held again and written, so the span is not lost.
+func TestAHeldStartOutlivesAFailedEnd(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.New(t)
+	svc, err := trace.NewService(trace.Config{Store: st, StartDelay: time.Hour})
+	require.NoError(t, err)
+	_, err = st.Pool().Exec(ctx, `CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF NEW.name = 'poison' THEN RAISE EXCEPTION 'poisoned span'; END IF; RETURN NEW; END $$;
+		CREATE TRIGGER refuse_poison BEFORE INSERT OR UPDATE ON spans FOR EACH ROW EXECUTE FUNCTION refuse_poison()`)
+	require.NoError(t, err)
+	const traceID, rootID = "8c74a721b00e2befd7101e2794d8c4b0", "00f067aa0ba902b7"
+	start, end := genkitSpanBodies(traceID, rootID)
+	_, err = svc.IngestGenkit(ctx, start)
+	require.NoError(t, err)
+	_, err = svc.IngestGenkit(ctx, bytes.Replace(end, []byte(`"displayName":"tool"`), []byte(`"displayName":"poison"`), 1))
+	require.ErrorContains(t, err, "poisoned span")
+	svc.Close()
+	var n int
+	var ended int64
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*), coalesce(max(end_time_unix_nano), 0) FROM spans WHERE trace_id = $1`, traceID).Scan(&n, &ended))
+	require.Equal(t, 1, n, "the start was written after all")
+	require.Zero(t, ended, "as running")
 }
