@@ -21,6 +21,8 @@ type generateConfig struct {
 	// history, when set, is the whole conversation: system, prompt and messages are ignored.
 	history    []*Message
 	hasHistory bool
+	// everyCall are the options given through EveryCall (see WithContextOptions).
+	everyCall []GenerateOption
 }
 
 // WithActionOptions starts from serializable options, for example stored by a durable runner:
@@ -216,12 +218,27 @@ func (co *contextOptions) apply(cfg *generateConfig) int {
 	for _, o := range co.opts {
 		o(probe)
 	}
-	// Later generates keep only the observing options: hooks and middleware.
+	// The other calls keep only the observing options (hooks and middleware) and EveryCall's.
 	if probe.hooks != nil {
 		WithHooks(probe.hooks)(cfg)
 	}
 	cfg.middleware = append(cfg.middleware, probe.middleware...)
+	for _, o := range probe.everyCall {
+		o(cfg)
+	}
 	return n
+}
+
+// EveryCall applies opts, and marks them for every Generate call under a WithContextOptions
+// context rather than only the call the context targets: a durable runner re-running a flow with
+// another model gives the model to each of the flow's calls.
+func EveryCall(opts ...GenerateOption) GenerateOption {
+	return func(c *generateConfig) {
+		for _, o := range opts {
+			o(c)
+		}
+		c.everyCall = append(c.everyCall, opts...)
+	}
 }
 
 type generateIndexKey struct{}

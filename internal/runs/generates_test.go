@@ -42,27 +42,15 @@ func setupTwoGenerates(t *testing.T) *twoGenerates {
 		}
 		return "approved " + in.Q, nil
 	})
-	scripted.DefineFunc(reg, "tg/model", func(req *engine.ModelRequest) (scripted.Turn, error) {
-		tg.modelCalls.Add(1)
-		prompt := req.Messages[0].Text()
-		if scripted.ModelTurns(req.Messages) == 0 {
-			tool := "tgLookup"
-			if prompt == "second approve" {
-				tool = "tgApprove"
-			}
-			return scripted.Reply(scripted.ToolCall(tool, "r0", map[string]any{"q": prompt})).WithUsage(10, 2), nil
+	// tg/model: a tool turn, then an answer naming the prompt and the tool's output; tg/alt the
+	// same, its answers marked "alt".
+	script := func(mark string) scripted.ScriptFunc {
+		return func(req *engine.ModelRequest) (scripted.Turn, error) {
+			return tg.script(mark, req), nil
 		}
-		var out string
-		for _, m := range req.Messages {
-			for _, p := range m.Content {
-				if p.ToolResponse != nil {
-					b, _ := json.Marshal(p.ToolResponse.Output)
-					_ = json.Unmarshal(b, &out)
-				}
-			}
-		}
-		return scripted.Text(prompt+": "+out).WithUsage(10, 2), nil
-	})
+	}
+	scripted.DefineFunc(reg, "tg/model", script(""))
+	scripted.DefineFunc(reg, "tg/alt", script("alt "))
 	engine.DefineFlow(reg, "twoGenerates", func(ctx context.Context, approval bool) (string, error) {
 		first, err := engine.Generate(ctx, reg, engine.WithModelName("tg/model"), engine.WithPrompt("first"), engine.WithTools(lookup))
 		if err != nil {
@@ -87,6 +75,28 @@ func setupTwoGenerates(t *testing.T) *twoGenerates {
 	t.Cleanup(svc.Stop)
 	tg.svc = svc
 	return tg
+}
+
+func (tg *twoGenerates) script(mark string, req *engine.ModelRequest) scripted.Turn {
+	tg.modelCalls.Add(1)
+	prompt := req.Messages[0].Text()
+	if scripted.ModelTurns(req.Messages) == 0 {
+		tool := "tgLookup"
+		if prompt == "second approve" {
+			tool = "tgApprove"
+		}
+		return scripted.Reply(scripted.ToolCall(tool, "r0", map[string]any{"q": prompt})).WithUsage(10, 2)
+	}
+	var out string
+	for _, m := range req.Messages {
+		for _, p := range m.Content {
+			if p.ToolResponse != nil {
+				b, _ := json.Marshal(p.ToolResponse.Output)
+				_ = json.Unmarshal(b, &out)
+			}
+		}
+	}
+	return scripted.Text(mark+prompt+": "+out).WithUsage(10, 2)
 }
 
 func (tg *twoGenerates) startFlow(t *testing.T, approval bool) *store.Run {
@@ -172,4 +182,15 @@ func TestRunInterruptedInASecondGenerateResumesThere(t *testing.T) {
 	require.Len(t, tools, 2)
 	require.Equal(t, store.ToolCallCompleted, tools[1].Status)
 	require.Equal(t, run.ID.String()+":g1:r0", tools[1].IdempotencyKey)
+}
+
+// TestRerunModelOverrideReachesEveryGenerateCall: a re-execution with another model gives it to
+// each of the flow's generate calls, not only the first.
+func TestRerunModelOverrideReachesEveryGenerateCall(t *testing.T) {
+	t.Parallel()
+	tg := setupTwoGenerates(t)
+	orig := tg.settle(t, tg.startFlow(t, false).ID, store.RunSucceeded)
+	rerun := tg.replay(t, runs.ReplayParams{RunID: orig.ID, Mode: store.ReplayRerun, Overrides: &runs.Overrides{Model: "tg/alt"}})
+	done := tg.settle(t, rerun.ID, store.RunSucceeded)
+	require.JSONEq(t, `"alt first: found first | alt second: found second"`, string(done.Output))
 }

@@ -345,22 +345,27 @@ func (p *replayer) options() ([]engine.GenerateOption, error) {
 	if err := json.Unmarshal(p.settings.Overrides, &o); err != nil {
 		return nil, fmt.Errorf("decode overrides of run %s: %w", p.run.ID, err)
 	}
-	var opts []engine.GenerateOption
+	// The model, its config and the turn limit apply to each generate call of the flow; the
+	// system message only to the call the run starts or continues in.
+	var every, opts []engine.GenerateOption
 	if o.Model != "" {
-		opts = append(opts, engine.WithModelName(o.Model))
+		every = append(every, engine.WithModelName(o.Model))
 	}
 	if len(o.Config) > 0 {
 		var cfg any
 		if err := json.Unmarshal(o.Config, &cfg); err != nil {
 			return nil, fmt.Errorf("decode config override of run %s: %w", p.run.ID, err)
 		}
-		opts = append(opts, engine.WithConfig(cfg))
+		every = append(every, engine.WithConfig(cfg))
+	}
+	if o.MaxTurns > 0 {
+		every = append(every, engine.WithMaxTurns(o.MaxTurns))
+	}
+	if len(every) > 0 {
+		opts = append(opts, engine.EveryCall(every...))
 	}
 	if o.System != nil {
 		opts = append(opts, engine.WithSystem(*o.System))
-	}
-	if o.MaxTurns > 0 {
-		opts = append(opts, engine.WithMaxTurns(o.MaxTurns))
 	}
 	return opts, nil
 }
