@@ -336,7 +336,29 @@ func (s *Server) interruptView(it *store.Interrupt, action string, audit []*stor
 	for _, a := range audit {
 		v.Audit = append(v.Audit, templates.AuditRow{At: a.At, Actor: a.Actor, Action: a.Action, Details: prettyJSON(a.Details)})
 	}
+	v.Suggested = suggestedDecision(it.SuggestedResolution)
 	return v
+}
+
+// suggestedDecision reads the original run's decision that a replay stored on an interrupt it
+// raised again (see store.InterruptSuggest); nil when there is none or it cannot be read.
+func suggestedDecision(raw json.RawMessage) *templates.SuggestedDecision {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var s struct {
+		SourceRunID string          `json:"source_run_id"`
+		Status      string          `json:"status"`
+		ResolvedBy  string          `json:"resolved_by"`
+		ResolvedAt  *time.Time      `json:"resolved_at"`
+		Comment     string          `json:"comment"`
+		Resolution  json.RawMessage `json:"resolution"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil || s.Status == "" {
+		return nil
+	}
+	return &templates.SuggestedDecision{SourceRunID: s.SourceRunID, Status: s.Status, By: s.ResolvedBy, At: s.ResolvedAt,
+		Comment: s.Comment, Resolution: nonEmptyJSON(s.Resolution)}
 }
 
 // interruptMessage picks the question out of interrupt metadata ({"message": ...}), or shows the

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -195,6 +196,25 @@ func TestAPIInterruptsCarryAReplaysSuggestedResolution(t *testing.T) {
 	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/api/v1/interrupts/"+first["id"].(string), "", &original))
 	require.Equal(t, store.InterruptApproved, original.Interrupt["status"])
 	require.NotContains(t, original.Interrupt, "suggested_resolution")
+
+	// The inbox offers the original decision on the replay's interrupt, and on no other.
+	_, inbox := get(t, b.url+"/inbox", "Accept", "text/html")
+	card := func(id string) string {
+		t.Helper()
+		start := strings.Index(inbox, `id="i-`+id+`"`)
+		require.NotEqual(t, -1, start, "interrupt %s is in the inbox", id)
+		rest := inbox[start:]
+		if end := strings.Index(rest[1:], `<article class="inbox-item"`); end >= 0 {
+			rest = rest[:end+1]
+		}
+		return rest
+	}
+	offeredCard := card(again["id"].(string))
+	require.Contains(t, offeredCard, "data-suggested")
+	require.Contains(t, offeredCard, `href="/runs/`+orig.ID.String()+`"`)
+	require.Contains(t, offeredCard, "looks right")
+	require.Contains(t, offeredCard, "offered as a default, not applied")
+	require.NotContains(t, card(pendingOf(t, b, other.ID)["id"].(string)), "data-suggested")
 }
 
 // pendingOf returns, as raw JSON fields, the one pending interrupt of a run that

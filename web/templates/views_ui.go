@@ -102,6 +102,19 @@ type InterruptView struct {
 	SpanURL string
 	// Conversation is the history up to the interrupt, for the inbox.
 	Conversation []ConvMessage
+	// Suggested is the original run's decision, for an interrupt that a replay raised again: offered
+	// to the reviewer, never applied on its own.
+	Suggested *SuggestedDecision
+}
+
+// SuggestedDecision is how the original run's reviewer resolved the interrupt a replay raised again.
+type SuggestedDecision struct {
+	SourceRunID string
+	Status      string
+	By          string
+	At          *time.Time
+	Comment     string
+	Resolution  string // JSON
 }
 
 // Pending reports whether the interrupt still waits for a decision.
