@@ -646,4 +646,5 @@ func TestAPITraceListPagesAndFilters(t *testing.T) {
 
 	_, body := get(t, b.url+"/metrics")
 	require.Contains(t, body, `loupe_trace_ingest_spans_total{result="inserted",source="otlp"} 7`)
+	require.Contains(t, body, "loupe_trace_ingest_group_spans_sum 7")
 }

@@ -13,6 +13,7 @@ type Metrics struct {
 	rejected      *prometheus.CounterVec
 	retention     *prometheus.CounterVec
 	retentionErrs prometheus.Counter
+	groupSpans    prometheus.Histogram
 }
 
 // NewMetrics creates unregistered collectors.
@@ -55,11 +56,16 @@ func NewMetrics() *Metrics {
 			Name: "loupe_trace_retention_errors_total",
 			Help: "Retention passes that failed.",
 		}),
+		groupSpans: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "loupe_trace_ingest_group_spans",
+			Help:    "Spans per ingest transaction: concurrent requests share one (group commit).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 13),
+		}),
 	}
 }
 
 // Collectors lists every collector, for prometheus.Registerer.MustRegister.
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.exported, m.exportErrors, m.exportSeconds, m.dropped, m.queueLength,
-		m.ingested, m.rejected, m.retention, m.retentionErrs}
+		m.ingested, m.rejected, m.retention, m.retentionErrs, m.groupSpans}
 }

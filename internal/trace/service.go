@@ -182,6 +182,7 @@ func (s *Service) publish(spans []store.Span) {
 
 // write is one group transaction, with its metrics.
 func (s *Service) write(ctx context.Context, source string, spans []store.Span) (store.SpanIngestResult, error) {
+	s.metrics.groupSpans.Observe(float64(len(spans)))
 	res, err := s.store.SpanIngest(ctx, spans)
 	if err != nil {
 		return res, err
