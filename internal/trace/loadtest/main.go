@@ -21,6 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -226,10 +227,44 @@ func init() { idCounter.Store(uint64(time.Now().UnixNano())) }
 func newTraceID() string { return fmt.Sprintf("%016x%016x", idCounter.Add(1), idCounter.Add(1)) }
 func newSpanID() string  { return fmt.Sprintf("%016x", idCounter.Add(1)) }
 
+// proseWords is the vocabulary of prose.
+var proseWords = strings.Fields(`the a of to and in is it that for on with as was at by be this have from
+	or one had not but what all were when we there can an your which their said if do will each about
+	how up out them then she many some so these would other into has more her two like him see time
+	could no make than first been its who now people my made over did down only way find use may
+	water long little very after words called just where most know get through back much before go
+	good new write our used me man too any day same right look think also around another came come
+	work three word must because does part even place well such here take why things help put years
+	different away again off went old number great tell men say small every found still between name
+	should home big give air line set own under read last never us left end along while might next
+	sound below saw something thought both few those always looked show large often together asked
+	house world going want school important until form food keep children feet land side without boy
+	once animals life enough took sometimes four head above kind began almost live page got earth need
+	far hand high year mother light parts country father let night following picture being study second
+	eyes soon times story boys since white days ever paper hard near sentence better best across during
+	today others however sure means knew its try told young miles sun ways thing whole hear example heard
+	several change answer room sea against top turned learn point city play toward five using himself
+	usually model tool prompt response token agent weather forecast approve refund order customer`)
+
+// prose is about n bytes of English-like text: words drawn at random from proseWords, so that it
+// compresses about as well as the prompts and answers real spans carry, and not, like a run of one
+// letter, to almost nothing.
+func prose(n int) string {
+	var b strings.Builder
+	b.Grow(n + 16)
+	for b.Len() < n {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(proseWords[rand.IntN(len(proseWords))])
+	}
+	return b.String()[:n]
+}
+
 // genkitBody builds one TraceData body: n spans of one trace, the first the root, each padded to
 // about spanBytes of JSON with a Genkit-like input attribute. end 0 means running.
 func genkitBody(traceID string, spanIDs []string, rootID string, spanBytes int, withRoot bool, running bool) []byte {
-	pad := strings.Repeat("x", max(spanBytes-560, 16))
+	pad := prose(max(spanBytes-560, 16))
 	now := float64(time.Now().UnixMicro()) / 1000
 	spans := make(map[string]any, len(spanIDs))
 	for i, id := range spanIDs {
