@@ -43,13 +43,17 @@ func newServeCommand(cfg *config) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			addr, _ := cmd.Flags().GetString("addr")
-			return serve(cmd.Context(), cfg, serveOptions{addr: addr, dev: dev, migrate: !noMigrate, bodyLimit: bodyLimit, engine: eng})
+			limit, err := parseSize(bodyLimit)
+			if err != nil {
+				return fmt.Errorf("--body-limit %q: want bytes, or a number with K, M or G (binary: 16M is 16 MiB)", bodyLimit)
+			}
+			return serve(cmd.Context(), cfg, serveOptions{addr: addr, dev: dev, migrate: !noMigrate, bodyLimit: limit, engine: eng})
 		},
 	}
 	cmd.Flags().String("addr", envOr("LOUPE_ADDR", "127.0.0.1:4000"), "listen address (env LOUPE_ADDR)")
 	cmd.Flags().BoolVar(&dev, "dev", false, "local mode: skip sign-in; only allowed on a loopback address")
 	cmd.Flags().BoolVar(&noMigrate, "no-migrate", false, "do not apply pending migrations at start")
-	cmd.Flags().StringVar(&bodyLimit, "body-limit", "16M", "largest accepted request body")
+	cmd.Flags().StringVar(&bodyLimit, "body-limit", "16M", "largest accepted request body, K, M and G binary (trace ingest has its own: LOUPE_INGEST_MAX_BODY)")
 	eng.bind(cmd.Flags(), 8)
 	return cmd
 }
@@ -58,7 +62,7 @@ type serveOptions struct {
 	addr      string
 	dev       bool
 	migrate   bool
-	bodyLimit string
+	bodyLimit int64
 	engine    engineOptions
 }
 

@@ -31,8 +31,20 @@ func principal(c echo.Context) *Principal {
 	return p
 }
 
+// bearerToken is the token of an "Authorization: Bearer <token>" header; the scheme is
+// case-insensitive (RFC 9110).
+func bearerToken(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
 // isPublic lists the paths that need no sign-in: health, metrics, assets, the sign-in page itself,
-// and trace ingestion, which checks its own ingest token.
+// and Genkit's telemetry API and OTLP ingest, whose handlers check the ingest token themselves
+// (see traceRoutes).
 func isPublic(path string) bool {
 	switch path {
 	case "/healthz", "/readyz", "/metrics", "/login", "/api/__health", "/api/traces", "/v1/traces":
@@ -51,10 +63,10 @@ func (s *Server) authenticate() echo.MiddlewareFunc {
 				return next(c)
 			}
 			ctx := c.Request().Context()
-			if h := c.Request().Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
-				u, err := s.auth.TokenUser(ctx, strings.TrimPrefix(h, "Bearer "))
-				if errors.Is(err, store.ErrNotFound) && isIngestPath(c.Request().URL.Path) {
-					return next(c) // not a user's token: the ingest handler checks LOUPE_INGEST_TOKEN
+			if token, ok := bearerToken(c.Request()); ok {
+				u, err := s.auth.TokenUser(ctx, token)
+				if errors.Is(err, store.ErrNotFound) && isTelemetryPath(c.Request().URL.Path) {
+					return next(c) // not a user's token: the handler checks LOUPE_INGEST_TOKEN
 				}
 				if errors.Is(err, store.ErrNotFound) {
 					return Errorf(http.StatusUnauthorized, "unauthenticated", "the bearer token is unknown or its user is disabled")

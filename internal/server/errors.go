@@ -70,6 +70,9 @@ func (s *Server) toError(err error) *Error {
 		return apiErr
 	}
 	var he *echo.HTTPError
+	if errors.As(err, &he) && he.Code == http.StatusRequestEntityTooLarge {
+		return Errorf(he.Code, "too_large", "request body exceeds the limit of %d bytes (--body-limit)", s.cfg.BodyLimit)
+	}
 	if errors.As(err, &he) {
 		msg := fmt.Sprint(he.Message)
 		if he.Internal != nil && he.Code < 500 {

@@ -116,7 +116,7 @@ func (s *Server) csrf() echo.MiddlewareFunc {
 		CookieMaxAge:   int((12 * time.Hour).Seconds()),
 		Skipper: func(c echo.Context) bool {
 			r := c.Request()
-			if strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") || isIngestPath(r.URL.Path) {
+			if _, ok := bearerToken(r); ok || isIngestPath(r.URL.Path) {
 				return true
 			}
 			return s.cfg.Dev && r.Header.Get("Origin") == "" && r.Header.Get("Sec-Fetch-Site") == ""

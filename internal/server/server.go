@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -31,8 +32,9 @@ type Config struct {
 	Dev bool
 	// Version is shown in /healthz.
 	Version string
-	// BodyLimit caps request bodies, such as "16M".
-	BodyLimit string
+	// BodyLimit caps request bodies, in bytes; 0 means DefaultBodyLimit. Trace ingest has its own
+	// limit (trace.Config.MaxBodyBytes).
+	BodyLimit int64
 	// ShutdownTimeout bounds how long Stop waits for in-flight requests.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
@@ -66,13 +68,16 @@ type Server struct {
 	done     chan struct{}
 }
 
+// DefaultBodyLimit is the default cap on a request body: 16 MiB.
+const DefaultBodyLimit = 16 << 20
+
 // New builds the server and its routes. It does not listen until Start.
 func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.BodyLimit == "" {
-		cfg.BodyLimit = "16M"
+	if cfg.BodyLimit <= 0 {
+		cfg.BodyLimit = DefaultBodyLimit
 	}
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 30 * time.Second
@@ -123,7 +128,13 @@ func (s *Server) routes() {
 		// Ingest answers a few bytes, thousands of times a second: not worth a gzip writer.
 		return p == "/ws" || p == "/metrics" || c.Request().Method == http.MethodPost && (p == "/api/traces" || p == "/v1/traces")
 	}}))
-	e.Use(middleware.BodyLimit(s.cfg.BodyLimit))
+	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{
+		Limit: strconv.FormatInt(s.cfg.BodyLimit, 10),
+		// Ingest enforces its own limit, and answers OTLP clients in OTLP's error shape.
+		Skipper: func(c echo.Context) bool {
+			return c.Request().Method == http.MethodPost && isIngestPath(c.Request().URL.Path)
+		},
+	}))
 	e.Use(securityHeaders())
 	e.Use(s.csrf())
 	e.Use(s.authenticate())

@@ -9,9 +9,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -28,7 +28,10 @@ import (
 //
 // Ingest (POST /api/traces, POST /v1/traces) needs no credentials while the server is bound to a
 // loopback address, like Genkit's own telemetry server; bound anywhere else, it needs
-// "Authorization: Bearer $LOUPE_INGEST_TOKEN", and is refused outright when no token is set.
+// "Authorization: Bearer $LOUPE_INGEST_TOKEN" (or a user's API token), and is refused outright
+// when no token is set. Genkit's reads (GET /api/traces, GET /api/traces/{id}) follow the same
+// rule, and also take a signed-in user's session, so that traces never leave a non-loopback
+// server without credentials.
 // Ingest is not cookie-authenticated, so CSRF tokens do not apply; cross-site browser requests are
 // refused instead.
 func (s *Server) traceRoutes() {
@@ -48,26 +51,34 @@ func (s *Server) traceRoutes() {
 // they carry no ambient credentials and guard themselves (see traceRoutes).
 func isIngestPath(p string) bool { return p == "/api/traces" || p == "/v1/traces" }
 
+// isTelemetryPath names the routes that take LOUPE_INGEST_TOKEN: ingest and Genkit's reads.
+func isTelemetryPath(p string) bool { return isIngestPath(p) || strings.HasPrefix(p, "/api/traces/") }
+
 // checkIngest enforces the ingest token off loopback and refuses cross-site browser requests.
 func (s *Server) checkIngest(c echo.Context) error {
-	r := c.Request()
-	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+	if site := c.Request().Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
 		return Errorf(http.StatusForbidden, "forbidden", "trace ingest refuses cross-site browser requests")
 	}
+	return s.checkTelemetryToken(c, "trace ingest")
+}
+
+// checkTelemetryToken lets a request through on a loopback server, from a signed-in user (an API
+// token, or for reads a session), or with LOUPE_INGEST_TOKEN; what names the refused action.
+func (s *Server) checkTelemetryToken(c echo.Context, what string) error {
 	if CheckLoopback(s.cfg.Addr) == nil {
 		return nil
 	}
 	if p := principal(c); p != nil && !p.Local {
-		return nil // a signed-in user's own API token
+		return nil
 	}
 	want := s.deps.Traces.IngestToken()
 	if want == "" {
 		return Errorf(http.StatusUnauthorized, "unauthenticated",
-			"trace ingest is disabled: the server is not bound to loopback and LOUPE_INGEST_TOKEN is not set")
+			"%s needs a user's API token (devui user token <username>): the server is not bound to loopback and LOUPE_INGEST_TOKEN is not set", what)
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	got, ok := bearerToken(c.Request())
 	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-		return Errorf(http.StatusUnauthorized, "unauthenticated", "trace ingest needs Authorization: Bearer <LOUPE_INGEST_TOKEN>")
+		return Errorf(http.StatusUnauthorized, "unauthenticated", "%s needs Authorization: Bearer <LOUPE_INGEST_TOKEN>", what)
 	}
 	return nil
 }
@@ -151,11 +162,14 @@ func (s *Server) genkitTraceIngest(c echo.Context) error {
 
 // genkitTraceList is Genkit's GET /api/traces?limit=&continuationToken=&filter=.
 func (s *Server) genkitTraceList(c echo.Context) error {
+	if err := s.checkTelemetryToken(c, "reading traces"); err != nil {
+		return err
+	}
 	p := trace.GenkitListParams{ContinuationToken: c.QueryParam("continuationToken"), Filter: c.QueryParam("filter")}
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return Errorf(http.StatusBadRequest, "bad_request", "limit %q is not a positive integer", v)
+		if err != nil || n < 1 || n > maxTraceListLimit {
+			return Errorf(http.StatusBadRequest, "bad_request", "limit %q: want a number from 1 to %d", v, maxTraceListLimit)
 		}
 		p.Limit = n
 	}
@@ -168,6 +182,9 @@ func (s *Server) genkitTraceList(c echo.Context) error {
 
 // genkitTraceGet is Genkit's GET /api/traces/{id}.
 func (s *Server) genkitTraceGet(c echo.Context) error {
+	if err := s.checkTelemetryToken(c, "reading traces"); err != nil {
+		return err
+	}
 	td, err := s.deps.Traces.GenkitGet(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return traceError(err)
@@ -178,7 +195,8 @@ func (s *Server) genkitTraceGet(c echo.Context) error {
 // otlpTraceIngest is OTLP/HTTP's POST /v1/traces, protobuf or JSON, gzipped or not. Errors are
 // answered as OTLP requires: a google.rpc.Status in the request's content type.
 func (s *Server) otlpTraceIngest(c echo.Context) error {
-	ct, _, _ := mime.ParseMediaType(c.Request().Header.Get("Content-Type"))
+	reqCT, _, _ := mime.ParseMediaType(c.Request().Header.Get("Content-Type"))
+	ct := reqCT
 	if ct != trace.ContentTypeJSON {
 		ct = trace.ContentTypeProtobuf
 	}
@@ -186,12 +204,17 @@ func (s *Server) otlpTraceIngest(c echo.Context) error {
 		s.deps.Traces.Reject(store.SpanSourceOTLP, "auth")
 		return s.otlpError(c, ct, err)
 	}
+	if reqCT != trace.ContentTypeJSON && reqCT != trace.ContentTypeProtobuf {
+		// OTLP/HTTP answers an unsupported Content-Type with 415.
+		s.deps.Traces.Reject(store.SpanSourceOTLP, "content_type")
+		return s.otlpError(c, ct, Errorf(http.StatusUnsupportedMediaType, "unsupported_media_type",
+			"Content-Type %q: want %s or %s", c.Request().Header.Get("Content-Type"), trace.ContentTypeProtobuf, trace.ContentTypeJSON))
+	}
 	body, err := s.readIngestBody(c)
 	if err != nil {
 		s.deps.Traces.Reject(store.SpanSourceOTLP, "body")
 		return s.otlpError(c, ct, err)
 	}
-	reqCT, _, _ := mime.ParseMediaType(c.Request().Header.Get("Content-Type"))
 	resp, err := s.deps.Traces.IngestOTLP(c.Request().Context(), body, reqCT)
 	if err != nil {
 		if trace.IsInputError(err) {
@@ -216,6 +239,8 @@ func (s *Server) otlpError(c echo.Context, ct string, err error) error {
 		code = 7 // PERMISSION_DENIED
 	case http.StatusRequestEntityTooLarge:
 		code = 8 // RESOURCE_EXHAUSTED
+	case http.StatusUnsupportedMediaType:
+		code = 12 // UNIMPLEMENTED
 	}
 	st := &status.Status{Code: code, Message: apiErr.Message}
 	var (
@@ -236,17 +261,18 @@ func (s *Server) otlpError(c echo.Context, ct string, err error) error {
 
 // apiTraceList is GET /api/v1/traces: trace summaries newest first.
 //
-// Parameters: limit (default 50, at most 1000), cursor (next_cursor of the previous page), name
+// Parameters: limit (1 to 1000, default 50), cursor (next_cursor of the previous page), name
 // (exact), q (name contains), status (unset, ok, error or running), source (loupe, genkit, otlp),
-// run_id, since and until (RFC 3339 or Unix nanoseconds, on the start time), attr.KEY=VALUE (a root
-// span attribute equals VALUE), and filter (Genkit's filter JSON, with start and end in ms).
+// run_id, since and until (RFC 3339, Unix nanoseconds, or a duration ago such as 24h, on the start
+// time), attr.KEY=VALUE (a root span attribute equals VALUE), and filter (Genkit's filter JSON,
+// with start and end in ms).
 func (s *Server) apiTraceList(c echo.Context) error {
 	p := store.TraceListParams{}
 	q := c.QueryParams()
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return Errorf(http.StatusBadRequest, "bad_request", "limit %q is not a positive integer", v)
+		if err != nil || n < 1 || n > maxTraceListLimit {
+			return Errorf(http.StatusBadRequest, "bad_request", "limit %q: want a number from 1 to %d", v, maxTraceListLimit)
 		}
 		p.Limit = n
 	}
@@ -267,6 +293,9 @@ func (s *Server) apiTraceList(c echo.Context) error {
 		add(store.TraceFieldName, store.FilterContains, v)
 	}
 	if v := q.Get("source"); v != "" {
+		if !slices.Contains(store.SpanSources, v) {
+			return Errorf(http.StatusBadRequest, "bad_request", "source %q is not one of %s", v, strings.Join(store.SpanSources, ", "))
+		}
 		add(store.TraceFieldSource, store.FilterEq, v)
 	}
 	if v := q.Get("run_id"); v != "" {
@@ -294,13 +323,16 @@ func (s *Server) apiTraceList(c echo.Context) error {
 		if v := q.Get(param); v != "" {
 			n, err := parseTime(v)
 			if err != nil {
-				return Errorf(http.StatusBadRequest, "bad_request", "%s %q: want RFC 3339 or Unix nanoseconds", param, v)
+				return Errorf(http.StatusBadRequest, "bad_request", "%s %q: want an RFC 3339 time, Unix nanoseconds, or a duration ago such as 24h", param, v)
 			}
 			add(store.TraceFieldStart, op, n)
 		}
 	}
 	for key, vals := range q {
-		if attr, ok := strings.CutPrefix(key, "attr."); ok && attr != "" {
+		if attr, ok := strings.CutPrefix(key, "attr."); ok {
+			if attr == "" {
+				return Errorf(http.StatusBadRequest, "bad_request", "attr.: name the root span attribute, as in attr.env=prod")
+			}
 			add(attr, store.FilterEq, vals[0])
 		}
 	}
@@ -329,11 +361,16 @@ func (s *Server) apiTraceList(c echo.Context) error {
 	return c.JSON(http.StatusOK, resp)
 }
 
+// maxTraceListLimit caps a page of GET /api/v1/traces and GET /api/traces.
+const maxTraceListLimit = 1000
+
+// parseTime accepts Unix nanoseconds, RFC 3339, or a duration before now ("24h"), as the runs
+// list does.
 func parseTime(v string) (int64, error) {
 	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 		return n, nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, v)
+	t, err := parseSince(v)
 	if err != nil {
 		return 0, err
 	}
@@ -355,5 +392,5 @@ func (s *Server) apiTraceTurns(c echo.Context) error {
 	if err != nil {
 		return traceError(err)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"trace_id": c.Param("id"), "turns": turns})
+	return c.JSON(http.StatusOK, map[string]any{"trace_id": strings.ToLower(c.Param("id")), "turns": turns})
 }

@@ -454,6 +454,30 @@ func TestBadIngestIsRefusedAndWritesNothing(t *testing.T) {
 	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, string(out))
 	require.Contains(t, string(out), "ingest limit")
 
+	// OTLP/HTTP: an unsupported Content-Type is 415, answered as an OTLP Status; protobuf sent
+	// as JSON is a 400 in OTLP's JSON Status shape.
+	resp, out = post(t, b.url+"/v1/traces", "text/plain", []byte("hello"))
+	require.Equal(t, http.StatusUnsupportedMediaType, resp.StatusCode, string(out))
+	var st status.Status
+	require.NoError(t, proto.Unmarshal(out, &st))
+	require.Contains(t, st.GetMessage(), `Content-Type "text/plain"`)
+	td := ptrace.NewTraces()
+	sp := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	sp.SetName("proto-as-json")
+	sp.SetTraceID([16]byte{1: 1})
+	sp.SetSpanID([8]byte{1: 1})
+	pb, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+	require.NoError(t, err)
+	resp, out = post(t, b.url+"/v1/traces", "application/json", pb)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, string(out))
+	var jst struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	require.NoError(t, json.Unmarshal(out, &jst), string(out))
+	require.Equal(t, 3, jst.Code, string(out))
+	require.Contains(t, jst.Message, "malformed OTLP JSON")
+
 	bomb := gzipBytes(t, bytes.Repeat([]byte(" "), 1<<20)) // small compressed, 1 MiB inflated
 	resp, out = post(t, b.url+"/v1/traces", "application/json", bomb, "Content-Encoding", "gzip")
 	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, string(out))
@@ -499,7 +523,7 @@ func TestBadIngestIsRefusedAndWritesNothing(t *testing.T) {
 		resp, body := get(t, b.url+"/api/traces?"+q)
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", q, body)
 	}
-	for _, q := range []string{`status=weird`, `since=yesterday`, `cursor=zzz`, `run_id=12`} {
+	for _, q := range []string{`status=weird`, `since=yesterday`, `cursor=zzz`, `run_id=12`, `source=zzz`, `attr.=x`, `limit=1001`, `limit=0`} {
 		resp, body := get(t, b.url+"/api/v1/traces?"+q)
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", q, body)
 	}
@@ -527,17 +551,50 @@ func TestIngestNeedsTokenOffLoopback(t *testing.T) {
 	require.Zero(t, spans)
 	resp, out = post(t, b.url+"/api/traces", "application/json", fixture, "Authorization", "Bearer s3cret")
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(out))
-	resp, out = post(t, b.url+"/v1/traces", "application/x-protobuf", []byte{}, "Authorization", "Bearer s3cret")
-	require.Equal(t, http.StatusOK, resp.StatusCode, string(out))
+	resp, out = post(t, b.url+"/v1/traces", "application/x-protobuf", []byte{}, "Authorization", "bearer s3cret")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the scheme is case-insensitive: %s", out)
+
+	// Genkit's reads give traces away, so off loopback they need the token (or a signed-in user)
+	// too.
+	const traceID = "4c74a721b00e2befd7101e2794d8c4b0"
+	for _, path := range []string{"/api/traces", "/api/traces/" + traceID} {
+		resp, body := get(t, b.url+path)
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "%s: %s", path, body)
+		require.Contains(t, body, "LOUPE_INGEST_TOKEN")
+		require.NotContains(t, body, traceID)
+		resp, body = get(t, b.url+path, "Authorization", "Bearer wrong")
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "%s: %s", path, body)
+		resp, body = get(t, b.url+path, "Authorization", "Bearer s3cret")
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", path, body)
+		require.Contains(t, body, traceID)
+	}
 
 	open := traceSetup(t, traceOpts{addr: "0.0.0.0:0", baseHost: "127.0.0.1"})
 	resp, out = post(t, open.url+"/api/traces", "application/json", fixture, "Authorization", "Bearer anything")
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	require.Contains(t, string(out), "LOUPE_INGEST_TOKEN is not set")
+	resp, body := get(t, open.url+"/api/traces")
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, body)
+	require.Contains(t, body, "LOUPE_INGEST_TOKEN is not set")
 
 	local := traceSetup(t, traceOpts{})
 	resp, out = post(t, local.url+"/api/traces", "application/json", fixture)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "loopback ingest needs no token, like Genkit's server: %s", out)
+	dev := traceSetup(t, traceOpts{dev: true})
+	resp, out = post(t, dev.url+"/api/traces", "application/json", fixture)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(out))
+	for _, path := range []string{"/api/traces/", "/api/v1/traces/", "/api/v1/traces/turns/", "/traces/"} {
+		if path == "/api/v1/traces/turns/" {
+			path = "/api/v1/traces/" + strings.ToUpper(traceID) + "/turns"
+		} else {
+			path += strings.ToUpper(traceID)
+		}
+		resp, body := get(t, dev.url+path)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "ids are read in either case: %s: %s", path, body)
+	}
+	resp, body = get(t, dev.url+"/api/v1/traces/"+strings.Repeat("0", 32))
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, body, "all zeros")
 	resp, _ = post(t, local.url+"/api/traces", "application/json", fixture, "Sec-Fetch-Site", "cross-site")
 	require.Equal(t, http.StatusForbidden, resp.StatusCode, "a cross-site browser request is refused")
 }
@@ -647,4 +704,24 @@ func TestAPITraceListPagesAndFilters(t *testing.T) {
 	_, body := get(t, b.url+"/metrics")
 	require.Contains(t, body, `loupe_trace_ingest_spans_total{result="inserted",source="otlp"} 7`)
 	require.Contains(t, body, "loupe_trace_ingest_group_spans_sum 7")
+}
+
+// TestBodyLimitsAreBinaryAndIngestHasItsOwn: the general limit (--body-limit, 16 MiB by default)
+// refuses a larger body with a 413 that names the limit, and does not apply to ingest, whose own
+// limit (LOUPE_INGEST_MAX_BODY) rules there.
+func TestBodyLimitsAreBinaryAndIngestHasItsOwn(t *testing.T) {
+	t.Parallel()
+	b := traceSetup(t, traceOpts{dev: true, maxBody: 32 << 20})
+	between := bytes.Repeat([]byte("x"), 16_500_000) // over 16 MB, under 16 MiB
+	resp, out := post(t, b.url+"/login", "application/x-www-form-urlencoded", between)
+	require.NotEqual(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "16M means 16 MiB: %s", out)
+
+	over := bytes.Repeat([]byte("x"), 17<<20)
+	resp, out = post(t, b.url+"/login", "application/x-www-form-urlencoded", over, "Accept", "application/json")
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, string(out))
+	require.Contains(t, errMessage(t, out), "exceeds the limit of 16777216 bytes")
+
+	resp, out = post(t, b.url+"/api/traces", "application/json", over)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "ingest's own 32 MiB limit applies: %s", out)
+	require.Contains(t, errMessage(t, out), "malformed TraceData JSON")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -19,6 +20,28 @@ const (
 	SpanSourceGenkit = "genkit"
 	SpanSourceOTLP   = "otlp"
 )
+
+// DisplayNameMax is the most characters of a root span's name that a trace's summary keeps as its
+// display name: indexed for the trace list, which a B-tree allows up to about 2,700 bytes. The
+// span itself keeps its whole name.
+const DisplayNameMax = 500
+
+var displayNameMaxSQL = strconv.Itoa(DisplayNameMax)
+
+// TruncateDisplayName cuts a name to DisplayNameMax characters, as the summary stores it.
+func TruncateDisplayName(name string) string {
+	n := 0
+	for i := range name {
+		if n == DisplayNameMax {
+			return name[:i]
+		}
+		n++
+	}
+	return name
+}
+
+// SpanSources lists every span source.
+var SpanSources = []string{SpanSourceLoupe, SpanSourceGenkit, SpanSourceOTLP}
 
 // Span status codes, in OTLP's numbering (Genkit JS uses the same; Genkit Go does not, and its
 // ingest maps it).
@@ -264,7 +287,7 @@ agg AS (
 tr AS (
 	INSERT INTO traces AS t (trace_id, display_name, root_span_id, start_time_unix_nano,
 		end_time_unix_nano, status_code, span_count, source, run_id, updated_at)
-	SELECT trace_id, COALESCE(root_name, ''), root_span_id, COALESCE(root_start, any_start, 0),
+	SELECT trace_id, left(COALESCE(root_name, ''), ` + displayNameMaxSQL + `), root_span_id, COALESCE(root_start, any_start, 0),
 		CASE WHEN root_span_id IS NOT NULL THEN root_end ELSE any_end END,
 		COALESCE(root_status, 0), new_spans, source, run_id, now()
 	FROM agg ORDER BY trace_id
@@ -337,7 +360,7 @@ const spanExistingSQL = `SELECT k.trace_id, k.span_id
 var traceFoldArraysSQL = `
 INSERT INTO traces AS t (trace_id, display_name, root_span_id, start_time_unix_nano,
 	end_time_unix_nano, status_code, span_count, source, updated_at)
-SELECT trace_id, COALESCE(root_name, ''), root_span_id, COALESCE(root_start, any_start, 0),
+SELECT trace_id, left(COALESCE(root_name, ''), ` + displayNameMaxSQL + `), root_span_id, COALESCE(root_start, any_start, 0),
 	CASE WHEN root_span_id IS NOT NULL THEN root_end ELSE any_end END,
 	COALESCE(root_status, 0), new_spans, source, now()
 FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int2[], $7::int8[],

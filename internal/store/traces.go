@@ -224,6 +224,21 @@ func (n *spanNullable) span() *Span {
 		RunID: n.runID}
 }
 
+// truncateNames applies TruncateDisplayName to a filter's string values.
+func truncateNames(v any) any {
+	switch x := v.(type) {
+	case string:
+		return TruncateDisplayName(x)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = truncateNames(e)
+		}
+		return out
+	}
+	return v
+}
+
 // traceFilterSQL turns one filter into a condition, and reports whether it reads the root span.
 func traceFilterSQL(f TraceFilter, arg func(any) string) (string, bool, error) {
 	var (
@@ -236,6 +251,9 @@ func traceFilterSQL(f TraceFilter, arg func(any) string) (string, bool, error) {
 		col = "t.trace_id"
 	case TraceFieldName:
 		col = "t.display_name"
+		if f.Op == FilterEq || f.Op == FilterNeq {
+			f.Value = truncateNames(f.Value) // as the summary stores them
+		}
 	case TraceFieldSource:
 		col = "t.source"
 	case TraceFieldStart:

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -157,4 +160,44 @@ func TestTraceDeleteBatchSparesInterruptedAndReferencedRuns(t *testing.T) {
 	require.EqualValues(t, 1, sp)
 	_, err = s.TraceGet(ctx, ids[6])
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// TestTraceWithAHugeRootNameIsStored ingests roots whose names are far longer than a B-tree entry
+// may be, through the fast path (a large batch of new spans) and the merge path (a single span):
+// the spans keep their whole names, the summaries keep DisplayNameMax characters, and an exact
+// name filter with the whole name still finds the trace.
+func TestTraceWithAHugeRootNameIsStored(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	// 6,000 characters, about 10 KB, random so that PostgreSQL cannot compress the index entry.
+	rng := rand.New(rand.NewPCG(1, 2))
+	var b strings.Builder
+	for range 3000 {
+		b.WriteRune(rune('a' + rng.IntN(26)))
+		b.WriteRune(rune(0x4e00 + rng.IntN(20000)))
+	}
+	long := b.String()
+	batch := make([]store.Span, 100)
+	for i := range batch {
+		batch[i] = store.Span{TraceID: fmt.Sprintf("%032x", 0xa000+i), SpanID: fmt.Sprintf("%016x", 1+i),
+			Name: long, StartTime: 1, EndTime: 2, Source: store.SpanSourceOTLP}
+	}
+	_, err := s.SpanIngest(ctx, batch)
+	require.NoError(t, err, "fast path")
+	_, err = s.SpanIngest(ctx, []store.Span{{TraceID: fmt.Sprintf("%032x", 0xb000), SpanID: fmt.Sprintf("%016x", 0xb000),
+		Name: long, StartTime: 1, EndTime: 0, Source: store.SpanSourceGenkit}})
+	require.NoError(t, err, "merge path")
+
+	tr, err := s.TraceGet(ctx, fmt.Sprintf("%032x", 0xb000))
+	require.NoError(t, err)
+	require.Equal(t, store.TruncateDisplayName(long), tr.DisplayName)
+	require.Equal(t, store.DisplayNameMax, utf8.RuneCountInString(tr.DisplayName))
+	spans, err := s.SpansByTrace(ctx, fmt.Sprintf("%032x", 0xa000), 1)
+	require.NoError(t, err)
+	require.Equal(t, long, spans[0].Name, "the span keeps its whole name")
+	items, _, err := s.TraceList(ctx, store.TraceListParams{Limit: 1000,
+		Filters: []store.TraceFilter{{Field: store.TraceFieldName, Op: store.FilterEq, Value: long}}})
+	require.NoError(t, err)
+	require.Len(t, items, 101)
 }

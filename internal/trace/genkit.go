@@ -174,10 +174,11 @@ var genkitKindNames = map[int16]string{0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERV
 // string mid-pair), become U+FFFD when decoded and are sanitised in raw values (sanitizeJSON).
 var decodeOptions = jsonv2.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 
-// DecodeGenkit parses one POST /api/traces body into spans, validating ids. It takes Genkit's
-// quirks as they are: a body per span with the root last, trace-level displayName "" and times 0
-// on non-root bodies (the trace summary is derived from the root span instead), and Genkit Go's
-// status numbering (see genkitStatus).
+// DecodeGenkit parses one POST /api/traces body into spans, validating ids and span times. It
+// takes Genkit's quirks as they are: a body per span with the root last, trace-level displayName
+// "" and times 0 on non-root bodies (the trace summary is derived from the root span instead),
+// endTime 0 on a span still running (Genkit JS's realtime start), and Genkit Go's status numbering
+// (see genkitStatus).
 func DecodeGenkit(body []byte) ([]store.Span, error) {
 	// Unmarshal, not a Decoder: the body is already in memory. Unmarshal also refuses data after
 	// the object. See decodeOptions for why JSON v2.
@@ -187,7 +188,7 @@ func DecodeGenkit(body []byte) ([]store.Span, error) {
 	}
 	traceID := normalizeID(td.TraceID)
 	if !ValidTraceID(traceID) {
-		return nil, inputErrorf("traceId %q is not 32 hex digits", td.TraceID)
+		return nil, inputErrorf("traceId %q %s", td.TraceID, badID(traceID, 32, "trace"))
 	}
 	if td.Spans == nil {
 		return nil, inputErrorf("TraceData %s has no spans object", traceID)
@@ -216,12 +217,18 @@ func genkitSpan(traceID, key string, sd *SpanData) (store.Span, error) {
 	spanID := normalizeID(sd.SpanID)
 	if spanID == "" {
 		spanID = normalizeID(key)
+		if !ValidSpanID(spanID) {
+			return store.Span{}, inputErrorf("spans[%q] has no spanId and its key %s", key, badID(spanID, 16, "span"))
+		}
 	}
 	if !ValidSpanID(spanID) {
-		return store.Span{}, inputErrorf("spans[%q].spanId %q is not 16 hex digits", key, sd.SpanID)
+		return store.Span{}, inputErrorf("spans[%q].spanId %q %s", key, sd.SpanID, badID(spanID, 16, "span"))
 	}
 	if sd.TraceID != "" && normalizeID(sd.TraceID) != traceID {
 		return store.Span{}, inputErrorf("spans[%q].traceId %q differs from the TraceData's traceId %s", key, sd.TraceID, traceID)
+	}
+	if err := checkGenkitTimes(key, sd.StartTime, sd.EndTime); err != nil {
+		return store.Span{}, err
 	}
 	sp := store.Span{
 		TraceID:      traceID,
@@ -238,7 +245,7 @@ func genkitSpan(traceID, key string, sd *SpanData) (store.Span, error) {
 	if sd.ParentSpanID != "" {
 		parent := normalizeID(sd.ParentSpanID)
 		if !ValidSpanID(parent) {
-			return store.Span{}, inputErrorf("spans[%q].parentSpanId %q is not 16 hex digits", key, sd.ParentSpanID)
+			return store.Span{}, inputErrorf("spans[%q].parentSpanId %q %s", key, sd.ParentSpanID, badID(parent, 16, "span"))
 		}
 		sp.ParentSpanID = &parent
 	}
@@ -289,6 +296,32 @@ func genkitSpan(traceID, key string, sd *SpanData) (store.Span, error) {
 		sp.Links = sanitizeJSON(b)
 	}
 	return sp, nil
+}
+
+// badID says why a normalized id that ValidTraceID or ValidSpanID refused is invalid: all zeros
+// (what OTel calls an invalid id), or not n hex digits. kind is "trace" or "span".
+func badID(id string, n int, kind string) string {
+	if len(id) == n && strings.Trim(id, "0") == "" {
+		return "is all zeros, an invalid " + kind + " id"
+	}
+	return fmt.Sprintf("is not %d hex digits", n)
+}
+
+// checkGenkitTimes validates a span's times: startTime must be positive, and endTime either 0
+// (the span is still running) or no earlier than startTime. Only the trace-level times may be 0.
+func checkGenkitTimes(key string, start, end Millis) error {
+	switch {
+	case start < 0:
+		return inputErrorf("spans[%q].startTime %s is negative", key, appendMillis(nil, int64(start)))
+	case start == 0:
+		return inputErrorf("spans[%q].startTime is 0 or missing", key)
+	case end < 0:
+		return inputErrorf("spans[%q].endTime %s is negative", key, appendMillis(nil, int64(end)))
+	case end != 0 && end < start:
+		return inputErrorf("spans[%q].endTime %s is before its startTime %s", key,
+			appendMillis(nil, int64(end)), appendMillis(nil, int64(start)))
+	}
+	return nil
 }
 
 // genkitStatus maps a Genkit status to OTLP's numbering. genkit:state is the reliable signal:

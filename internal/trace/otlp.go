@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -21,8 +22,8 @@ const (
 
 // DecodeOTLP parses an OTLP/HTTP ExportTraceServiceRequest, protobuf or JSON as contentType says,
 // with the collector's own decoder. It returns the spans it accepted, how many it rejected (an
-// empty or all-zero trace or span id, a time out of range) and why the first was rejected, for the
-// partial-success answer.
+// empty or all-zero trace or span id, no start time, an end before the start, a time out of
+// range) and why, for the partial-success answer (see FromOTLP).
 func DecodeOTLP(body []byte, contentType string) (spans []store.Span, rejected int64, reason string, err error) {
 	req := ptraceotlp.NewExportRequest()
 	switch contentType {
@@ -41,13 +42,19 @@ func DecodeOTLP(body []byte, contentType string) (spans []store.Span, rejected i
 	return spans, rejected, reason, nil
 }
 
+// maxRejectReasons is how many rejected spans' reasons a partial-success message lists.
+const maxRejectReasons = 3
+
 // FromOTLP converts pdata traces to stored spans. Spans that cannot be stored are counted in
-// rejected, with the reason for the first.
+// rejected, and reason says how many and why, for the first few: `2 spans rejected: span "a"
+// (00f067aa0ba902b7): start_time_unix_nano is 0 or missing; span "b" ...`, ending "and N more"
+// past maxRejectReasons. A span with end time 0 is still running and is kept.
 func FromOTLP(td ptrace.Traces) (spans []store.Span, rejected int64, reason string) {
 	spans = make([]store.Span, 0, td.SpanCount())
+	var reasons []string
 	reject := func(format string, args ...any) {
-		if rejected == 0 {
-			reason = fmt.Sprintf(format, args...)
+		if len(reasons) < maxRejectReasons {
+			reasons = append(reasons, fmt.Sprintf(format, args...))
 		}
 		rejected++
 	}
@@ -63,17 +70,25 @@ func FromOTLP(td ptrace.Traces) (spans []store.Span, rejected int64, reason stri
 			for k := 0; k < list.Len(); k++ {
 				s := list.At(k)
 				tid, sid := s.TraceID(), s.SpanID()
+				// A missing id decodes as all zeros, protobuf and JSON alike.
 				if tid.IsEmpty() {
-					reject("span %q has an empty trace id", s.Name())
+					reject("span %q: trace id is all zeros or missing", s.Name())
 					continue
 				}
 				if sid.IsEmpty() {
-					reject("span %q has an empty span id", s.Name())
+					reject("span %q: span id is all zeros or missing", s.Name())
 					continue
 				}
 				start, end := uint64(s.StartTimestamp()), uint64(s.EndTimestamp())
-				if start > math.MaxInt64 || end > math.MaxInt64 {
-					reject("span %s has a time out of range", hexID(sid[:]))
+				switch {
+				case start > math.MaxInt64 || end > math.MaxInt64:
+					reject("span %q (%s): time out of range", s.Name(), hexID(sid[:]))
+					continue
+				case start == 0:
+					reject("span %q (%s): start_time_unix_nano is 0 or missing", s.Name(), hexID(sid[:]))
+					continue
+				case end != 0 && end < start:
+					reject("span %q (%s): end_time_unix_nano %d is before its start_time_unix_nano %d", s.Name(), hexID(sid[:]), end, start)
 					continue
 				}
 				sp := store.Span{
@@ -122,7 +137,26 @@ func FromOTLP(td ptrace.Traces) (spans []store.Span, rejected int64, reason stri
 			}
 		}
 	}
-	return spans, rejected, reason
+	return spans, rejected, rejectReason(rejected, reasons)
+}
+
+// rejectReason is the partial-success message for rejected spans, of which reasons are the first
+// few: the count, the reasons, and how many more were rejected. It is "" when none were.
+func rejectReason(rejected int64, reasons []string) string {
+	if rejected == 0 {
+		return ""
+	}
+	var b strings.Builder
+	if rejected == 1 {
+		b.WriteString("1 span rejected: ")
+	} else {
+		fmt.Fprintf(&b, "%d spans rejected: ", rejected)
+	}
+	b.WriteString(strings.Join(reasons, "; "))
+	if more := rejected - int64(len(reasons)); more > 0 {
+		fmt.Fprintf(&b, "; and %d more", more)
+	}
+	return b.String()
 }
 
 // attrsJSON encodes attributes as one JSON object: strings, numbers, booleans, arrays and maps as

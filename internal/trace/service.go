@@ -222,8 +222,9 @@ func (s *Service) IngestOTLP(ctx context.Context, body []byte, contentType strin
 
 // GenkitGet returns a trace as Genkit's TraceData (GET /api/traces/{id}).
 func (s *Service) GenkitGet(ctx context.Context, traceID string) (*TraceData, error) {
-	if !ValidTraceID(traceID) {
-		return nil, inputErrorf("trace id %q is not 32 lowercase hex digits", traceID)
+	traceID, err := ParseTraceID(traceID)
+	if err != nil {
+		return nil, err
 	}
 	s.flushStarts(ctx)
 	tr, err := s.store.TraceGet(ctx, traceID)

@@ -72,6 +72,16 @@ func validHexID(id string, n int) bool {
 	return !zero
 }
 
+// ParseTraceID reads a trace id from a URL: 32 hex digits, either case, not all zero. It returns
+// the id in lowercase, as stored, or an input error that says what is wrong with it.
+func ParseTraceID(id string) (string, error) {
+	lower := normalizeID(id)
+	if ValidTraceID(lower) {
+		return lower, nil
+	}
+	return "", inputErrorf("trace id %q %s", id, badID(lower, 32, "trace"))
+}
+
 // normalizeID lowercases hex ids, which OTel defines as lowercase but some senders upper-case.
 func normalizeID(id string) string {
 	for i := 0; i < len(id); i++ {

@@ -33,8 +33,9 @@ type Tree struct {
 
 // Tree fetches a trace and assembles it.
 func (s *Service) Tree(ctx context.Context, traceID string) (*Tree, error) {
-	if !ValidTraceID(traceID) {
-		return nil, inputErrorf("trace id %q is not 32 lowercase hex digits", traceID)
+	traceID, err := ParseTraceID(traceID)
+	if err != nil {
+		return nil, err
 	}
 	s.flushStarts(ctx)
 	tr, err := s.store.TraceGet(ctx, traceID)
@@ -149,8 +150,9 @@ type ToolCall struct {
 // spans belong to their nearest turn ancestor. Attributes are read in SQL, so that a large trace's
 // JSON is never decoded here.
 func (s *Service) Turns(ctx context.Context, traceID string) ([]Turn, error) {
-	if !ValidTraceID(traceID) {
-		return nil, inputErrorf("trace id %q is not 32 lowercase hex digits", traceID)
+	traceID, err := ParseTraceID(traceID)
+	if err != nil {
+		return nil, err
 	}
 	s.flushStarts(ctx)
 	if _, err := s.store.TraceGet(ctx, traceID); err != nil {
