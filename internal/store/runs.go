@@ -114,7 +114,7 @@ type RunCursor struct {
 type RunListParams struct {
 	Status string
 	Action string
-	Query  string // text searched in the input, output and error
+	Query  string // text searched in the input, output, error, action and id
 	Since  time.Time
 	Until  time.Time
 	After  *RunCursor // the last row of the previous page
@@ -152,7 +152,7 @@ func (s *Store) RunList(ctx context.Context, p RunListParams) ([]*Run, *RunCurso
 		pattern := "%" + escapeLike(p.Query) + "%"
 		ph := arg(pattern)
 		where = append(where, "(input::text ILIKE "+ph+" OR coalesce(output::text, '') ILIKE "+ph+
-			" OR coalesce(error::text, '') ILIKE "+ph+" OR action ILIKE "+ph+")")
+			" OR coalesce(error::text, '') ILIKE "+ph+" OR action ILIKE "+ph+" OR id::text LIKE lower("+ph+"))")
 	}
 	if p.After != nil {
 		where = append(where, "(created_at, id) < ("+arg(p.After.CreatedAt)+", "+arg(p.After.ID)+")")

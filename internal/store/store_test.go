@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -105,6 +106,11 @@ func TestRunListKeysetPagingAndFilters(t *testing.T) {
 	none, _, err := s.RunList(ctx, store.RunListParams{Query: "5_%"})
 	require.NoError(t, err)
 	require.Empty(t, none)
+	tail := strings.ToUpper(seen[3].String()[28:]) // the short id pages show
+	byID, _, err := s.RunList(ctx, store.RunListParams{Query: tail})
+	require.NoError(t, err)
+	require.Len(t, byID, 1, "a run is found by its short id, in either case")
+	require.Equal(t, seen[3], byID[0].ID)
 
 	queued, _, err := s.RunList(ctx, store.RunListParams{Status: store.RunQueued})
 	require.NoError(t, err)

@@ -418,9 +418,11 @@ func DashboardPage(d Dashboard) templ.Component {
 	})
 }
 
+// shortID is an id's last 8 characters: run ids are UUIDv7, whose leading digits are a timestamp
+// shared by every run started within about a minute, while the tail is random.
 func shortID(id string) string {
 	if len(id) > 8 {
-		return id[:8]
+		return id[len(id)-8:]
 	}
 	return id
 }
