@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // generation is the state of one Generate call, shared by its turns.
@@ -24,6 +25,11 @@ type generation struct {
 
 	// msgIndex counts the messages this generate has produced; it is the chunk index.
 	msgIndex int
+	// spanTurn is the turn's position in the conversation (the model messages before the one it
+	// produces), which its spans carry as AttrTurnIndex. It equals the turn counter for a fresh
+	// conversation, and goes on counting where a resumed one stopped, where the counter (which the
+	// turn limit applies to, as in Genkit) starts again at 0.
+	spanTurn int
 	// chunks are all chunks streamed so far; each chunk's PreviousChunks is a capped view of it.
 	chunks   []*ModelResponseChunk
 	chunkIdx int
@@ -189,6 +195,8 @@ func (g *generation) turn(ctx context.Context, t *GenerateTurn) (*ModelResponse,
 func (g *generation) turnBody(ctx context.Context, t *GenerateTurn) (*ModelResponse, error) {
 	raw := t.Request
 	if raw.Resume != nil && t.Turn == 0 {
+		// The resume finishes the interrupted turn, whose model message ends the history.
+		g.setSpanTurn(ctx, max(countModelMessages(raw.Messages)-1, 0))
 		next, interrupted, err := g.resume(ctx, raw)
 		if err != nil {
 			return nil, err
@@ -199,6 +207,7 @@ func (g *generation) turnBody(ctx context.Context, t *GenerateTurn) (*ModelRespo
 		raw = next
 	}
 	msgs := raw.Messages
+	g.setSpanTurn(ctx, countModelMessages(msgs))
 	req := &ModelRequest{
 		Messages:   g.format.inject(msgs),
 		Config:     raw.Config,
@@ -207,7 +216,7 @@ func (g *generation) turnBody(ctx context.Context, t *GenerateTurn) (*ModelRespo
 		Output:     g.format.requestOutput(),
 		Docs:       raw.Docs,
 	}
-	resp, err := g.callModelSpan(ctx, t.Turn, req)
+	resp, err := g.callModelSpan(ctx, g.spanTurn, req)
 	if err != nil {
 		return nil, err
 	}
@@ -284,6 +293,23 @@ func (g *generation) report(ctx context.Context, resp *ModelResponse) error {
 		return nil
 	}
 	return g.hooks.OnResponse(ctx, resp)
+}
+
+// setSpanTurn sets spanTurn, and the turn span's AttrTurnIndex (ctx's span) to it.
+func (g *generation) setSpanTurn(ctx context.Context, turn int) {
+	g.spanTurn = turn
+	trace.SpanFromContext(ctx).SetAttributes(attribute.Int(AttrTurnIndex, turn))
+}
+
+// countModelMessages counts the model's messages in a history.
+func countModelMessages(msgs []*Message) int {
+	n := 0
+	for _, m := range msgs {
+		if m.Role == RoleModel {
+			n++
+		}
+	}
+	return n
 }
 
 // callModelSpan calls the model through the model middleware chain in a model span.

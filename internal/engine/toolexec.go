@@ -133,7 +133,7 @@ func (g *generation) execCall(ctx context.Context, turn int, c *pendingCall) err
 		attribute.String(AttrGenAIOp, "execute_tool"),
 		attribute.String(AttrGenAIToolName, tr.Name),
 		attribute.String(AttrGenAIToolCall, tr.Ref),
-		attribute.Int(AttrTurnIndex, turn),
+		attribute.Int(AttrTurnIndex, g.spanTurn),
 	)
 	g.r.setJSONAttr(span, AttrInput, c.input)
 	call := &ToolCall{

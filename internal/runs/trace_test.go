@@ -56,6 +56,33 @@ func TestResumeContinuesTheRunsTrace(t *testing.T) {
 	require.NotNil(t, resumedRoot, "the resumed flow span nests under the interrupted turn")
 	require.Equal(t, *interrupted.ResumeSpanID, resumedRoot.Links[0].SpanContext.SpanID().String())
 	require.Equal(t, "resume", resumedRoot.Links[0].Attributes[0].Value.AsString())
+
+	// Turn spans number the run's turns across the pause: the resumed call's turn counter starts
+	// at 0 again (the turn limit is per call, as in Genkit), but its spans go on from the history.
+	turnsOf := func(op string) []int64 {
+		var out []int64
+		for _, s := range spans {
+			var isOp bool
+			var turn int64 = -1
+			for _, a := range s.Attributes {
+				switch string(a.Key) {
+				case engine.AttrGenAIOp:
+					isOp = a.Value.AsString() == op
+				case engine.AttrTurnIndex:
+					turn = a.Value.AsInt64()
+				}
+			}
+			if isOp && turn >= 0 { // the agent's own span has no turn
+				out = append(out, turn)
+			}
+		}
+		return out
+	}
+	require.Equal(t, []int64{0, 1}, turnsOf("invoke_agent"), "generate spans")
+	require.Equal(t, []int64{0, 1}, turnsOf("chat"), "model spans")
+	final, err := b.store.RunGet(context.Background(), run.ID)
+	require.NoError(t, err)
+	require.Equal(t, 2, final.Turns, "the run counts the same turns")
 }
 
 // TestTakeoverContinuesTheRunsTraceUnderOneRoot: a run whose worker loses its lease mid-tool (as
