@@ -130,10 +130,12 @@ type Turn struct {
 	OutputTokens int64      `json:"output_tokens"`
 	ToolCalls    []ToolCall `json:"tool_calls"`
 	StartTime    int64      `json:"start_time_unix_nano"`
-	EndTime      int64      `json:"end_time_unix_nano"`
-	DurationNS   int64      `json:"duration_ns"`
-	Running      bool       `json:"running"`
-	State        string     `json:"state,omitempty"` // genkit:state: success, error, interrupted
+	EndTime      int64      `json:"end_time_unix_nano"` // its span's end
+	// DurationNS is the turn's own time: Genkit runs the next turn inside the span of the one
+	// before, so a turn's own time ends where the next turn starts.
+	DurationNS int64  `json:"duration_ns"`
+	Running    bool   `json:"running"`         // its own part is still running
+	State      string `json:"state,omitempty"` // genkit:state: success, error, interrupted
 }
 
 // ToolCall is one tool execution within a turn.
@@ -213,6 +215,15 @@ func BuildTurns(facts []store.SpanTurnFacts) []Turn {
 		}
 		memo[i] = res
 		return res
+	}
+	for i := range turnOf {
+		// A turn nested in a turn ends the outer one's own time.
+		if a := ancestor(i, 0); a >= 0 {
+			outer := &turns[turnOf[a]]
+			if own := facts[i].StartTime - outer.StartTime; own >= 0 && (outer.Running || own < outer.DurationNS) {
+				outer.DurationNS, outer.Running = own, false
+			}
+		}
 	}
 	for i := range facts {
 		f := &facts[i]

@@ -113,3 +113,38 @@ func BenchmarkBuildTree10000Spans(b *testing.B) {
 		trace.BuildTree(spans)
 	}
 }
+
+// TestTurnsOfNestedGenkitTurnsCountTheirOwnTime: Genkit runs each turn inside the span of the one
+// before; a turn's duration is its own, up to where the next starts, and a turn whose span is
+// still open only because the next one runs is not running itself.
+func TestTurnsOfNestedGenkitTurnsCountTheirOwnTime(t *testing.T) {
+	t.Parallel()
+	str := func(s string) *string { return &s }
+	fact := func(id, parent string, start, end int64, turn string, op string) store.SpanTurnFacts {
+		f := store.SpanTurnFacts{SpanID: id, Name: id, StartTime: start, EndTime: end, Operation: str(op)}
+		if parent != "" {
+			f.ParentSpanID = str(parent)
+		}
+		if turn != "" {
+			f.TurnIndex, f.GenkitType, f.GenkitName = str(turn), str("action"), str(id)
+		}
+		if op == "invoke_agent" {
+			f.GenkitType, f.GenkitName = str("util"), str("generate")
+		}
+		return f
+	}
+	turns := trace.BuildTurns([]store.SpanTurnFacts{
+		fact("root", "", 0, 0, "", ""),
+		fact("t0", "root", 10, 0, "0", "invoke_agent"),
+		fact("m0", "t0", 11, 20, "0", "chat"),
+		fact("x0", "t0", 20, 30, "0", "execute_tool"),
+		fact("t1", "t0", 30, 0, "1", "invoke_agent"),
+		fact("m1", "t1", 31, 0, "1", "chat"),
+	})
+	require.Len(t, turns, 2)
+	require.Equal(t, int64(20), turns[0].DurationNS, "turn 0 ends where turn 1 starts")
+	require.False(t, turns[0].Running)
+	require.Len(t, turns[0].ToolCalls, 1)
+	require.True(t, turns[1].Running)
+	require.Zero(t, turns[1].DurationNS)
+}
