@@ -29,8 +29,10 @@ func (s *Server) pageRoutes() {
 	e.GET("/runs/:id", s.runPage)
 	e.GET("/runs/:id/row", s.runRow)
 	e.GET("/runs/:id/sections", s.runSections)
+	e.GET("/runs/:id/trace", s.runTraceFragment)
 	e.GET("/traces", s.tracesPage)
 	e.GET("/traces/:trace", s.tracePage)
+	e.GET("/traces/:trace/tree", s.traceTree)
 	e.GET("/traces/:trace/children", s.traceChildren)
 	e.GET("/traces/:trace/spans/:span", s.traceSpan)
 	e.GET("/traces/:trace/spans/:span/payload", s.traceSpanPayload)
@@ -249,7 +251,7 @@ func (s *Server) runTrace(c echo.Context, r *store.Run) (*templates.TraceView, e
 	if v := c.QueryParam("turn"); v != "" {
 		turn, _ = strconv.Atoi(v)
 	}
-	v, err := s.traceView(ctx, current, link, c.QueryParam("span"), c.QueryParam("tool"), turn)
+	v, err := s.traceView(ctx, current, link, c.QueryParam("span"), c.QueryParam("tool"), turn, treeStateFrom(c))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
@@ -287,6 +289,24 @@ func (s *Server) runSections(c echo.Context) error {
 		return err
 	}
 	return s.render(c, http.StatusOK, templates.RunSections(p))
+}
+
+// runTraceFragment is GET /runs/{id}/trace[?trace=][&span=][&open=&closed=]: the run page's trace
+// section as an HTML fragment, which the live script reloads as the run goes.
+func (s *Server) runTraceFragment(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	r, err := s.store.RunGet(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	v, err := s.runTrace(c, r)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.RunTraceSection(v))
 }
 
 // runCancelForm is POST /runs/{id}/cancel from the run page.
@@ -501,4 +521,5 @@ func convPart(raw json.RawMessage, turn int, byRef map[string]*templates.Interru
 	return out
 }
 
-func shortUUID(id uuid.UUID) string { return id.String()[:8] }
+// shortUUID is an id's random tail, as the templates' shortID shows it.
+func shortUUID(id uuid.UUID) string { return id.String()[28:] }

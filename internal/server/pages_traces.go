@@ -42,9 +42,11 @@ type skeleton struct {
 	parent   []int32
 	roots    []int32
 	turn     []int // turn index, -1 for spans that are not turns
-	axis0    int64
-	axisLen  int64
-	running  bool
+	// missing is, for a span whose parent is not in the trace (not yet, or never), that parent's id.
+	missing []string
+	axis0   int64
+	axisLen int64
+	running bool
 }
 
 func (s *Server) loadSkeleton(ctx context.Context, traceID string) (*skeleton, error) {
@@ -66,12 +68,17 @@ func isTurnFact(f *store.SpanTurnFacts) bool {
 func buildSkeleton(traceID string, facts []store.SpanTurnFacts, now int64) *skeleton {
 	n := len(facts)
 	sk := &skeleton{traceID: traceID, facts: facts, idx: make(map[string]int32, n),
-		children: make([][]int32, n), parent: make([]int32, n), turn: make([]int, n)}
+		children: make([][]int32, n), parent: make([]int32, n), turn: make([]int, n), missing: make([]string, n)}
 	for i := range facts {
 		sk.idx[facts[i].SpanID] = int32(i)
 	}
 	turnCount := 0
 	for i := range facts {
+		if p := facts[i].ParentSpanID; p != nil && *p != "" {
+			if _, ok := sk.idx[*p]; !ok {
+				sk.missing[i] = *p
+			}
+		}
 		sk.turn[i] = -1
 		if isTurnFact(&facts[i]) {
 			sk.turn[i] = turnCount
@@ -200,7 +207,8 @@ func (sk *skeleton) rows(parent int32, depth, offset int, open map[int32]bool, s
 			f := &sk.facts[c]
 			row := templates.SpanRow{ID: f.SpanID, Name: f.Name, Label: sk.label(c), Depth: depth,
 				Children: len(sk.children[c]), Expanded: open[c] && len(sk.children[c]) > 0,
-				Running: f.EndTime == 0, Error: f.StatusCode == store.StatusError, Selected: c == selected}
+				Running: f.EndTime == 0, Error: f.StatusCode == store.StatusError, Selected: c == selected,
+				MissingParent: sk.missing[c]}
 			endT := f.EndTime
 			if row.Running {
 				endT = sk.axis0 + sk.axisLen
@@ -227,9 +235,36 @@ func (sk *skeleton) rows(parent int32, depth, offset int, open map[int32]bool, s
 	return out
 }
 
+// treeState is which nodes of a tree a page had open, sent back by the live script when it reloads
+// the tree (?open=a,b&closed=c): the user's expanded and collapsed nodes survive the reload.
+type treeState struct {
+	explicit     bool // open was given: no ancestors of the selected span are opened for it
+	open, closed map[string]bool
+}
+
+// maxTreeState caps the span ids read from ?open= and ?closed=.
+const maxTreeState = 2000
+
+func treeStateFrom(c echo.Context) treeState {
+	q := c.QueryParams()
+	_, explicit := q["open"]
+	ids := func(key string) map[string]bool {
+		m := map[string]bool{}
+		for _, v := range q[key] {
+			for id := range strings.SplitSeq(v, ",") {
+				if id != "" && len(m) < maxTreeState {
+					m[id] = true
+				}
+			}
+		}
+		return m
+	}
+	return treeState{explicit: explicit, open: ids("open"), closed: ids("closed")}
+}
+
 // traceView builds the tree for a page: the roots open, and, for a deep link, the selected span's
-// ancestors.
-func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolName string, toolTurn int) (*templates.TraceView, error) {
+// ancestors; or, for a live reload, the nodes the page had open.
+func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolName string, toolTurn int, st treeState) (*templates.TraceView, error) {
 	tr, err := s.store.TraceGet(ctx, traceID)
 	if err != nil {
 		return nil, err
@@ -249,14 +284,26 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 	for _, r := range sk.roots {
 		open[r] = true
 	}
+	for id := range st.open {
+		if i, ok := sk.idx[id]; ok {
+			open[i] = true
+		}
+	}
+	for id := range st.closed {
+		if i, ok := sk.idx[id]; ok {
+			delete(open, i)
+		}
+	}
 	selected := int32(-1)
 	if selectedID == "" && toolName != "" {
 		selectedID = sk.findTool(toolName, toolTurn)
 	}
 	if i, ok := sk.idx[selectedID]; ok && selectedID != "" {
 		selected = i
-		for _, a := range sk.ancestors(i) {
-			open[a] = true
+		if !st.explicit {
+			for _, a := range sk.ancestors(i) {
+				open[a] = true
+			}
 		}
 		d, err := s.spanDetail(ctx, traceID, selectedID, link)
 		if err != nil {
@@ -382,9 +429,9 @@ func spanKind(k int16) string {
 }
 
 func validTraceParam(c echo.Context) (string, error) {
-	id := c.Param("trace")
-	if !trace.ValidTraceID(id) {
-		return "", Errorf(http.StatusBadRequest, "bad_id", "trace id %q is not 32 lowercase hex digits", id)
+	id, err := trace.ParseTraceID(c.Param("trace"))
+	if err != nil {
+		return "", Errorf(http.StatusBadRequest, "bad_id", "%v", err)
 	}
 	return id, nil
 }
@@ -507,12 +554,26 @@ func (s *Server) tracePage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := s.traceView(c.Request().Context(), traceID, "/traces/"+traceID+"?span=", c.QueryParam("span"), "", -1)
+	v, err := s.traceView(c.Request().Context(), traceID, "/traces/"+traceID+"?span=", c.QueryParam("span"), "", -1, treeStateFrom(c))
 	if err != nil {
 		return err
 	}
 	return s.render(c, http.StatusOK, templates.TraceDetailView(templates.TracePage{
 		Page: s.page(c, firstNonEmpty(v.Name, "Trace"), "traces"), Trace: *v}))
+}
+
+// traceTree is GET /traces/{trace}/tree[?span=][&open=&closed=]: the trace page's tree section as
+// an HTML fragment, which the live script reloads as spans arrive.
+func (s *Server) traceTree(c echo.Context) error {
+	traceID, err := validTraceParam(c)
+	if err != nil {
+		return err
+	}
+	v, err := s.traceView(c.Request().Context(), traceID, "/traces/"+traceID+"?span=", c.QueryParam("span"), "", -1, treeStateFrom(c))
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.SpanTreeView(*v))
 }
 
 // fmtNanos renders a duration for people: 850µs, 12ms, 1.4s, 2m05s.

@@ -56,6 +56,40 @@ export class Live {
   }
 }
 
+// throttled returns a trigger that runs fn at most once every ms and never twice at once: a burst
+// of triggers (2,000 span events) is a handful of runs. The first run waits lead ms, so that a
+// burst starts as one; with settle, fn runs once more settle ms after the last trigger, because a
+// span is announced a moment before it is written. fn returning false means "not now": it runs
+// again later.
+function throttled(fn, ms, lead = 150, settle = 0) {
+  let timer = null, settleTimer = null, running = false, again = false, last = 0;
+  const run = async () => {
+    timer = null;
+    running = true;
+    again = false;
+    last = Date.now();
+    try {
+      if ((await fn()) === false) again = true;
+    } catch {
+      // a failed reload leaves the page as it was; the next trigger or the settle run tries again
+    }
+    running = false;
+    if (again) schedule();
+  };
+  const schedule = () => {
+    if (running) { again = true; return; }
+    if (timer) return;
+    timer = setTimeout(run, Math.max(lead, last + ms - Date.now()));
+  };
+  return () => {
+    schedule();
+    if (settle) {
+      clearTimeout(settleTimer);
+      settleTimer = setTimeout(schedule, settle);
+    }
+  };
+}
+
 function debounce(fn, ms) {
   let t = null;
   return (...args) => {
@@ -147,6 +181,72 @@ function showErrors(form, errs) {
 
 // ---- span tree ----
 
+// treeBusy counts the tree's own requests in flight (expand, select, more) and treeEdits its
+// changes: a live reload neither lands in the middle of one nor undoes one made while it loaded.
+let treeBusy = 0;
+let treeEdits = 0;
+
+// treeQuery is what a reload needs to keep the tree as the user left it: the selected span, the
+// expanded nodes and the collapsed roots (the server opens the roots by default).
+function treeQuery(root) {
+  const q = new URLSearchParams();
+  const sel = root.querySelector(".span-row.selected")?.dataset.span ?? root.querySelector("#span-detail .span-panel")?.dataset.span;
+  if (sel) q.set("span", sel);
+  const open = [];
+  const closed = [];
+  root.querySelectorAll(".span-row[aria-expanded]").forEach((li) => {
+    if (li.getAttribute("aria-expanded") === "true") open.push(li.dataset.span);
+    else if (li.dataset.depth === "0") closed.push(li.dataset.span);
+  });
+  q.set("open", open.slice(0, 2000).join(","));
+  if (closed.length) q.set("closed", closed.slice(0, 2000).join(","));
+  return q;
+}
+
+// reloadTree fetches the trace section again (url answers with it as a fragment) and swaps it in
+// keeping the expanded nodes, the selection, the scroll position and the focus. The span panel is
+// kept (with any payload loaded in full) unless the selection changed or the span was running.
+// It returns false when the user is busy with the tree, so that the caller tries again later.
+async function reloadTree(url, params = new URLSearchParams()) {
+  if (treeBusy > 0) return false;
+  const root = document.getElementById("trace");
+  if (!root) return true;
+  const edits = treeEdits;
+  const q = treeQuery(root);
+  for (const [k, v] of params) q.set(k, v);
+  const html = await fetchHTML(url + (url.includes("?") ? "&" : "?") + q);
+  if (!html) return true;
+  if (treeBusy > 0 || edits !== treeEdits || document.getElementById("trace") !== root) return false;
+  const fresh = fragment(html).querySelector("#trace");
+  if (!fresh) return true;
+  const tree = root.querySelector(".spantree");
+  const freshTree = fresh.querySelector(".spantree");
+  if (!tree || !freshTree || root.dataset.trace !== fresh.dataset.trace) {
+    root.replaceWith(fresh);
+    initTree(fresh);
+    return true;
+  }
+  const focused = root.contains(document.activeElement) ? document.activeElement : null;
+  const focusRow = focused?.closest(".span-row")?.dataset.span;
+  const focusSel = focused?.matches("[data-toggle]") ? "[data-toggle]" : "[data-select]";
+  const top = tree.scrollTop;
+  root.querySelector(".trace-head").replaceWith(fresh.querySelector(".trace-head"));
+  tree.replaceChildren(...[...freshTree.childNodes]);
+  tree.scrollTop = top;
+  const detail = root.querySelector("#span-detail");
+  const freshDetail = fresh.querySelector("#span-detail");
+  const cur = detail.querySelector(".span-panel");
+  const next = freshDetail.querySelector(".span-panel");
+  if (!cur || !next || cur.dataset.span !== next.dataset.span || cur.querySelector(".badge.running")) {
+    detail.replaceChildren(...[...freshDetail.childNodes]);
+  }
+  for (const k of ["name", "running", "link"]) {
+    if (fresh.dataset[k] !== undefined) root.dataset[k] = fresh.dataset[k];
+  }
+  if (focusRow) document.getElementById("span-" + focusRow)?.querySelector(focusSel)?.focus({ preventScroll: true });
+  return true;
+}
+
 function initTree(root) {
   const tree = root.querySelector(".spantree");
   if (!tree) return;
@@ -184,42 +284,86 @@ function initTree(root) {
     detail.replaceChildren(fragment(html ?? ""));
     history.replaceState(null, "", href);
   }
+  // busy wraps the tree's own changes: a live reload waits for them and never undoes them.
+  const busy = async (fn) => {
+    treeBusy++;
+    treeEdits++;
+    try { await fn(); } finally { treeBusy--; treeEdits++; }
+  };
   tree.addEventListener("click", async (ev) => {
     const li = ev.target.closest(".span-row");
     if (!li) return;
-    root.dataset.touched = "1";
     if (ev.target.closest("[data-toggle]")) {
       ev.preventDefault();
-      if (li.getAttribute("aria-expanded") === "true") collapse(li);
-      else await expand(li);
+      await busy(async () => {
+        if (li.getAttribute("aria-expanded") === "true") collapse(li);
+        else await expand(li);
+      });
     } else if (ev.target.closest("[data-select]")) {
       if (ev.metaKey || ev.ctrlKey || ev.shiftKey) return;
       ev.preventDefault();
-      await select(li, ev.target.closest("a").href);
+      await busy(() => select(li, ev.target.closest("a").href));
     } else if (ev.target.closest("[data-more]")) {
-      const parent = li.dataset.parent;
-      const html = await fetchHTML(`${base}/children?parent=${encodeURIComponent(parent)}&offset=${li.dataset.offset}&depth=${li.dataset.depth}${q("")}`);
-      li.replaceWith(fragment(html ?? ""));
+      await busy(async () => {
+        const parent = li.dataset.parent;
+        const html = await fetchHTML(`${base}/children?parent=${encodeURIComponent(parent)}&offset=${li.dataset.offset}&depth=${li.dataset.depth}${q("")}`);
+        li.replaceWith(fragment(html ?? ""));
+      });
     }
   });
   tree.addEventListener("keydown", async (ev) => {
     const li = ev.target.closest(".span-row");
     if (!li) return;
-    if (ev.key === "ArrowRight" && li.getAttribute("aria-expanded") === "false") { ev.preventDefault(); await expand(li); }
-    if (ev.key === "ArrowLeft" && li.getAttribute("aria-expanded") === "true") { ev.preventDefault(); collapse(li); }
+    if (ev.key === "ArrowRight" && li.getAttribute("aria-expanded") === "false") { ev.preventDefault(); await busy(() => expand(li)); }
+    if (ev.key === "ArrowLeft" && li.getAttribute("aria-expanded") === "true") { ev.preventDefault(); await busy(async () => collapse(li)); }
   });
   detail.addEventListener("click", async (ev) => {
     const b = ev.target.closest("[data-load-payload]");
     if (!b) return;
-    const html = await fetchHTML(b.dataset.loadPayload);
-    const pre = b.parentElement.querySelector(".payload-text");
-    pre.replaceChildren(fragment(html ?? ""));
-    b.remove();
+    await busy(async () => {
+      const html = await fetchHTML(b.dataset.loadPayload);
+      const pre = b.parentElement.querySelector(".payload-text");
+      pre.replaceChildren(fragment(html ?? ""));
+      b.remove();
+    });
   });
   tree.querySelector(".span-row.selected")?.scrollIntoView({ block: "nearest" });
 }
 
 // ---- run page: sections, trace and the chunk stream ----
+
+// compact is a value as one line of JSON, cut short.
+function compact(v, max = 160) {
+  let s;
+  try { s = JSON.stringify(v); } catch { s = String(v); }
+  if (s === undefined) s = "";
+  return s.length > max ? s.slice(0, max) + "…" : s;
+}
+
+// chunkNodes renders a streamed chunk's content: a model's chunk is an array of message parts (or
+// an object holding them as content), whose text parts read as running text and whose other parts
+// (tool requests, media, data…) show as one compact line each; anything else a streaming flow sent
+// shows as a line of JSON. Only text nodes are made from the data.
+function chunkNodes(c) {
+  const parts = Array.isArray(c) ? c : c && typeof c === "object" && Array.isArray(c.content) ? c.content : null;
+  if (!parts) {
+    if (c && typeof c === "object" && typeof c.text === "string") return [c.text];
+    return [compact(c, 4000) + "\n"];
+  }
+  return parts.map((p) => {
+    if (p && typeof p === "object" && typeof p.text === "string") return p.text;
+    const el = document.createElement("span");
+    const show = (kind, text) => { el.className = "chunk-part part-" + kind; el.textContent = text; };
+    if (!p || typeof p !== "object") show("other", compact(p));
+    else if (typeof p.reasoning === "string") show("reasoning", p.reasoning);
+    else if (p.toolRequest) show("tool-request", `→ ${p.toolRequest.name ?? "tool"}(${p.toolRequest.input === undefined ? "" : compact(p.toolRequest.input)})`);
+    else if (p.toolResponse) show("tool-response", `← ${p.toolResponse.name ?? "tool"}: ${compact(p.toolResponse.output)}`);
+    else if (p.media) show("media", `[media${p.media.contentType ? " " + p.media.contentType : ""}] ${compact(p.media.url ?? "", 80).replace(/^"|"$/g, "")}`);
+    else if ("data" in p) show("data", "data " + compact(p.data));
+    else show("other", compact(p));
+    return el;
+  });
+}
 
 function initRun() {
   const topic = page.dataset.topic;
@@ -254,18 +398,9 @@ function initRun() {
   }
   function render(ch, into) {
     const g = groupFor(ch, into);
-    const c = ch.content;
-    let text;
-    if (c && typeof c === "object" && Array.isArray(c.content)) {
-      text = c.content.map((p) => (typeof p.text === "string" ? p.text : JSON.stringify(p))).join("");
-    } else if (c && typeof c === "object" && typeof c.text === "string") {
-      text = c.text;
-    } else {
-      text = JSON.stringify(c) + "\n";
-    }
     const span = document.createElement("span");
     span.dataset.seq = ch.seq;
-    span.textContent = text;
+    span.append(...chunkNodes(ch.content));
     g.body.append(span);
   }
   function showPlayback() {
@@ -287,17 +422,17 @@ function initRun() {
     const html = await fetchHTML(page.dataset.sections);
     if (html) document.getElementById("run-sections").replaceWith(fragment(html));
   }, 150);
-  const refreshTrace = debounce(async () => {
+  // The trace follows the run, keeping what the user opened and selected. It shows the execution
+  // the address names, else the newest, unless a span is selected: then it stays on that span's
+  // execution, and a new one shows as a tab.
+  const refreshTrace = throttled(() => {
+    const params = new URLSearchParams();
     const trace = document.getElementById("trace");
-    if (trace?.dataset.touched) return; // never yank the tree from under someone exploring it
-    const html = await fetchHTML(location.href);
-    const doc = new DOMParser().parseFromString(html ?? "", "text/html");
-    const fresh = doc.getElementById("trace");
-    if (fresh && trace && !trace.dataset.touched) {
-      trace.replaceWith(document.adoptNode(fresh));
-      initTree(document.getElementById("trace"));
-    }
-  }, 800);
+    const pinned = new URLSearchParams(location.search).get("trace") ||
+      (trace?.querySelector(".span-row.selected, #span-detail .span-panel") ? trace.dataset.trace : "");
+    if (pinned) params.set("trace", pinned);
+    return reloadTree(`/runs/${encodeURIComponent(page.dataset.run)}/trace`, params);
+  }, 500, 150, 1500);
 
   const live = new Live((m, l) => {
     if (m.topic !== topic) return;
@@ -340,11 +475,48 @@ function initRun() {
         break;
       case "resync":
         refreshSections();
+        refreshTrace();
         l.resubscribe(topic);
         break;
     }
   });
   live.onState = (s) => { if (stateEl) stateEl.textContent = s === "live" ? "live" : s + "…"; };
+  live.subscribe(topic, 0);
+  live.connect();
+}
+
+// ---- trace page: spans appear and finish live ----
+
+function initTrace() {
+  const topic = page.dataset.topic;
+  const root = document.getElementById("trace");
+  if (!topic || !root) return;
+  const title = document.getElementById("trace-title");
+  const refresh = throttled(async () => {
+    const done = await reloadTree(`${root.dataset.base}/tree`);
+    const name = document.getElementById("trace")?.dataset.name;
+    if (title && name && title.textContent !== name) title.textContent = name;
+    return done;
+  }, 500, 150, 1500);
+  let subscribed = false;
+  const live = new Live((m, l) => {
+    if (m.topic !== topic) return;
+    switch (m.kind) {
+      case "span":
+        refresh();
+        break;
+      case "snapshot":
+        // (Re)subscribed: spans may have come while the page loaded or was offline. A finished
+        // trace is not reloaded just for having been opened.
+        if (subscribed || document.getElementById("trace")?.dataset.running === "true") refresh();
+        subscribed = true;
+        break;
+      case "resync":
+        refresh();
+        l.resubscribe(topic);
+        break;
+    }
+  });
   live.subscribe(topic, 0);
   live.connect();
 }
@@ -496,7 +668,7 @@ if (page) {
     case "inbox": initInbox(); break;
     case "actions": initActions(); break;
     case "dashboard": initDashboard(); break;
-    case "trace": break;
+    case "trace": initTrace(); break;
   }
   const tree = document.getElementById("trace");
   if (tree) initTree(tree);

@@ -176,6 +176,8 @@ type SpanRow struct {
 	// More is set on a "show more" row: the offset of the next children page of Parent.
 	More   int
 	Parent string
+	// MissingParent is the id of a span's parent that is not in the trace (not yet, or never).
+	MissingParent string
 }
 
 // DepthClass is the row's indentation class; deeper rows share the last one.
