@@ -459,3 +459,44 @@ func TestTraceFragmentsKeepTheTreeState(t *testing.T) {
 	require.NotContains(t, body, `id="span-`+a1+`"`, "with a state, the user's collapsed node stays collapsed")
 	require.Contains(t, body, `class="span-panel" data-span="`+a1+`"`, "and the span stays selected")
 }
+
+// TestTracePageShowsTheTurnSummary: a trace of generate turns shows each turn's model, tokens, tool
+// calls and own time above the tree, each turn linking to its span, and a link to its run.
+func TestTracePageShowsTheTurnSummary(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	ctx := context.Background()
+	traceID := newTraceID()
+	now := time.Now().UnixNano()
+	root, gen0, gen1 := "b000000000000001", "b000000000000002", "b000000000000003"
+	sp := func(id, parent string, start, end int64, attrs string) store.Span {
+		s := store.Span{TraceID: traceID, SpanID: id, Name: "n" + id[12:], StartTime: now + start, EndTime: now + end,
+			Attributes: json.RawMessage(attrs), Source: store.SpanSourceOTLP}
+		if parent != "" {
+			s.ParentSpanID = &parent
+		}
+		return s
+	}
+	turn := func(i int) string {
+		return fmt.Sprintf(`{"genkit:name":"generate","genkit:type":"util","loupe.turn.index":%d,"gen_ai.operation.name":"invoke_agent"}`, i)
+	}
+	model := func(i, in, out int) string {
+		return fmt.Sprintf(`{"genkit:type":"action","genkit:metadata:subtype":"model","loupe.turn.index":%d,"gen_ai.operation.name":"chat","gen_ai.request.model":"gpt-test","gen_ai.usage.input_tokens":%d,"gen_ai.usage.output_tokens":%d}`, i, in, out)
+	}
+	_, err := b.store.SpanIngest(ctx, []store.Span{
+		sp(root, "", 0, 100e6, `{"genkit:name":"agent","genkit:type":"action"}`),
+		sp(gen0, root, 1e6, 99e6, turn(0)),
+		sp("b000000000000004", gen0, 2e6, 10e6, model(0, 120, 30)),
+		sp("b000000000000005", gen0, 10e6, 40e6, `{"genkit:type":"action","loupe.turn.index":0,"gen_ai.operation.name":"execute_tool","gen_ai.tool.name":"getWeather"}`),
+		sp(gen1, gen0, 41e6, 98e6, turn(1)),
+		sp("b000000000000006", gen1, 42e6, 97e6, model(1, 200, 45)),
+	})
+	require.NoError(t, err)
+	_, body := get(t, b.url+"/traces/"+traceID)
+	require.Contains(t, body, "2 turns · 320 tokens in, 75 out")
+	require.Contains(t, body, `<a href="/traces/`+traceID+`?span=`+gen1+`">1</a>`)
+	require.Contains(t, body, "getWeather")
+	require.Contains(t, body, ">gpt-test<")
+	require.Contains(t, body, ">40ms<", "turn 0's own time ends where turn 1 starts")
+	require.NotContains(t, body, "Open the run this trace records", "this trace records no run")
+}

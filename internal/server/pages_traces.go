@@ -275,6 +275,9 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 	}
 	v := &templates.TraceView{TraceID: traceID, Name: tr.DisplayName, Source: tr.Source, SpanCount: len(sk.facts),
 		Running: sk.running, Base: "/traces/" + traceID, Link: link}
+	if tr.RunID != nil && !strings.HasPrefix(link, "/runs/") {
+		v.RunURL = "/runs/" + tr.RunID.String()
+	}
 	if sk.running {
 		v.Duration = "running"
 	} else {
@@ -312,7 +315,27 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 		v.Selected = d
 	}
 	v.Rows = sk.rows(-1, 0, 0, open, selected)
+	v.Turns = turnRows(trace.BuildTurns(sk.facts), link)
 	return v, nil
+}
+
+// turnRows renders the per-turn summary; link is the deep-link prefix a span id completes.
+func turnRows(turns []trace.Turn, link string) []templates.TurnRow {
+	rows := make([]templates.TurnRow, len(turns))
+	for i, t := range turns {
+		tools := make([]string, len(t.ToolCalls))
+		for j, c := range t.ToolCalls {
+			tools[j] = c.Name
+		}
+		r := templates.TurnRow{Index: t.Index, Model: t.Model, InputTokens: t.InputTokens, OutputTokens: t.OutputTokens,
+			Tools: strings.Join(tools, ", "), Running: t.Running, Error: t.State == "error", Link: link + t.SpanID,
+			Duration: "running"}
+		if !t.Running {
+			r.Duration = fmtNanos(t.DurationNS)
+		}
+		rows[i] = r
+	}
+	return rows
 }
 
 // findTool finds the span of a tool call in a turn (the last one, if the turn called it twice).

@@ -234,6 +234,33 @@ type TraceView struct {
 	Base   string
 	Link   string
 	Others []TraceRef
+	// Turns is the per-turn summary: model, tokens, tool calls and time of each generate turn.
+	Turns []TurnRow
+	// RunURL links the run this trace records, when it records one and the page is not the run's.
+	RunURL string
+}
+
+// TurnRow is one turn of a trace's per-turn summary.
+type TurnRow struct {
+	Index        int
+	Model        string
+	InputTokens  int64
+	OutputTokens int64
+	Tools        string // tool calls, by name, in order
+	Duration     string
+	Running      bool
+	Error        bool
+	// Link selects the turn's span.
+	Link string
+}
+
+// TurnTokens totals the summary's tokens.
+func (t TraceView) TurnTokens() (in, out int64) {
+	for _, r := range t.Turns {
+		in += r.InputTokens
+		out += r.OutputTokens
+	}
+	return in, out
 }
 
 // RunPage is the run detail page's view model.
