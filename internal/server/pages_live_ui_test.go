@@ -68,6 +68,12 @@ func liveSetup(t *testing.T, withRuns bool) *liveBundle {
 	return &liveBundle{uiBundle: b, traces: tsvc}
 }
 
+// textOf reads an element's text in one script evaluation: the live script swaps whole sections,
+// so a node chromedp.Text had resolved may be gone by the time it reads it.
+func textOf(selector string, dst *string) chromedp.Action {
+	return chromedp.Evaluate(fmt.Sprintf(`document.querySelector(%q)?.innerText ?? ""`, selector), dst)
+}
+
 func newTraceID() string { return strings.ReplaceAll(uuid.NewString(), "-", "") }
 
 // sendGenkit posts one Genkit TraceData body.
@@ -113,7 +119,7 @@ func TestBrowserTracePageUpdatesLive(t *testing.T) {
 		chromedp.Navigate(b.url+"/traces/"+traceID),
 		wait(`document.documentElement.dataset.live === "live"`),
 		wait(`document.querySelectorAll(".span-row").length === 3`), // the root, A (collapsed) and 2
-		chromedp.Text(`#trace .trace-head`, &before, chromedp.ByQuery),
+		textOf(`#trace .trace-head`, &before),
 		wait(row(root)+`.classList.contains("running") && `+row(c2)+`.classList.contains("running")`),
 		wait(`!!document.querySelector("#trace .trace-head .badge.running")`),
 		// The user opens A and selects 2.
@@ -136,7 +142,7 @@ func TestBrowserTracePageUpdatesLive(t *testing.T) {
 		wait(`document.querySelector("#trace .span-count")?.textContent === "6 spans"`),
 		wait(`!document.querySelector(".span-row.running") && !document.querySelector("#trace .trace-head .badge.running")`),
 		wait(`!document.querySelector("#span-detail .badge.running")`), // the selected span's panel finished too
-		chromedp.Text(`#trace .trace-head`, &head, chromedp.ByQuery),
+		textOf(`#trace .trace-head`, &head),
 	))
 	require.NotContains(t, head, "running")
 	var marker int
@@ -148,7 +154,7 @@ func TestBrowserTracePageUpdatesLive(t *testing.T) {
 		chromedp.Evaluate(`document.querySelector(".span-row.selected")?.dataset.span ?? ""`, &selected),
 		chromedp.Evaluate(`document.querySelector("#span-detail .span-panel")?.dataset.span ?? ""`, &panel),
 		chromedp.Evaluate(`document.querySelectorAll(".span-row").length`, &rows),
-		chromedp.Text(`#trace-title`, &title, chromedp.ByQuery),
+		textOf(`#trace-title`, &title),
 	))
 	require.Equal(t, 1, marker, "the page was not reloaded")
 	require.Equal(t, "true", expanded, "the node the user opened stays open")
@@ -219,7 +225,7 @@ func TestBrowserRunStreamRendersParts(t *testing.T) {
 		chromedp.Navigate(b.url+"/runs/"+run.ID.String()),
 		wait(`document.querySelectorAll("#chunks span[data-seq]").length > 5`),
 		chromedp.Sleep(200*time.Millisecond),
-		chromedp.Text(`#chunks`, &text, chromedp.ByQuery),
+		textOf(`#chunks`, &text),
 	))
 	require.Contains(t, text, `Summary of "x" after 1 rounds and 6 searches: the evidence converges.`, "the words read as running text")
 	require.NotContains(t, text, `{"text"`)
@@ -246,10 +252,10 @@ func TestBrowserRunStreamRendersParts(t *testing.T) {
 		chromedp.Navigate(b.url+"/runs/"+other.ID.String()),
 		wait(`document.querySelectorAll("#chunks span[data-seq]").length === 7`),
 		chromedp.Evaluate(`[...document.querySelector('.chunk-group[data-key="0:1:model"] .chunk-body').childNodes].map(n => n.dataset.seq === "3" || n.dataset.seq === "4" || n.dataset.seq === "5" ? "|" : n.textContent).join("")`, &model),
-		chromedp.Text(`.part-tool-request`, &req, chromedp.ByQuery),
-		chromedp.Text(`.part-media`, &media, chromedp.ByQuery),
-		chromedp.Text(`.part-reasoning`, &reasoning, chromedp.ByQuery),
-		chromedp.Text(`.chunk-group[data-key="0:2:flow"] .chunk-body`, &flow, chromedp.ByQuery),
+		textOf(`.part-tool-request`, &req),
+		textOf(`.part-media`, &media),
+		textOf(`.part-reasoning`, &reasoning),
+		textOf(`.chunk-group[data-key="0:2:flow"] .chunk-body`, &flow),
 	))
 	require.Equal(t, "You're booked to Lisbon.||| Done.", model)
 	require.Equal(t, `→ search({"q":"flights"})`, req)

@@ -323,9 +323,19 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 func turnRows(turns []trace.Turn, link string) []templates.TurnRow {
 	rows := make([]templates.TurnRow, len(turns))
 	for i, t := range turns {
-		tools := make([]string, len(t.ToolCalls))
-		for j, c := range t.ToolCalls {
-			tools[j] = c.Name
+		// Tool names in first-call order, counted: "search ×6, fetch".
+		var tools []string
+		count := map[string]int{}
+		for _, c := range t.ToolCalls {
+			if count[c.Name] == 0 {
+				tools = append(tools, c.Name)
+			}
+			count[c.Name]++
+		}
+		for j, name := range tools {
+			if n := count[name]; n > 1 {
+				tools[j] = fmt.Sprintf("%s ×%d", name, n)
+			}
 		}
 		r := templates.TurnRow{Index: t.Index, Model: t.Model, InputTokens: t.InputTokens, OutputTokens: t.OutputTokens,
 			Tools: strings.Join(tools, ", "), Running: t.Running, Error: t.State == "error", Link: link + t.SpanID,

@@ -246,7 +246,7 @@ type TurnRow struct {
 	Model        string
 	InputTokens  int64
 	OutputTokens int64
-	Tools        string // tool calls, by name, in order
+	Tools        string // tool calls by name, in first-call order, counted ("search ×6, fetch")
 	Duration     string
 	Running      bool
 	Error        bool
