@@ -264,6 +264,9 @@ func genkitSpan(traceID, key string, sd *SpanData) (store.Span, error) {
 		sp.RunID = &id
 	}
 	if sd.Status != nil {
+		if c := sd.Status.Code; c < 0 || c > 2 {
+			return store.Span{}, inputErrorf("spans[%q].status.code %d is not 0, 1 or 2 (unset, and ok and error in either SDK's numbering)", key, c)
+		}
 		sp.StatusMessage = sd.Status.Message
 		sp.StatusCode = genkitStatus(sd.Status.Code, sd.Status.Message, state)
 	} else if state == "error" {

@@ -263,3 +263,20 @@ func TestIngestOTLPStoresTheValidSpansOfARequest(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"good", "running"}, names)
 }
+
+// TestDecodeGenkitRefusesUnknownStatusCodes: OpenTelemetry has three status codes; anything else
+// is refused with a message naming the span, rather than stored as unset.
+func TestDecodeGenkitRefusesUnknownStatusCodes(t *testing.T) {
+	t.Parallel()
+	const key = "6be520f337a0d748"
+	for _, code := range []string{"99", "-1", "10000000000"} {
+		_, err := trace.DecodeGenkit(genkitBody(validTraceID, "", key, `"spanId":"`+key+`","startTime":1,"endTime":2,"status":{"code":`+code+`}`))
+		require.Error(t, err, code)
+		require.True(t, trace.IsInputError(err), code)
+		require.Contains(t, err.Error(), `spans["6be520f337a0d748"].status.code `+code+` is not 0, 1 or 2`)
+	}
+	for _, code := range []string{"0", "1", "2"} {
+		_, err := trace.DecodeGenkit(genkitBody(validTraceID, "", key, `"spanId":"`+key+`","startTime":1,"endTime":2,"status":{"code":`+code+`}`))
+		require.NoError(t, err, code)
+	}
+}
