@@ -421,7 +421,7 @@ func TestTracePagesWording(t *testing.T) {
 	require.NoError(t, err)
 	_, body = get(t, b.url+"/runs/"+run.ID.String())
 	text := regexp.MustCompile(`<[^>]*>`).ReplaceAllString(body, "")
-	require.Regexp(t, `\d\d:\d\d:\d\d by alice`, text, "the time and its author apart")
+	require.Regexp(t, `\d\d:\d\d:\d\d UTC by alice`, text, "the time and its author apart")
 }
 
 // TestTraceFragmentsKeepTheTreeState checks the fragments the live script reloads: the nodes it

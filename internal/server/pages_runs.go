@@ -131,15 +131,26 @@ func runListRow(r *store.Run, pending int) templates.RunListRow {
 		Turns: r.Turns, Tokens: r.InputTokens + r.OutputTokens, Duration: runDuration(r), CreatedAt: r.CreatedAt, Pending: pending}
 }
 
+// runDuration is how long a run has run: until it finished, until now while it runs, and, while it
+// waits for a reviewer, until it was interrupted (the waiting is shown apart, see runWaitingSince).
 func runDuration(r *store.Run) string {
 	if r.StartedAt == nil {
 		return ""
 	}
 	end := time.Now()
-	if r.FinishedAt != nil {
+	switch {
+	case r.FinishedAt != nil:
 		end = *r.FinishedAt
+	case r.Status == store.RunInterrupted:
+		end = runWaitingSince(r)
 	}
-	return fmtNanos(end.Sub(*r.StartedAt).Nanoseconds())
+	return fmtNanos(max(end.Sub(*r.StartedAt), 0).Nanoseconds())
+}
+
+// runWaitingSince is when an interrupted run stopped to wait: the run is not updated while it
+// waits, so its last update is the interrupt.
+func runWaitingSince(r *store.Run) time.Time {
+	return r.UpdatedAt
 }
 
 // actionKeys lists registered action keys of a type ("" for all).
@@ -173,6 +184,10 @@ func (s *Server) runPageData(c echo.Context, id uuid.UUID, withTrace bool) (temp
 		InputJSON: nonEmptyJSON(r.Input), OutputJSON: nonEmptyJSON(r.Output), ErrorJSON: nonEmptyJSON(r.Error),
 		CanCancel: s.deps.Runs != nil && !finished(r.Status) && pr != nil && auth.Allows(pr.Role, store.RoleReviewer),
 		CanReplay: s.deps.Runs != nil && (finished(r.Status) || r.Status == store.RunInterrupted) && pr != nil && auth.Allows(pr.Role, store.RoleReviewer),
+	}
+	if r.Status == store.RunInterrupted && r.StartedAt != nil {
+		since := runWaitingSince(r)
+		p.Run.WaitingSince = &since
 	}
 	if r.ReplayOf != nil {
 		p.Run.ReplayOf = r.ReplayOf.String()

@@ -28,6 +28,16 @@ import (
 // childPage is how many children of one node are rendered before a "show more" row.
 const childPage = 200
 
+// focusContext is how many siblings are shown before the selected span (or its ancestor) when it is
+// past a page of its parent's children: the page shows the first page, a "show more" row for the
+// gap, then a page from a little before it.
+const focusContext = 10
+
+// staleAfter is how long a trace may go without any span starting or ending before its spans that
+// never ended are taken as abandoned (the process sending them crashed, or their end was lost)
+// rather than running.
+const staleAfter = 15 * time.Minute
+
 // payloadPreview is how much of a large payload is shown before "load all".
 const payloadPreview = 16 << 10
 
@@ -46,7 +56,12 @@ type skeleton struct {
 	missing []string
 	axis0   int64
 	axisLen int64
+	// running is true when a span has no end yet and the trace is active; stale, when a span has no
+	// end but nothing in the trace has happened for staleAfter: its end will not come.
 	running bool
+	stale   bool
+	// latest is the trace's last known time: the latest start or end of any span.
+	latest int64
 }
 
 func (s *Server) loadSkeleton(ctx context.Context, traceID string) (*skeleton, error) {
@@ -110,21 +125,30 @@ func buildSkeleton(traceID string, facts []store.SpanTurnFacts, now int64) *skel
 	}
 	// Roots first, then everything reachable from them; what is not (a missing parent, a loop) is
 	// an orphan under the first root.
-	var min0, max1 int64
+	var min0, latest int64
+	open := false
 	for i := range facts {
 		f := &facts[i]
 		if sk.parent[i] < 0 {
 			sk.roots = append(sk.roots, int32(i))
 		}
-		end := f.EndTime
-		if end == 0 {
-			sk.running = true
-			end = max(now, f.StartTime)
-		}
+		open = open || f.EndTime == 0
 		if min0 == 0 || f.StartTime < min0 {
 			min0 = f.StartTime
 		}
-		max1 = max(max1, end)
+		latest = max(latest, f.StartTime, f.EndTime)
+	}
+	sk.latest = latest
+	max1 := latest
+	if open {
+		if now-latest > int64(staleAfter) {
+			// Nothing has happened for a while: the axis ends at the last thing that did, so that
+			// a span whose end never came does not squeeze every other bar to a sliver.
+			sk.stale = true
+		} else {
+			sk.running = true
+			max1 = max(now, latest)
+		}
 	}
 	for i := range facts {
 		if p := sk.parent[i]; p >= 0 {
@@ -193,45 +217,104 @@ func (sk *skeleton) label(i int32) string {
 }
 
 // rows renders parent's children (the roots for -1) from offset, depth-first through the expanded
-// nodes, with a "more" row when a page of children is cut.
+// nodes, with a "more" row when a page of children is cut. When selected is a span, the path to it
+// is shown even where it is past a page of children (see rowsWindow).
 func (sk *skeleton) rows(parent int32, depth, offset int, open map[int32]bool, selected int32) []templates.SpanRow {
-	var out []templates.SpanRow
-	var walk func(parent int32, depth, offset int)
-	walk = func(parent int32, depth, offset int) {
+	return sk.rowsWindow(parent, depth, offset, 0, open, selected)
+}
+
+// pathTo maps each display ancestor of span i (-1 for the roots) to the index, among its
+// children, of the child on the way to i.
+func (sk *skeleton) pathTo(i int32) map[int32]int {
+	m := map[int32]int{}
+	for c, hops := i, 0; c >= 0 && hops <= len(sk.facts); hops++ {
+		p := sk.parent[c]
 		kids := sk.roots
-		if parent >= 0 {
-			kids = sk.children[parent]
+		if p >= 0 {
+			kids = sk.children[p]
 		}
-		end := min(len(kids), offset+childPage)
-		for _, c := range kids[min(offset, len(kids)):end] {
-			f := &sk.facts[c]
-			row := templates.SpanRow{ID: f.SpanID, Name: f.Name, Label: sk.label(c), Depth: depth,
-				Children: len(sk.children[c]), Expanded: open[c] && len(sk.children[c]) > 0,
-				Running: f.EndTime == 0, Error: f.StatusCode == store.StatusError, Selected: c == selected,
-				MissingParent: sk.missing[c]}
-			endT := f.EndTime
-			if row.Running {
-				endT = sk.axis0 + sk.axisLen
-				row.Duration = "running"
-			} else {
-				row.Duration = fmtNanos(f.EndTime - f.StartTime)
-			}
-			row.X = float64(f.StartTime-sk.axis0) * 1000 / float64(sk.axisLen)
-			row.W = max(float64(endT-f.StartTime)*1000/float64(sk.axisLen), 1.5)
-			out = append(out, row)
-			if row.Expanded {
-				walk(c, depth+1, 0)
-			}
+		m[p] = slices.Index(kids, c)
+		c = p
+	}
+	return m
+}
+
+// rowsWindow is rows whose first page of parent's children stops at end when end > 0: a "show
+// more" row for a gap asks for the rows up to the next ones already on the page. A child on the way
+// to the selected span that is past its page is shown with a page of its siblings from a little
+// before it, after a "show more" row for the siblings between.
+func (sk *skeleton) rowsWindow(parent int32, depth, offset, end int, open map[int32]bool, selected int32) []templates.SpanRow {
+	var focus map[int32]int
+	if selected >= 0 {
+		focus = sk.pathTo(selected)
+	}
+	axisEnd := sk.axis0 + sk.axisLen
+	var out []templates.SpanRow
+	var walk func(parent int32, depth, offset, end int)
+	emit := func(c int32, depth int) {
+		f := &sk.facts[c]
+		row := templates.SpanRow{ID: f.SpanID, Name: f.Name, Label: sk.label(c), Depth: depth,
+			Children: len(sk.children[c]), Expanded: open[c] && len(sk.children[c]) > 0,
+			Error: f.StatusCode == store.StatusError, Selected: c == selected,
+			Interrupted:   deref(f.State) == "interrupted" && f.StatusCode != store.StatusError,
+			MissingParent: sk.missing[c]}
+		endT := f.EndTime
+		switch {
+		case f.EndTime != 0:
+			row.Duration = fmtNanos(f.EndTime - f.StartTime)
+		case sk.stale:
+			row.Stale, row.Duration, endT = true, "no end received", axisEnd
+		default:
+			row.Running, row.Duration, endT = true, "running", axisEnd
 		}
-		if end < len(kids) {
-			p := ""
-			if parent >= 0 {
-				p = sk.facts[parent].SpanID
-			}
-			out = append(out, templates.SpanRow{More: end, Parent: p, Depth: depth})
+		row.X = float64(f.StartTime-sk.axis0) * 1000 / float64(sk.axisLen)
+		row.W = max(float64(max(endT, f.StartTime)-f.StartTime)*1000/float64(sk.axisLen), 1.5)
+		out = append(out, row)
+		if row.Expanded {
+			walk(c, depth+1, 0, 0)
 		}
 	}
-	walk(parent, depth, offset)
+	walk = func(parent int32, depth, offset, end int) {
+		kids := sk.roots
+		p := ""
+		if parent >= 0 {
+			kids = sk.children[parent]
+			p = sk.facts[parent].SpanID
+		}
+		lo := min(offset, len(kids))
+		hi := min(len(kids), lo+childPage)
+		if end > 0 {
+			hi = min(hi, max(end, lo))
+		}
+		// The window of siblings around the child on the way to the selected span, when it is
+		// past this page: [ws, we), after a gap [hi, ws) behind a "show more" row.
+		ws, we := -1, -1
+		if k, ok := focus[parent]; ok && k >= hi && end == 0 {
+			if k-focusContext <= hi+focusContext {
+				hi = min(len(kids), k+1+focusContext)
+			} else {
+				ws = k - focusContext
+				we = min(len(kids), ws+childPage)
+			}
+		}
+		for _, c := range kids[lo:hi] {
+			emit(c, depth)
+		}
+		if ws >= 0 {
+			out = append(out, templates.SpanRow{More: hi, End: ws, Parent: p, Depth: depth})
+			for _, c := range kids[ws:we] {
+				emit(c, depth)
+			}
+			hi = we
+		}
+		switch {
+		case end > 0 && hi < end:
+			out = append(out, templates.SpanRow{More: hi, End: end, Parent: p, Depth: depth})
+		case end == 0 && hi < len(kids):
+			out = append(out, templates.SpanRow{More: hi, Parent: p, Depth: depth})
+		}
+	}
+	walk(parent, depth, offset, end)
 	return out
 }
 
@@ -274,7 +357,10 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 		return nil, err
 	}
 	v := &templates.TraceView{TraceID: traceID, Name: tr.DisplayName, Source: tr.Source, SpanCount: len(sk.facts),
-		Running: sk.running, Base: "/traces/" + traceID, Link: link}
+		Running: sk.running, Stale: sk.stale, Base: "/traces/" + traceID, Link: link}
+	if sk.stale {
+		v.LastActivity = time.Unix(0, sk.latest)
+	}
 	if tr.RunID != nil && !strings.HasPrefix(link, "/runs/") {
 		v.RunURL = "/runs/" + tr.RunID.String()
 	}
@@ -312,15 +398,17 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 		if err != nil {
 			return nil, err
 		}
+		d.MarkStale(sk.stale)
 		v.Selected = d
 	}
 	v.Rows = sk.rows(-1, 0, 0, open, selected)
-	v.Turns = turnRows(trace.BuildTurns(sk.facts), link)
+	v.Turns = turnRows(trace.BuildTurns(sk.facts), link, sk.stale)
 	return v, nil
 }
 
 // turnRows renders the per-turn summary; link is the deep-link prefix a span id completes.
-func turnRows(turns []trace.Turn, link string) []templates.TurnRow {
+// A turn still running in a stale trace never ended.
+func turnRows(turns []trace.Turn, link string, stale bool) []templates.TurnRow {
 	rows := make([]templates.TurnRow, len(turns))
 	for i, t := range turns {
 		// Tool names in first-call order, counted: "search ×6, fetch".
@@ -340,8 +428,11 @@ func turnRows(turns []trace.Turn, link string) []templates.TurnRow {
 		r := templates.TurnRow{Index: t.Index, Model: t.Model, InputTokens: t.InputTokens, OutputTokens: t.OutputTokens,
 			Tools: strings.Join(tools, ", "), Running: t.Running, Error: t.State == "error", Link: link + t.SpanID,
 			Duration: "running"}
-		if !t.Running {
+		switch {
+		case !t.Running:
 			r.Duration = fmtNanos(t.DurationNS)
+		case stale:
+			r.Running, r.Stale, r.Duration = false, true, "no end received"
 		}
 		rows[i] = r
 	}
@@ -379,10 +470,17 @@ func (s *Server) spanDetail(ctx context.Context, traceID, spanID, link string) (
 	}
 	d := &templates.SpanDetail{TraceID: traceID, ID: sp.SpanID, Name: sp.Name, Kind: spanKind(sp.Kind),
 		Start: time.Unix(0, sp.StartTime), Running: sp.EndTime == 0, StatusMsg: sp.StatusMessage, Link: link + sp.SpanID}
-	switch sp.StatusCode {
-	case store.StatusError:
+	var attrs map[string]json.RawMessage
+	_ = json.Unmarshal(sp.Attributes, &attrs)
+	var state string
+	_ = json.Unmarshal(attrs["genkit:state"], &state)
+	switch {
+	case sp.StatusCode == store.StatusError:
 		d.Status = "error"
-	case store.StatusOK:
+	case state == "interrupted":
+		// A tool that raised an interrupt: not an error, and not done either.
+		d.Status = "interrupted"
+	case sp.StatusCode == store.StatusOK:
 		d.Status = "ok"
 	default:
 		d.Status = "unset"
@@ -390,8 +488,6 @@ func (s *Server) spanDetail(ctx context.Context, traceID, spanID, link string) (
 	if !d.Running {
 		d.Duration = fmtNanos(sp.EndTime - sp.StartTime)
 	}
-	var attrs map[string]json.RawMessage
-	_ = json.Unmarshal(sp.Attributes, &attrs)
 	rest := map[string]json.RawMessage{}
 	keys := make([]string, 0, len(attrs))
 	for k := range attrs {
@@ -415,10 +511,83 @@ func (s *Server) spanDetail(ctx context.Context, traceID, spanID, link string) (
 	if len(rest) > 0 {
 		d.Attributes = prettyJSON(mustJSON(rest))
 	}
-	d.Events = nonEmptyJSON(sp.Events)
+	d.EventList, d.Events = spanEvents(sp.Events, sp.StartTime)
 	d.Links = nonEmptyJSON(sp.Links)
 	d.Resource = nonEmptyJSON(sp.Resource)
 	return d, nil
+}
+
+// spanEvents reads a span's stored events ([{time_unix_nano, name, attributes}]), their times as
+// offsets from the span's start; what cannot be read so comes back as pretty JSON instead.
+func spanEvents(raw []byte, start int64) ([]templates.SpanEvent, string) {
+	text := nonEmptyJSON(raw)
+	if text == "" {
+		return nil, ""
+	}
+	var evs []struct {
+		Time       int64                      `json:"time_unix_nano"`
+		Name       string                     `json:"name"`
+		Attributes map[string]json.RawMessage `json:"attributes"`
+	}
+	if json.Unmarshal(raw, &evs) != nil {
+		return nil, text
+	}
+	out := make([]templates.SpanEvent, 0, len(evs))
+	for _, e := range evs {
+		ev := templates.SpanEvent{Name: e.Name, Offset: fmtOffset(e.Time - start), At: time.Unix(0, e.Time)}
+		keys := make([]string, 0, len(e.Attributes))
+		for k := range e.Attributes {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var long []templates.EventAttr
+		for _, k := range keys {
+			a := templates.EventAttr{Key: k}
+			var str string
+			if json.Unmarshal(e.Attributes[k], &str) == nil {
+				a.Value = str
+			} else {
+				a.Value = string(compactRaw(e.Attributes[k]))
+			}
+			if strings.Contains(a.Value, "\n") || len(a.Value) > 120 {
+				// A stack trace or a long message reads as lines of its own, after the short ones.
+				a.Multiline = true
+				long = append(long, a)
+				continue
+			}
+			ev.Attrs = append(ev.Attrs, a)
+		}
+		ev.Attrs = append(ev.Attrs, long...)
+		out = append(out, ev)
+	}
+	return out, ""
+}
+
+// compactRaw is JSON without its insignificant spaces.
+func compactRaw(raw json.RawMessage) []byte {
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return raw
+	}
+	return buf.Bytes()
+}
+
+// fmtOffset renders a time from a span's start: +850µs, +12.3ms, +1.42s, +2m05s.
+func fmtOffset(ns int64) string {
+	sign := "+"
+	if ns < 0 {
+		sign, ns = "-", -ns
+	}
+	d := time.Duration(ns)
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%s%dµs", sign, d.Microseconds())
+	case d < time.Second:
+		return fmt.Sprintf("%s%.1fms", sign, float64(d)/float64(time.Millisecond))
+	case d < time.Minute:
+		return fmt.Sprintf("%s%.2fs", sign, d.Seconds())
+	}
+	return sign + fmtNanos(ns)
 }
 
 func (s *Server) getSpan(ctx context.Context, traceID, spanID string) (*store.Span, error) {
@@ -489,12 +658,13 @@ func (s *Server) traceChildren(c echo.Context) error {
 		parent = i
 	}
 	offset, _ := strconv.Atoi(c.QueryParam("offset"))
+	end, _ := strconv.Atoi(c.QueryParam("end"))
 	depth, _ := strconv.Atoi(c.QueryParam("depth"))
 	link := safeNext(c.QueryParam("link"))
 	if link == "/" {
 		link = "/traces/" + traceID + "?span="
 	}
-	rows := sk.rows(parent, max(depth, 0), max(offset, 0), nil, -1)
+	rows := sk.rowsWindow(parent, max(depth, 0), max(offset, 0), max(end, 0), nil, -1)
 	return s.render(c, http.StatusOK, templates.SpanRows(rows, link))
 }
 
@@ -508,9 +678,18 @@ func (s *Server) traceSpan(c echo.Context) error {
 	if link == "/" {
 		link = "/traces/" + traceID + "?span="
 	}
-	d, err := s.spanDetail(c.Request().Context(), traceID, c.Param("span"), link)
+	ctx := c.Request().Context()
+	d, err := s.spanDetail(ctx, traceID, c.Param("span"), link)
 	if err != nil {
 		return err
+	}
+	if d.Running {
+		// Whether a span without an end is still running depends on the rest of the trace.
+		sk, err := s.loadSkeleton(ctx, traceID)
+		if err != nil {
+			return err
+		}
+		d.MarkStale(sk.stale)
 	}
 	return s.render(c, http.StatusOK, templates.SpanDetailView(*d))
 }
@@ -560,6 +739,10 @@ func (s *Server) tracesPage(c echo.Context) error {
 		t := it.Trace
 		row := templates.TraceListRow{ID: t.TraceID, Name: t.DisplayName, Source: t.Source, Spans: t.SpanCount,
 			Start: time.Unix(0, t.StartTime), Error: t.StatusCode == store.StatusError, Running: t.EndTime == 0, StartNano: t.StartTime}
+		if row.Running && time.Since(t.UpdatedAt) > staleAfter {
+			// Nothing has come for this trace for long: what has not ended will not.
+			row.Running, row.Stale = false, true
+		}
 		if !row.Running {
 			row.Duration = fmtNanos(t.EndTime - t.StartTime)
 		}

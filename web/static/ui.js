@@ -306,7 +306,9 @@ function initTree(root) {
     } else if (ev.target.closest("[data-more]")) {
       await busy(async () => {
         const parent = li.dataset.parent;
-        const html = await fetchHTML(`${base}/children?parent=${encodeURIComponent(parent)}&offset=${li.dataset.offset}&depth=${li.dataset.depth}${q("")}`);
+        // A row with an end stands for a gap before rows already shown: it loads up to them.
+        const end = li.dataset.end ? `&end=${li.dataset.end}` : "";
+        const html = await fetchHTML(`${base}/children?parent=${encodeURIComponent(parent)}&offset=${li.dataset.offset}${end}&depth=${li.dataset.depth}${q("")}`);
         li.replaceWith(fragment(html ?? ""));
       });
     }
@@ -406,6 +408,13 @@ function initRun() {
   function showPlayback() {
     if (playBtn) playBtn.hidden = !(terminal(status) && recorded.length > 0);
   }
+  // The stream of a run that has ended is a record, not live: no connection state, and an empty
+  // one says nothing was streamed.
+  let liveState = "connecting";
+  function showStreamState() {
+    if (stateEl) stateEl.textContent = terminal(status) ? "" : liveState === "live" ? "live" : liveState + "…";
+    if (terminal(status)) chunksEl.dataset.empty = "No chunks were streamed.";
+  }
   playBtn?.addEventListener("click", () => {
     chunksEl.replaceChildren();
     const into = new Map();
@@ -438,7 +447,7 @@ function initRun() {
     if (m.topic !== topic) return;
     switch (m.kind) {
       case "snapshot":
-        if (m.data.status !== status) { status = m.data.status; refreshSections(); refreshTrace(); }
+        if (m.data.status !== status) { status = m.data.status; refreshSections(); refreshTrace(); showStreamState(); }
         break;
       case "run.chunks": {
         for (const ch of m.data.chunks) {
@@ -463,6 +472,7 @@ function initRun() {
         refreshSections();
         refreshTrace();
         showPlayback();
+        showStreamState();
         break;
       case "run.message":
       case "run.tool_call":
@@ -480,7 +490,7 @@ function initRun() {
         break;
     }
   });
-  live.onState = (s) => { if (stateEl) stateEl.textContent = s === "live" ? "live" : s + "…"; };
+  live.onState = (s) => { liveState = s; showStreamState(); };
   live.subscribe(topic, 0);
   live.connect();
 }

@@ -66,6 +66,19 @@ type RunHeader struct {
 	// CanReplay is true when the run has settled (finished or waiting for a reviewer) and the user
 	// may replay or fork it.
 	CanReplay bool
+	// WaitingSince is when an interrupted run stopped to wait for a reviewer; Duration is then the
+	// time it ran until that moment.
+	WaitingSince *time.Time
+}
+
+// Ended reports whether the run is over: succeeded, failed, aborted or cancelled. An interrupted
+// run is not: it waits for a reviewer.
+func (h RunHeader) Ended() bool {
+	switch h.Status {
+	case "succeeded", "failed", "aborted", "cancelled":
+		return true
+	}
+	return false
 }
 
 // AuditRow is one audit log entry shown on an interrupt.
@@ -168,20 +181,39 @@ type SpanRow struct {
 	Children int
 	Expanded bool
 	Running  bool
-	Error    bool
-	Selected bool
-	Duration string
+	// Stale is a span whose end never came: it has none, and the trace has been quiet for long.
+	Stale bool
+	// Interrupted is a tool span that raised an interrupt (genkit:state interrupted).
+	Interrupted bool
+	Error       bool
+	Selected    bool
+	Duration    string
 	// X and W place the waterfall bar on the trace's axis, in thousandths.
 	X, W float64
-	// More is set on a "show more" row: the offset of the next children page of Parent.
+	// More is set on a "show more" row: the offset of the next children page of Parent; End, when
+	// set, is where the rows already on the page resume (the row stands for a gap).
 	More   int
+	End    int
 	Parent string
 	// MissingParent is the id of a span's parent that is not in the trace (not yet, or never).
 	MissingParent string
 }
 
+// maxIndent is the deepest indentation class: deeper rows share it, so that a deep span's name is
+// never squeezed to nothing.
+const maxIndent = 12
+
 // DepthClass is the row's indentation class; deeper rows share the last one.
-func (r SpanRow) DepthClass() string { return fmt.Sprintf("d%d", min(r.Depth, 15)) }
+func (r SpanRow) DepthClass() string { return fmt.Sprintf("d%d", min(r.Depth, maxIndent)) }
+
+// NameTitle is the tooltip of the row's name: the full name, which a deep row may cut, and the
+// depth when the indentation no longer shows it.
+func (r SpanRow) NameTitle() string {
+	if r.Depth > maxIndent {
+		return r.Name + " (depth " + strconv.Itoa(r.Depth) + ")"
+	}
+	return r.Name
+}
 
 // Payload is one large attribute value of a span, shown collapsed.
 type Payload struct {
@@ -194,21 +226,47 @@ type Payload struct {
 
 // SpanDetail is the selected span's panel.
 type SpanDetail struct {
-	TraceID    string
-	ID         string
-	Name       string
-	Kind       string
-	Status     string
-	StatusMsg  string
-	Start      time.Time
-	Duration   string
-	Running    bool
+	TraceID   string
+	ID        string
+	Name      string
+	Kind      string
+	Status    string
+	StatusMsg string
+	Start     time.Time
+	Duration  string
+	Running   bool
+	// Stale is a span without an end in a trace that has been quiet for long: its end never came.
+	Stale      bool
 	Link       string
 	Payloads   []Payload
 	Attributes string
-	Events     string
-	Links      string
-	Resource   string
+	// EventList is the span's events; Events is them as JSON when they could not be read so.
+	EventList []SpanEvent
+	Events    string
+	Links     string
+	Resource  string
+}
+
+// MarkStale marks a span without an end as stale when its trace is: not running, its end never came.
+func (d *SpanDetail) MarkStale(stale bool) {
+	if d.Running && stale {
+		d.Running, d.Stale = false, true
+	}
+}
+
+// SpanEvent is one event of a span, its time as an offset from the span's start.
+type SpanEvent struct {
+	Name   string
+	Offset string // "+12.3ms"
+	At     time.Time
+	Attrs  []EventAttr
+}
+
+// EventAttr is one attribute of an event; a multi-line value (a stack trace) is shown as lines.
+type EventAttr struct {
+	Key       string
+	Value     string
+	Multiline bool
 }
 
 // TraceRef names one trace of a run (a run resumed after an interrupt has one per execution).
@@ -227,8 +285,12 @@ type TraceView struct {
 	SpanCount int
 	Duration  string
 	Running   bool
-	Rows      []SpanRow
-	Selected  *SpanDetail
+	// Stale is a trace with spans whose end never came: nothing has happened in it for long.
+	// LastActivity is then its last known time, where the waterfall ends.
+	Stale        bool
+	LastActivity time.Time
+	Rows         []SpanRow
+	Selected     *SpanDetail
 	// Base is the tree's fragment URL prefix (/traces/{id}); Link is the deep-link prefix, to which
 	// a span id is appended.
 	Base   string
@@ -249,6 +311,7 @@ type TurnRow struct {
 	Tools        string // tool calls by name, in first-call order, counted ("search ×6, fetch")
 	Duration     string
 	Running      bool
+	Stale        bool
 	Error        bool
 	// Link selects the turn's span.
 	Link string
@@ -318,14 +381,16 @@ type ActionGroup struct {
 
 // TraceListRow is one trace of the traces list.
 type TraceListRow struct {
-	ID        string
-	Name      string
-	Source    string
-	Spans     int
-	Duration  string
-	Start     time.Time
-	Error     bool
-	Running   bool
+	ID       string
+	Name     string
+	Source   string
+	Spans    int
+	Duration string
+	Start    time.Time
+	Error    bool
+	Running  bool
+	// Stale is a trace that never ended and has had no news for long.
+	Stale     bool
 	RunID     string
 	StartNano int64
 }
