@@ -395,43 +395,67 @@ func toFloat(v any) (float64, bool) {
 }
 
 // TraceDeleteParams selects traces for retention. A trace qualifies when it started before
-// OlderThan (Unix nanoseconds; 0 disables the rule) or when it lies beyond the newest KeepSpans
-// spans (0 disables the rule). Traces of a run that is interrupted, or that a replay or a fork
-// refers to, never qualify.
+// OlderThan (Unix nanoseconds; 0 disables the rule), or when it lies at or beyond Beyond in newest
+// first order (TraceSpanCutoff finds that position for a cap on spans; nil disables the rule).
+// Traces of a run that is interrupted, or that a replay or a fork refers to, never qualify.
 type TraceDeleteParams struct {
 	OlderThan int64
-	KeepSpans int64
+	Beyond    *TraceCursor
 	Limit     int // traces per batch, default 100
 }
 
-// TraceDeleteBatch deletes one batch of qualifying traces, spans first, in one short transaction,
-// and returns how many traces and spans it deleted. Call it until it deletes nothing.
+// TraceSpanCutoff returns the newest trace that lies beyond the newest keepSpans spans, counting
+// traces newest first: it and every older trace exceed the cap. It is nil when every span fits.
+// It reads the traces newest first and stops there, so its cost grows with what is kept, not with
+// the table.
+func (s *Store) TraceSpanCutoff(ctx context.Context, keepSpans int64) (*TraceCursor, error) {
+	var c TraceCursor
+	err := s.db.QueryRow(ctx, `
+		SELECT start_time_unix_nano, trace_id FROM (
+			SELECT start_time_unix_nano, trace_id,
+				sum(span_count) OVER (ORDER BY start_time_unix_nano DESC, trace_id DESC) AS newer_spans
+			FROM traces ORDER BY start_time_unix_nano DESC, trace_id DESC
+		) c
+		WHERE newer_spans > $1 LIMIT 1`, keepSpans).Scan(&c.StartTime, &c.TraceID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("trace span cutoff: %w", err)
+	}
+	return &c, nil
+}
+
+// TraceDeleteBatch deletes one batch of qualifying traces, oldest first, spans first, in one short
+// transaction, and returns how many traces and spans it deleted. Call it until it deletes nothing.
 func (s *Store) TraceDeleteBatch(ctx context.Context, p TraceDeleteParams) (traces, spans int64, err error) {
-	if p.OlderThan == 0 && p.KeepSpans == 0 {
+	if p.OlderThan == 0 && p.Beyond == nil {
 		return 0, 0, nil
 	}
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
+	var beyondStart int64
+	var beyondID string
+	if p.Beyond != nil {
+		beyondStart, beyondID = p.Beyond.StartTime, p.Beyond.TraceID
+	}
+	// Oldest first along traces_start_idx, so that a batch reads little more than what it deletes.
 	q := `
-		WITH c AS (
-			SELECT trace_id, run_id, start_time_unix_nano,
-				sum(span_count) OVER (ORDER BY start_time_unix_nano DESC, trace_id DESC) AS newer_spans
-			FROM traces
-		)
-		SELECT c.trace_id FROM c
-		WHERE (($1::bigint > 0 AND c.start_time_unix_nano < $1::bigint)
-			OR ($2::bigint > 0 AND c.newer_spans > $2::bigint))
+		SELECT t.trace_id FROM traces t
+		WHERE (($1::bigint > 0 AND t.start_time_unix_nano < $1::bigint)
+			OR ($2::bool AND (t.start_time_unix_nano < $3::bigint
+				OR (t.start_time_unix_nano = $3::bigint AND t.trace_id <= $4::text))))
 		AND NOT EXISTS (
 			SELECT 1 FROM runs r
-			WHERE (r.id = c.run_id OR r.trace_id = c.trace_id)
+			WHERE (r.id = t.run_id OR r.trace_id = t.trace_id)
 			AND (r.status = 'interrupted'
 				OR EXISTS (SELECT 1 FROM runs d WHERE d.replay_of = r.id OR d.fork_of = r.id))
 		)
-		ORDER BY c.start_time_unix_nano, c.trace_id
-		LIMIT $3`
+		ORDER BY t.start_time_unix_nano, t.trace_id
+		LIMIT $5`
 	err = s.WithTx(ctx, func(tx *Store) error {
-		rows, err := tx.db.Query(ctx, q, p.OlderThan, p.KeepSpans, p.Limit)
+		rows, err := tx.db.Query(ctx, q, p.OlderThan, p.Beyond != nil, beyondStart, beyondID, p.Limit)
 		if err != nil {
 			return err
 		}

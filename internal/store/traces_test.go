@@ -154,7 +154,13 @@ func TestTraceDeleteBatchSparesInterruptedAndReferencedRuns(t *testing.T) {
 	require.ElementsMatch(t, []string{ids[0], ids[1], ids[2], ids[6], ids[7]}, left)
 
 	// Keep at most 1 span: trace 7 holds it; 6 goes; 2, 1 and 0 are protected.
-	tr, sp, err := s.TraceDeleteBatch(ctx, store.TraceDeleteParams{KeepSpans: 1})
+	cut, err := s.TraceSpanCutoff(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, &store.TraceCursor{StartTime: 6000, TraceID: ids[6]}, cut)
+	none, err := s.TraceSpanCutoff(ctx, 5)
+	require.NoError(t, err)
+	require.Nil(t, none, "5 spans are left: all fit")
+	tr, sp, err := s.TraceDeleteBatch(ctx, store.TraceDeleteParams{Beyond: cut})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, tr, "only trace 6 lies beyond the newest span and is unprotected")
 	require.EqualValues(t, 1, sp)

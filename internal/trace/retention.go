@@ -60,9 +60,22 @@ func (r *Retention) RunOnce(ctx context.Context) (traces, spans int64, err error
 	if r.cfg.MaxAge <= 0 && r.cfg.MaxSpans <= 0 {
 		return 0, 0, nil
 	}
-	p := store.TraceDeleteParams{KeepSpans: r.cfg.MaxSpans, Limit: r.cfg.BatchTraces}
+	p := store.TraceDeleteParams{Limit: r.cfg.BatchTraces}
 	if r.cfg.MaxAge > 0 {
 		p.OlderThan = time.Now().Add(-r.cfg.MaxAge).UnixNano()
+	}
+	if r.cfg.MaxSpans > 0 {
+		// Once per pass: deleting older traces does not move it, and traces that arrive during
+		// the pass only make it keep a little more, until the next one.
+		cut, err := r.store.TraceSpanCutoff(ctx, r.cfg.MaxSpans)
+		if err != nil {
+			r.metrics.retentionErrs.Inc()
+			return 0, 0, fmt.Errorf("retention: %w", err)
+		}
+		p.Beyond = cut
+	}
+	if p.OlderThan == 0 && p.Beyond == nil {
+		return 0, 0, nil
 	}
 	for {
 		t, s, err := r.store.TraceDeleteBatch(ctx, p)
