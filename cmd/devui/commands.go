@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -24,10 +25,33 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	cfg.bindCommon(root.PersistentFlags())
+	// DATABASE_URL is read here rather than as the flag's default, so that --help never prints it:
+	// it usually holds a password.
+	root.PersistentPreRun = func(*cobra.Command, []string) {
+		if cfg.DatabaseURL == "" {
+			cfg.DatabaseURL = os.Getenv("DATABASE_URL")
+		}
+	}
 	root.AddCommand(newServeCommand(cfg), newMigrateCommand(cfg), newDBCommand(cfg), newUserCommand(cfg),
 		newWorkerCommand(cfg), newRunCommand(cfg), newInterruptsCommand(cfg), newVersionCommand())
 	root.AddCommand(newReplayCommand(cfg)) // replay.go
 	return root
+}
+
+// groupCommand is a command that only holds subcommands: run bare, it prints its help; given an
+// unknown subcommand, it fails instead of printing help and succeeding.
+func groupCommand(use, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown command %q for %q; see %s --help", args[0], cmd.CommandPath(), cmd.CommandPath())
+			}
+			return cmd.Help()
+		},
+	}
 }
 
 func newServeCommand(cfg *config) *cobra.Command {
@@ -171,10 +195,7 @@ func newMigrateCommand(cfg *config) *cobra.Command {
 }
 
 func newDBCommand(cfg *config) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "db",
-		Short: "Manage the embedded PostgreSQL cluster for scripts: start, stop, url",
-	}
+	cmd := groupCommand("db", "Manage the embedded PostgreSQL cluster for scripts: start, stop, url")
 	cluster := func() (*pgcluster.Cluster, error) {
 		log, err := cfg.logger()
 		if err != nil {

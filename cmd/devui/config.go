@@ -31,7 +31,7 @@ func envOr(name, fallback string) string {
 
 // bindCommon registers the flags every subcommand shares.
 func (c *config) bindCommon(fs *pflag.FlagSet) {
-	fs.StringVar(&c.DatabaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL; empty starts the embedded cluster (env DATABASE_URL)")
+	fs.StringVar(&c.DatabaseURL, "database-url", "", "PostgreSQL URL; empty starts the embedded cluster (env DATABASE_URL)")
 	fs.StringVar(&c.DataDir, "data-dir", envOr("LOUPE_DATA_DIR", ".devui"), "data directory, home of the embedded cluster (env LOUPE_DATA_DIR)")
 	fs.StringVar(&c.LogLevel, "log-level", envOr("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", envOr("LOG_FORMAT", "text"), "text or json (env LOG_FORMAT)")

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,7 +18,7 @@ import (
 )
 
 func newInterruptsCommand(cfg *config) *cobra.Command {
-	cmd := &cobra.Command{Use: "interrupts", Short: "List and resolve the interrupts waiting for a reviewer"}
+	cmd := groupCommand("interrupts", "List and resolve the interrupts waiting for a reviewer")
 
 	var status string
 	list := &cobra.Command{
@@ -24,6 +26,9 @@ func newInterruptsCommand(cfg *config) *cobra.Command {
 		Short: "List interrupts, oldest first (pending ones by default)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if status != "" && !slices.Contains(store.InterruptStatuses, status) {
+				return fmt.Errorf("--status %q: want one of %s, or empty for all", status, strings.Join(store.InterruptStatuses, ", "))
+			}
 			return withStore(cmd, cfg, func(st *store.Store) error {
 				items, err := st.InterruptList(cmd.Context(), store.InterruptListParams{Status: status})
 				if err != nil {
@@ -32,7 +37,7 @@ func newInterruptsCommand(cfg *config) *cobra.Command {
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tRUN\tTOOL\tSTATUS\tAGE\tASKS")
 				for _, i := range items {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", i.ID, i.RunID.String()[:8], i.Tool, i.Status,
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", i.ID, shortRunID(i.RunID), i.Tool, i.Status,
 						time.Since(i.CreatedAt).Round(time.Second), i.Metadata)
 				}
 				return tw.Flush()
@@ -108,3 +113,6 @@ func withStore(cmd *cobra.Command, cfg *config, fn func(*store.Store) error) err
 		return fn(store.New(db.pool))
 	})
 }
+
+// shortRunID is a run id's last 8 digits, its random part, as the pages show it.
+func shortRunID(id uuid.UUID) string { return id.String()[28:] }

@@ -14,7 +14,7 @@ import (
 )
 
 func newUserCommand(cfg *config) *cobra.Command {
-	cmd := &cobra.Command{Use: "user", Short: "Manage users and API tokens"}
+	cmd := groupCommand("user", "Manage users and API tokens")
 
 	var role string
 	var passwordStdin bool

@@ -214,6 +214,8 @@ func TestAPIInterruptsCarryAReplaysSuggestedResolution(t *testing.T) {
 	require.Contains(t, offeredCard, `href="/runs/`+orig.ID.String()+`"`)
 	require.Contains(t, offeredCard, "looks right")
 	require.Contains(t, offeredCard, "offered as a default, not applied")
+	require.Regexp(t, `this was <span[^>]*>\w+</span>\s+by\s+<strong>[^<]+</strong>\s+at\s+<time[^>]*>[^<]+</time>\s+<span class="muted">`, offeredCard,
+		"words and elements are spaced")
 	require.NotContains(t, card(pendingOf(t, b, other.ID)["id"].(string)), "data-suggested")
 }
 

@@ -198,9 +198,20 @@ func TestCSRFBlocksCrossSiteButNotBearerClients(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	require.Equal(t, http.StatusForbidden, post("Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"))
-	require.Equal(t, http.StatusForbidden, post(), "a cookie-less request without a token is refused outside local mode")
+	require.Equal(t, http.StatusForbidden, post("Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example", "Cookie", "loupe_session=abc"),
+		"a cross-site request carrying the session cookie is refused")
+	require.Equal(t, http.StatusForbidden, post("Cookie", "loupe_session=abc"), "and so is one without a CSRF token")
+	require.Equal(t, http.StatusUnauthorized, post(), "a request with no credentials at all is told to sign in")
+	require.Equal(t, http.StatusUnauthorized, post("Sec-Fetch-Site", "cross-site"), "it has nothing to forge")
 	require.Equal(t, http.StatusUnauthorized, post("Sec-Fetch-Site", "same-origin"), "same-origin passes CSRF, then needs sign-in")
+	req, err := http.NewRequest(http.MethodPost, b.url+"/login", strings.NewReader("username=x&password=y"))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "sign-in stays guarded against login CSRF")
 	token := b.userToken(t, "carol", store.RoleReviewer)
 	require.Equal(t, http.StatusNoContent, post("Authorization", "Bearer "+token, "Sec-Fetch-Site", "cross-site"))
 }

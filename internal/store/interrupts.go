@@ -21,6 +21,10 @@ const (
 	InterruptCancelled = "cancelled"
 )
 
+// InterruptStatuses lists every interrupt status.
+var InterruptStatuses = []string{InterruptPending, InterruptApproved, InterruptEdited, InterruptResponded,
+	InterruptDenied, InterruptCancelled}
+
 // Interrupt is one tool request that stopped to ask a person.
 type Interrupt struct {
 	ID           uuid.UUID       `db:"id" json:"id"`
