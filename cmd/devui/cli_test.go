@@ -36,6 +36,7 @@ func TestCLIRefusesUnknownSubcommandsAndValues(t *testing.T) {
 		{[]string{"interrupts", "bogus"}, `unknown command "bogus" for "devui interrupts"`},
 		{[]string{"user", "bogus"}, `unknown command "bogus" for "devui user"`},
 		{[]string{"interrupts", "list", "--status", "bogus", "--database-url", "postgres://unused"}, `--status "bogus": want one of pending, approved`},
+		{[]string{"run", "travelAgent", `{"destination":"Lisbon"}`}, `pass its input with --input "{\"destination\":\"Lisbon\"}"`},
 	} {
 		cmd := newRootCommand()
 		cmd.SetOut(&bytes.Buffer{})

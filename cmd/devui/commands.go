@@ -179,7 +179,9 @@ func newMigrateCommand(cfg *config) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withDatabase(cmd.Context(), cfg, !down, func(db *database, _ *slog.Logger) error {
 				if down {
-					return store.MigrateDown(cmd.Context(), db.pool)
+					if err := store.MigrateDown(cmd.Context(), db.pool); err != nil {
+						return err
+					}
 				}
 				status, err := store.Migrations(cmd.Context(), db.pool)
 				if err != nil {

@@ -37,7 +37,15 @@ func newRunCommand(cfg *config) *cobra.Command {
 Without --wait the run is queued for the workers of devui serve or devui worker, and its id printed.
 With --wait this process also executes runs, streams the run's output as it comes, and exits with
 0 when it succeeded, 3 when it waits for a reviewer (see devui interrupts), 1 otherwise.`,
-		Args: cobra.ExactArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 2:
+				return fmt.Errorf("run takes the action only; pass its input with --input %q", args[1])
+			case len(args) != 1:
+				return fmt.Errorf("run takes one action, as in: devui run travelAgent --input '{\"destination\":\"Lisbon\"}'")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !wait {
 				eng.workers = 0
