@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/labstack/echo/v4"
 
@@ -149,7 +150,10 @@ func (s *Server) logout(c echo.Context) error {
 
 // safeNext keeps a post-sign-in redirect on this site.
 func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, `\`) {
+	// Browsers drop tabs and newlines from URLs, so "/\t/evil.example" would read as
+	// "//evil.example": no control characters either.
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, `\`) ||
+		strings.ContainsFunc(next, unicode.IsControl) {
 		return "/"
 	}
 	return next

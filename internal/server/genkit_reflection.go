@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -72,6 +73,14 @@ func genkitStatus(err error) map[string]any {
 }
 
 func genkitError(c echo.Context, err error) error {
+	var ie *engine.InterruptError
+	if errors.As(err, &ie) {
+		// A tool run on its own has no generate loop to pause and nobody to ask: the call stops
+		// at its interrupt, which is the caller's to handle, not a server failure.
+		return c.JSON(http.StatusConflict, map[string]any{"error": map[string]any{"status": string(engine.StatusFailedPrecondition),
+			"message": "the tool interrupted to ask a person; run it from a flow to resolve the interrupt in the inbox",
+			"details": map[string]any{"interrupt": ie.Metadata}}})
+	}
 	status := http.StatusInternalServerError
 	switch engine.StatusOf(err) {
 	case engine.StatusInvalidArgument, engine.StatusFailedPrecondition:

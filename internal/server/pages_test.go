@@ -341,6 +341,7 @@ func TestUsersPageIsAdminOnly(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	require.Contains(t, body, "Added vic as viewer")
 	require.Contains(t, body, `id="new-password"`)
+	require.Equal(t, "no-store", resp.Header.Get("Cache-Control"), "no cache keeps the password")
 	vic, err := b.store.UserGetByUsername(ctx, "vic")
 	require.NoError(t, err)
 

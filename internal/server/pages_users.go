@@ -34,6 +34,8 @@ func (s *Server) usersFlash(c echo.Context, status int, msg string, isErr bool, 
 		return err
 	}
 	p.Flash, p.FlashError, p.NewPassword = msg, isErr, password
+	// The page may show a password once: no cache may keep it.
+	c.Response().Header().Set("Cache-Control", "no-store")
 	return s.render(c, status, templates.UsersView(p))
 }
 

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -113,6 +114,27 @@ func CheckLoopback(addr string) error {
 	return nil
 }
 
+// loopbackHostsOnly guards a server bound to loopback against DNS rebinding: a web page whose
+// domain an attacker points at 127.0.0.1 reaches the server as same-origin, with the attacker's
+// domain in Host. Such a server only answers requests addressed to a loopback name.
+func (s *Server) loopbackHostsOnly() echo.MiddlewareFunc {
+	if CheckLoopback(s.cfg.Addr) != nil {
+		return func(next echo.HandlerFunc) echo.HandlerFunc { return next }
+	}
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			host := c.Request().Host
+			if h, _, err := net.SplitHostPort(host); err == nil {
+				host = h
+			}
+			if ip := net.ParseIP(strings.Trim(host, "[]")); !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
+				return Errorf(http.StatusMisdirectedRequest, "misdirected", "this server is bound to loopback and only answers requests addressed to localhost, 127.0.0.1 or ::1, not %q", c.Request().Host)
+			}
+			return next(c)
+		}
+	}
+}
+
 func (s *Server) routes() {
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
@@ -123,6 +145,7 @@ func (s *Server) routes() {
 	e.Use(s.recoverPanics())
 	e.Use(s.logRequests())
 	e.Use(s.metrics.middleware())
+	e.Use(s.loopbackHostsOnly())
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{Skipper: func(c echo.Context) bool {
 		p := c.Request().URL.Path
 		// Ingest answers a few bytes, thousands of times a second: not worth a gzip writer.

@@ -276,3 +276,35 @@ func TestStopDrainsInFlightRequests(t *testing.T) {
 	_, err := http.Get(b.url + "/healthz")
 	require.Error(t, err, "no new connections after Stop")
 }
+
+// TestLoopbackServerRefusesOtherHosts: DNS rebinding lets a web page reach a loopback server as
+// same-origin under the attacker's domain; a loopback server answers only loopback names.
+func TestLoopbackServerRefusesOtherHosts(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	req, err := http.NewRequest(http.MethodGet, b.url+"/api/v1/dashboard", nil)
+	require.NoError(t, err)
+	req.Host = "attacker.example:4000"
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusMisdirectedRequest, resp.StatusCode, string(body))
+	require.Contains(t, string(body), `not \"attacker.example:4000\"`)
+	for _, host := range []string{"localhost:4000", "LOCALHOST", "127.0.0.1:4000", "[::1]:4000"} {
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, host)
+	}
+}
+
+func TestSafeNextKeepsRedirectsOnThisSite(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"", "https://evil.example", "//evil.example", `/\evil.example`, "/\t/evil.example", "/\n/evil.example", "/\x00x"} {
+		require.Equal(t, "/", safeNext(bad), "%q", bad)
+	}
+	require.Equal(t, "/runs?status=failed", safeNext("/runs?status=failed"))
+}
