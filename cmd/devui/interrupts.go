@@ -30,9 +30,20 @@ func newInterruptsCommand(cfg *config) *cobra.Command {
 				return fmt.Errorf("--status %q: want one of %s, or empty for all", status, strings.Join(store.InterruptStatuses, ", "))
 			}
 			return withStore(cmd, cfg, func(st *store.Store) error {
-				items, err := st.InterruptList(cmd.Context(), store.InterruptListParams{Status: status})
-				if err != nil {
-					return err
+				// Every match, a page at a time.
+				var items []*store.InterruptWithAction
+				p := store.InterruptListParams{Status: status, Limit: store.InterruptListMax}
+				for {
+					page, err := st.InterruptList(cmd.Context(), p)
+					if err != nil {
+						return err
+					}
+					items = append(items, page...)
+					if len(page) < p.Limit {
+						break
+					}
+					last := page[len(page)-1]
+					p.After = &store.InterruptCursor{CreatedAt: last.CreatedAt, ID: last.ID}
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tRUN\tTOOL\tSTATUS\tAGE\tASKS")

@@ -165,18 +165,39 @@ type InterruptListParams struct {
 	Status string
 	Tool   string
 	Action string
-	Limit  int
+	Limit  int              // default 100, at most 500
+	After  *InterruptCursor // the last interrupt of the previous page
 }
 
-// InterruptList returns interrupts oldest first, with their run's action, in one query.
+// InterruptCursor is a position in the oldest-first interrupt list.
+type InterruptCursor struct {
+	CreatedAt time.Time
+	ID        uuid.UUID
+}
+
+// InterruptListLimit is the default and InterruptListMax the largest page of InterruptList.
+const (
+	InterruptListLimit = 100
+	InterruptListMax   = 500
+)
+
+// InterruptList returns interrupts oldest first, with their run's action, in one query; p.After
+// continues after a previous page.
 func (s *Store) InterruptList(ctx context.Context, p InterruptListParams) ([]*InterruptWithAction, error) {
 	limit := p.Limit
-	if limit <= 0 || limit > 500 {
-		limit = 100
+	if limit <= 0 {
+		limit = InterruptListLimit
+	}
+	limit = min(limit, InterruptListMax)
+	var afterAt *time.Time
+	var afterID uuid.UUID
+	if p.After != nil {
+		afterAt, afterID = &p.After.CreatedAt, p.After.ID
 	}
 	rows, err := s.db.Query(ctx, `SELECT `+qualifyColumns("i.", interruptColumns)+`, r.action FROM interrupts i JOIN runs r ON r.id = i.run_id
 		WHERE ($1 = '' OR i.status = $1) AND ($2 = '' OR i.tool = $2) AND ($3 = '' OR r.action = $3)
-		ORDER BY i.created_at, i.id LIMIT $4`, p.Status, p.Tool, p.Action, limit)
+			AND ($5::timestamptz IS NULL OR (i.created_at, i.id) > ($5::timestamptz, $6::uuid))
+		ORDER BY i.created_at, i.id LIMIT $4`, p.Status, p.Tool, p.Action, limit, afterAt, afterID)
 	if err != nil {
 		return nil, fmt.Errorf("list interrupts: %w", err)
 	}

@@ -48,6 +48,18 @@ func TestInterruptListJoinsEachRunsAction(t *testing.T) {
 		require.Equal(t, w.tool, list[i].Tool)
 	}
 
+	// Pages of 4 then the rest, continuing after the last of the previous page.
+	page1, err := s.InterruptList(ctx, store.InterruptListParams{Status: store.InterruptPending, Limit: 4})
+	require.NoError(t, err)
+	require.Len(t, page1, 4)
+	last := page1[3]
+	page2, err := s.InterruptList(ctx, store.InterruptListParams{Status: store.InterruptPending, Limit: 4,
+		After: &store.InterruptCursor{CreatedAt: last.CreatedAt, ID: last.ID}})
+	require.NoError(t, err)
+	require.Len(t, page2, 2)
+	require.Equal(t, wants[4].id, page2[0].ID)
+	require.Equal(t, wants[5].id, page2[1].ID)
+
 	list, err = s.InterruptList(ctx, store.InterruptListParams{Action: "/flow/b"})
 	require.NoError(t, err)
 	require.Len(t, list, 2)
