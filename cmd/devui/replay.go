@@ -53,11 +53,14 @@ A replayed run raises its interrupts again and offers the original decision as t
 --apply-resolutions (exact only) applies the recorded decisions instead.
 
 With --wait this process executes the replay and follows it; the exit code is 0 when it succeeded
-without diverging, 4 when it diverged, 3 when it waits for a reviewer, 1 otherwise.
+without diverging, 4 when it diverged, 3 when it waits for a reviewer, 1 otherwise. An exact
+replay diverges at the first model request, tool call, status or output that differs from the
+recording; a re-run or a fork when its final status or output differs from the original's.
 
 With --action instead of a run id, every original run of the action since --since (default 24h)
 is replayed, exact by default, with a progress bar on stderr and a summary of the runs that
-diverged: a regression test after changing a prompt or a tool. It exits with 4 when any diverged.`,
+diverged: a regression test after changing a prompt or a tool. It exits with 4 when any diverged,
+and with 1 when there was no run to replay or one could not be replayed.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.changedFlags = func(name string) bool { return cmd.Flags().Changed(name) }
@@ -110,10 +113,15 @@ func (o *replayOptions) params(runID uuid.UUID) (runs.ReplayParams, error) {
 		turn := o.turn
 		p.Turn = &turn
 	}
-	if o.model != "" || o.system != "" || o.configJSON != "" || o.maxTurns != 0 {
-		p.Overrides = &runs.Overrides{Model: o.model, MaxTurns: o.maxTurns}
-		if o.system != "" {
+	changed := func(name string) bool { return o.changedFlags != nil && o.changedFlags(name) }
+	if o.model != "" || changed("system") || o.configJSON != "" || changed("max-turns") {
+		// An explicit --system "" or --max-turns 0 reaches the service, which refuses it.
+		p.Overrides = &runs.Overrides{Model: o.model}
+		if changed("system") {
 			p.Overrides.System = &o.system
+		}
+		if changed("max-turns") {
+			p.Overrides.MaxTurns = &o.maxTurns
 		}
 		if o.configJSON != "" {
 			if !json.Valid([]byte(o.configJSON)) {
@@ -149,7 +157,7 @@ func replayOne(ctx context.Context, svc *runs.Service, st *store.Store, o *repla
 	}
 	fmt.Fprintf(info, "%s %s of run %s queued\n", o.mode, run.ID, id)
 	ferr := follow(ctx, st, run, out, info)
-	d, err := divergenceOf(ctx, st, run.ID)
+	d, err := compareWithOriginal(ctx, st, id, run.ID)
 	if err != nil {
 		return err
 	}
@@ -158,6 +166,26 @@ func replayOne(ctx context.Context, svc *runs.Service, st *store.Store, o *repla
 		return &exitError{code: exitDiverged, msg: fmt.Sprintf("replay %s diverged from run %s", run.ID, id)}
 	}
 	return ferr
+}
+
+// compareWithOriginal says how a settled replay differs from its original: the divergence an exact
+// replay stored (the first differing turn, tool call, status or output), else, in every mode, a
+// difference in the final status or output (runs.CompareOutcome). A replay that waits for a
+// reviewer or was cancelled is not compared; nil means no difference.
+func compareWithOriginal(ctx context.Context, st *store.Store, origID, replayID uuid.UUID) (*runs.Divergence, error) {
+	d, err := divergenceOf(ctx, st, replayID)
+	if err != nil || d != nil {
+		return d, err
+	}
+	rep, err := st.RunGet(ctx, replayID)
+	if err != nil {
+		return nil, err
+	}
+	orig, err := st.RunGet(ctx, origID)
+	if err != nil {
+		return nil, err
+	}
+	return runs.CompareOutcome(orig, rep), nil
 }
 
 // bulkOutcome is what became of one replay of a bulk replay.
@@ -169,7 +197,8 @@ type bulkOutcome struct {
 }
 
 // bulkReplay replays every recent original run of an action, waits for all of them with a progress
-// bar on info, and prints a summary of the runs that diverged to out.
+// bar on info, compares each with its original, and prints a summary of the runs that differ to
+// out. No run to replay is an error: a regression run that checked nothing must not pass.
 func bulkReplay(ctx context.Context, svc *runs.Service, st *store.Store, o *replayOptions, out, info io.Writer) error {
 	action := o.action
 	if svc.Registry().Lookup(action) == nil && svc.Registry().Lookup("/flow/"+action) != nil {
@@ -184,8 +213,11 @@ func bulkReplay(ctx context.Context, svc *runs.Service, st *store.Store, o *repl
 		return err
 	}
 	if len(originals) == 0 {
-		fmt.Fprintf(out, "no run of %s to replay since %s\n", action, since.Format(time.RFC3339))
-		return nil
+		msg := fmt.Sprintf("no run of %s to replay since %s", action, since.Format(time.RFC3339))
+		if svc.Registry().Lookup(action) == nil {
+			msg += " (no action of that name is registered)"
+		}
+		return errors.New(msg)
 	}
 	outcomes := make([]*bulkOutcome, len(originals))
 	for i, orig := range originals {
@@ -215,7 +247,7 @@ func bulkReplay(ctx context.Context, svc *runs.Service, st *store.Store, o *repl
 				}
 				oc.status = run.Status
 				if settled(oc.status) {
-					if oc.divergence, err = divergenceOf(ctx, st, oc.replay); err != nil {
+					if oc.divergence, err = compareWithOriginal(ctx, st, oc.original, oc.replay); err != nil {
 						return err
 					}
 				}
@@ -239,7 +271,7 @@ func bulkReplay(ctx context.Context, svc *runs.Service, st *store.Store, o *repl
 		}
 	}
 	bar.finish()
-	return summarize(out, action, outcomes)
+	return summarize(out, action, o.mode, outcomes)
 }
 
 // settled reports whether a replay has nothing more to do without a reviewer.
@@ -247,39 +279,51 @@ func settled(status string) bool {
 	return status != store.RunQueued && status != store.RunRunning && status != ""
 }
 
-func summarize(out io.Writer, action string, outcomes []*bulkOutcome) error {
-	var same, diverged, waiting, failed int
+// summarize prints the bulk replay's counts and the runs that differ. An exact replay that matches
+// its original is identical, turn by turn; a re-run or a fork is compared by its final status and
+// output only (it calls a live model, so its turns may differ), and says so.
+func summarize(out io.Writer, action, mode string, outcomes []*bulkOutcome) error {
+	var same, diverged, waiting, other int
 	for _, oc := range outcomes {
 		switch {
+		case oc.err != nil:
+			other++
 		case oc.divergence != nil:
 			diverged++
-		case oc.err != nil || oc.status == store.RunFailed || oc.status == store.RunAborted || oc.status == store.RunCancelled:
-			failed++
 		case oc.status == store.RunInterrupted:
 			waiting++
-		default:
+		case oc.status == store.RunSucceeded:
 			same++
+		default: // failed or aborted as its original did, or cancelled by someone
+			other++
 		}
 	}
-	fmt.Fprintf(out, "replayed %d runs of %s: %d identical, %d diverged, %d waiting for a reviewer, %d other\n",
-		len(outcomes), action, same, diverged, waiting, failed)
+	label, sameLabel := "", "identical"
+	if mode != store.ReplayExact {
+		label, sameLabel = " ("+mode+")", "with the same status and output"
+	}
+	fmt.Fprintf(out, "replayed %d runs of %s%s: %d %s, %d diverged, %d waiting for a reviewer, %d other\n",
+		len(outcomes), action, label, same, sameLabel, diverged, waiting, other)
 	if diverged > 0 {
 		fmt.Fprintln(out, "diverged:")
 		for _, oc := range outcomes {
-			if oc.divergence != nil {
+			if oc.err == nil && oc.divergence != nil {
 				fmt.Fprintf(out, "  %s -> %s  %s\n", oc.original, oc.replay, describeDivergence(oc.divergence))
 			}
 		}
 	}
-	if failed > 0 {
+	if other > 0 {
 		fmt.Fprintln(out, "other:")
 		for _, oc := range outcomes {
 			switch {
-			case oc.divergence != nil:
 			case oc.err != nil:
 				fmt.Fprintf(out, "  %s  not replayed: %v\n", oc.original, oc.err)
-			case oc.status == store.RunFailed || oc.status == store.RunAborted || oc.status == store.RunCancelled:
+			case oc.divergence != nil:
+			case oc.status == store.RunFailed || oc.status == store.RunAborted:
+				// Compared: not a divergence, so the original ended the same way.
 				fmt.Fprintf(out, "  %s -> %s  %s, as its original did\n", oc.original, oc.replay, oc.status)
+			case oc.status == store.RunCancelled:
+				fmt.Fprintf(out, "  %s -> %s  cancelled before it ended\n", oc.original, oc.replay)
 			}
 		}
 	}

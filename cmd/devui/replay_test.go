@@ -69,3 +69,63 @@ func TestBulkReplayReportsTheRunsThatDiverged(t *testing.T) {
 	require.ErrorContains(t, err, "turn")
 	require.False(t, strings.Contains(out, "diverged"))
 }
+
+// TestBulkReplayComparesEveryModeWithTheOriginals: a bulk re-run or fork compares each replay's
+// status and output with its original's, says which differ, and exits with 4 when any does.
+func TestBulkReplayComparesEveryModeWithTheOriginals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := storetest.NewURL(t)
+	for _, topic := range []string{"gamma", "delta"} {
+		_, _, err := devui(t, dbURL, "run", "researchAgent", "--input", `{"topic":"`+topic+`","depth":2}`, "--wait")
+		require.NoError(t, err)
+	}
+
+	// Unchanged re-runs of a deterministic agent end as their originals did.
+	out, _, err := devui(t, dbURL, "replay", "--action", "researchAgent", "--since", "1h", "--mode", "rerun")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "replayed 2 runs of /flow/researchAgent (rerun): 2 with the same status and output, 0 diverged")
+
+	// A turn limit makes every re-run abort where every original succeeded.
+	out, _, err = devui(t, dbURL, "replay", "--action", "researchAgent", "--since", "1h", "--mode", "rerun", "--max-turns", "1")
+	var ee *exitError
+	require.True(t, errors.As(err, &ee), "%v\n%s", err, out)
+	require.Equal(t, exitDiverged, ee.code)
+	require.Contains(t, out, "0 with the same status and output, 2 diverged")
+	require.Contains(t, out, `status: "succeeded" -> "aborted"`)
+	require.NotContains(t, out, "as its original did")
+
+	// Every original's output changed: every fork now differs in its output.
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	defer pool.Close()
+	_, err = pool.Exec(ctx, `UPDATE runs SET output = '"an older summary"' WHERE replay_of IS NULL AND fork_of IS NULL`)
+	require.NoError(t, err)
+	out, _, err = devui(t, dbURL, "replay", "--action", "researchAgent", "--since", "1h", "--mode", "fork", "--turn", "1")
+	require.True(t, errors.As(err, &ee), "%v\n%s", err, out)
+	require.Equal(t, exitDiverged, ee.code)
+	require.Contains(t, out, "(fork): 0 with the same status and output, 2 diverged")
+	require.Contains(t, out, `output: "an older summary" -> `)
+
+	// No run to replay is an error, not a successful regression run.
+	out, _, err = devui(t, dbURL, "replay", "--action", "nope", "--since", "1h")
+	require.Error(t, err, out)
+	require.Contains(t, err.Error(), "no run of nope to replay")
+	require.NotEqual(t, 0, exitCode(err))
+}
+
+func TestReplayRefusesAnExplicitZeroTurnLimitOrEmptySystem(t *testing.T) {
+	t.Parallel()
+	dbURL := storetest.NewURL(t)
+	_, _, err := devui(t, dbURL, "run", "countdown", "--input", `{"from":1}`, "--wait")
+	require.NoError(t, err)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	require.NoError(t, err)
+	defer pool.Close()
+	var id string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT id::text FROM runs`).Scan(&id))
+	_, _, err = devui(t, dbURL, "replay", id, "--mode", "rerun", "--max-turns", "0")
+	require.ErrorContains(t, err, "max_turns: must be 1 or more")
+	_, _, err = devui(t, dbURL, "replay", id, "--mode", "rerun", "--system", "")
+	require.ErrorContains(t, err, "omit system")
+}

@@ -33,15 +33,21 @@ func (s *Service) planFork(ctx context.Context, orig *store.Run, turn int, edits
 	if err != nil {
 		return nil, err
 	}
-	// Turn N starts at the N-th model message (0-based): everything before it is copied.
+	// Turn N starts at the N-th model message (0-based): everything before it is copied. A turn
+	// whose model call failed or was cut short recorded no model message and cannot be forked
+	// from. The run page offers the same turns (forkTurns in web/templates/run.templ).
 	var modelSeqs []int
 	for _, m := range msgs {
 		if m.Role == string(engine.RoleModel) {
 			modelSeqs = append(modelSeqs, m.Seq)
 		}
 	}
-	if turn < 0 || turn >= len(modelSeqs) {
-		return nil, &ValidationError{Field: "turn", Message: fmt.Sprintf("run %s has turns 0 to %d; %d is not one of them", orig.ID, len(modelSeqs)-1, turn)}
+	if n := len(modelSeqs); turn < 0 || turn >= n {
+		msg := fmt.Sprintf("run %s has turns 0 to %d to fork from; %d is not one of them", orig.ID, n-1, turn)
+		if n == 0 {
+			msg = fmt.Sprintf("run %s recorded no model response, so it has no turn to fork from", orig.ID)
+		}
+		return nil, &ValidationError{Field: "turn", Message: msg}
 	}
 	plan := &forkPlan{turn: turn, beforeSeq: modelSeqs[turn], messages: map[int]json.RawMessage{}, roles: map[int]string{}, turns: map[int]int{}}
 	bySeq := map[int]*store.RunMessage{}
@@ -76,6 +82,29 @@ func (s *Service) planFork(ctx context.Context, orig *store.Run, turn int, edits
 			}
 		default:
 			return nil, &ValidationError{Field: field, Message: "an edit is either {seq, message} or {turn, ref, output}"}
+		}
+	}
+	return plan, nil
+}
+
+// planCopy plans copying a run's own history before turn, unedited: what an exact replay or a
+// re-run of a fork (or of a replay of one) starts from. The history is cut where the run's turn
+// starts (its turn-th model message), or kept whole when it has no such message.
+func (s *Service) planCopy(ctx context.Context, run *store.Run, turn int) (*forkPlan, error) {
+	msgs, err := s.store.MessageList(ctx, run.ID)
+	if err != nil {
+		return nil, err
+	}
+	plan := &forkPlan{turn: turn, messages: map[int]json.RawMessage{}, roles: map[int]string{}, turns: map[int]int{}}
+	models := 0
+	for _, m := range msgs {
+		plan.beforeSeq = m.Seq + 1
+		if m.Role == string(engine.RoleModel) {
+			if models == turn {
+				plan.beforeSeq = m.Seq
+				break
+			}
+			models++
 		}
 	}
 	return plan, nil

@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,7 +22,8 @@ const EventDivergence = "run.divergence"
 // the original; the original is never modified.
 //   - exact: the same action and input, with a model that serves the original's recorded
 //     responses and chunks turn by turn and never calls a real model. Tools run live, or with
-//     Tools "cassette" serve their recorded outputs. The first model request or tool output that
+//     Tools "cassette" serve their recorded outputs (except a call whose input a reviewer of the
+//     replay edited: see cassette). The first model request, tool input or tool output that
 //     differs from the recording is stored as the replay's divergence.
 //   - rerun: the same action and input against the live model, with optional Overrides.
 //   - fork: the history up to Turn copied as stored, optionally with Edits, then continued live.
@@ -46,7 +48,7 @@ type Overrides struct {
 	Model    string          `json:"model,omitempty"`
 	Config   json.RawMessage `json:"config,omitempty"`
 	System   *string         `json:"system,omitempty"`
-	MaxTurns int             `json:"max_turns,omitempty"`
+	MaxTurns *int            `json:"max_turns,omitempty"`
 }
 
 // Edit changes one message, or one tool output, of a fork's copied history: Seq and Message
@@ -62,8 +64,9 @@ type Edit struct {
 // Divergence is the first difference an exact replay found between itself and its original.
 type Divergence struct {
 	Turn int `json:"turn"`
-	// Part is model_request, model_call (the original has no call for the turn), tool_output,
-	// tool_call (a call the original did not make, or that ended another way), output or status.
+	// Part is model_request, model_call (the original has no call for the turn), tool_input (a
+	// reviewer of the replay edited a call's arguments), tool_output, tool_call (a call the
+	// original did not make, or that ended another way), output or status.
 	Part     string `json:"part"`
 	Ref      string `json:"ref,omitempty"`
 	Tool     string `json:"tool,omitempty"`
@@ -75,6 +78,18 @@ type Divergence struct {
 
 // Replay creates the derived run, with its lineage, settings and (for a fork) copied history, and
 // enqueues it, all in one transaction.
+//
+// A run derived from a derived run keeps the settings that made its source what it is, so that an
+// exact replay reproduces the run it replays and a re-run or fork changes only what it is asked to:
+//   - the source's effective overrides (model, config, system, turn limit) carry over, and each
+//     override given replaces the inherited one (a config as a whole); the result is stored as
+//     the new run's overrides;
+//   - a source that copied its history from a turn on (a fork, or a replay of one) has its history
+//     before that turn, edits included, copied again, and the exact replay or re-run goes on from
+//     there: it is linked as a replay of the source (replay_of) that copies the source's history
+//     before the turn (fork_of, fork_turn);
+//   - a system override is dropped whenever the history is copied, which holds the system
+//     message already.
 func (s *Service) Replay(ctx context.Context, p ReplayParams) (*store.Run, error) {
 	orig, err := s.store.RunGet(ctx, p.RunID)
 	if err != nil {
@@ -84,14 +99,24 @@ func (s *Service) Replay(ctx context.Context, p ReplayParams) (*store.Run, error
 		return nil, err
 	}
 	var fork *forkPlan
-	if p.Mode == store.ReplayFork {
+	switch {
+	case p.Mode == store.ReplayFork:
 		if fork, err = s.planFork(ctx, orig, *p.Turn, p.Edits); err != nil {
 			return nil, err
 		}
+	case orig.ForkTurn != nil:
+		if fork, err = s.planCopy(ctx, orig, *orig.ForkTurn); err != nil {
+			return nil, err
+		}
 	}
+	inherited, err := s.effectiveOverrides(ctx, orig)
+	if err != nil {
+		return nil, err
+	}
+	overrides := mergeOverrides(inherited, p.Overrides, fork != nil)
 	settings := store.Replay{SourceRunID: &orig.ID, Mode: p.Mode, Tools: p.Tools, ApplyResolutions: p.ApplyResolutions}
-	if p.Overrides != nil {
-		if settings.Overrides, err = json.Marshal(p.Overrides); err != nil {
+	if overrides != nil {
+		if settings.Overrides, err = json.Marshal(overrides); err != nil {
 			return nil, fmt.Errorf("encode overrides: %w", err)
 		}
 	}
@@ -101,9 +126,12 @@ func (s *Service) Replay(ctx context.Context, p ReplayParams) (*store.Run, error
 		}
 	}
 	create := store.RunCreateParams{Action: orig.Action, Input: orig.Input, CreatedBy: p.CreatedBy, ReplayMode: p.Mode}
-	if p.Mode == store.ReplayFork {
+	switch {
+	case p.Mode == store.ReplayFork:
 		create.ForkOf, create.ForkTurn = &orig.ID, p.Turn
-	} else {
+	case fork != nil:
+		create.ReplayOf, create.ForkOf, create.ForkTurn = &orig.ID, &orig.ID, orig.ForkTurn
+	default:
 		create.ReplayOf = &orig.ID
 	}
 	var run *store.Run
@@ -137,6 +165,57 @@ func (s *Service) Replay(ctx context.Context, p ReplayParams) (*store.Run, error
 		return nil, err
 	}
 	return run, nil
+}
+
+// effectiveOverrides returns the overrides a derived run ran with (nil for an original run, or a
+// derived run without any).
+func (s *Service) effectiveOverrides(ctx context.Context, run *store.Run) (*Overrides, error) {
+	if run.ReplayMode == nil && run.ForkOf == nil {
+		return nil, nil
+	}
+	settings, err := s.store.ReplayGet(ctx, run.ID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && len(settings.Overrides) == 0) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var o Overrides
+	if err := json.Unmarshal(settings.Overrides, &o); err != nil {
+		return nil, fmt.Errorf("decode overrides of run %s: %w", run.ID, err)
+	}
+	return &o, nil
+}
+
+// mergeOverrides lays the requested overrides over the inherited ones; copied says the new run
+// starts from a copied history, whose system message a system override cannot change. It returns
+// nil when nothing is overridden.
+func mergeOverrides(inherited, requested *Overrides, copied bool) *Overrides {
+	var m Overrides
+	if inherited != nil {
+		m = *inherited
+	}
+	if o := requested; o != nil {
+		if o.Model != "" {
+			m.Model = o.Model
+		}
+		if len(o.Config) > 0 {
+			m.Config = o.Config
+		}
+		if o.System != nil {
+			m.System = o.System
+		}
+		if o.MaxTurns != nil {
+			m.MaxTurns = o.MaxTurns
+		}
+	}
+	if copied {
+		m.System = nil
+	}
+	if m.Model == "" && len(m.Config) == 0 && m.System == nil && m.MaxTurns == nil {
+		return nil
+	}
+	return &m
 }
 
 // checkReplay validates the request against the original run and normalises it.
@@ -188,14 +267,23 @@ func (s *Service) checkReplay(orig *store.Run, p *ReplayParams) error {
 				return &ValidationError{Field: "overrides/model", Message: fmt.Sprintf("model %q is not registered", o.Model)}
 			}
 		}
-		if len(o.Config) > 0 && !json.Valid(o.Config) {
-			return &ValidationError{Field: "overrides/config", Message: "not valid JSON"}
+		if string(bytes.TrimSpace(o.Config)) == "null" {
+			o.Config = nil // "config": null overrides nothing
 		}
-		if o.MaxTurns < 0 {
-			return &ValidationError{Field: "overrides/max_turns", Message: "must be 1 or more"}
+		if len(o.Config) > 0 {
+			var cfg map[string]any
+			if err := json.Unmarshal(o.Config, &cfg); err != nil {
+				return &ValidationError{Field: "overrides/config", Message: "must be a JSON object of model settings, such as {\"temperature\": 0.2}", Cause: err}
+			}
+		}
+		if o.MaxTurns != nil && *o.MaxTurns < 1 {
+			return &ValidationError{Field: "overrides/max_turns", Message: fmt.Sprintf("must be 1 or more, not %d; omit it to keep the flow's turn limit", *o.MaxTurns)}
 		}
 		if o.System != nil && p.Mode == store.ReplayFork {
 			return &ValidationError{Field: "overrides/system", Message: "a fork keeps its copied system message; edit that message instead"}
+		}
+		if o.System != nil && strings.TrimSpace(*o.System) == "" {
+			return &ValidationError{Field: "overrides/system", Message: "an empty system prompt is not an override: omit system to keep the flow's own"}
 		}
 	}
 	return nil
@@ -335,9 +423,20 @@ func (p *replayer) options() ([]engine.GenerateOption, error) {
 	if p == nil {
 		return nil, nil
 	}
-	if p.settings.Mode == store.ReplayExact {
-		return []engine.GenerateOption{engine.WithMiddleware(&engine.Middleware{Name: "loupe-replay", Model: p.model, Tool: p.tool})}, nil
+	opts, err := p.overrideOptions()
+	if err != nil {
+		return nil, err
 	}
+	if p.settings.Mode == store.ReplayExact {
+		opts = append(opts, engine.WithMiddleware(&engine.Middleware{Name: "loupe-replay", Model: p.model, Tool: p.tool}))
+	}
+	return opts, nil
+}
+
+// overrideOptions are the engine options of the run's overrides: those asked for by a re-run or a
+// fork, and those inherited from the derived run a replay replays (an exact replay sends the same
+// requests, and stops at the same turn limit, as the run it replays).
+func (p *replayer) overrideOptions() ([]engine.GenerateOption, error) {
 	if len(p.settings.Overrides) == 0 {
 		return nil, nil
 	}
@@ -358,8 +457,8 @@ func (p *replayer) options() ([]engine.GenerateOption, error) {
 		}
 		every = append(every, engine.WithConfig(cfg))
 	}
-	if o.MaxTurns > 0 {
-		every = append(every, engine.WithMaxTurns(o.MaxTurns))
+	if o.MaxTurns != nil {
+		every = append(every, engine.WithMaxTurns(*o.MaxTurns))
 	}
 	if len(every) > 0 {
 		opts = append(opts, engine.EveryCall(every...))
@@ -422,7 +521,7 @@ func (p *replayer) tool(ctx context.Context, call *engine.ToolCall, next engine.
 	orig := p.tools[key]
 	origInterrupt := p.interrupts[key]
 	if p.settings.Tools == store.ReplayToolsCassette {
-		return p.cassette(ctx, call, turn, orig, origInterrupt)
+		return p.cassette(ctx, call, turn, orig, origInterrupt, next)
 	}
 	out, err := next(ctx, call)
 	var ie *engine.InterruptError
@@ -437,6 +536,9 @@ func (p *replayer) tool(ctx context.Context, call *engine.ToolCall, next engine.
 	case err == nil && call.Resumed == nil && origInterrupt != nil:
 		base.Part, base.Message = "tool_call", fmt.Sprintf("%s (ref %s) did not interrupt in turn %d; in the original it did", call.Name, call.Ref, turn)
 	case err == nil && orig.Status == store.ToolCallCompleted:
+		if p.inputDiffers(call, orig, turn, &base) {
+			break // the input differs first: a reviewer of this replay edited it
+		}
 		got, merr := json.Marshal(out)
 		if merr != nil {
 			return nil, fmt.Errorf("exact replay: encode output of %s (ref %s): %w", call.Name, call.Ref, merr)
@@ -457,8 +559,32 @@ func (p *replayer) tool(ctx context.Context, call *engine.ToolCall, next engine.
 	return out, err
 }
 
+// inputDiffers reports whether a call's input differs from the one the original's ledger recorded
+// for it, and if so fills d in as a tool_input divergence at the first differing path (the part
+// and path the compare page names). The ledger holds the input the call last ran with: for a call
+// restarted after an interrupt, the input the reviewer approved or edited. So it is compared only
+// for a call that runs (a first call the original interrupted recorded its restart's input).
+func (p *replayer) inputDiffers(call *engine.ToolCall, orig *store.ToolCall, turn int, d *Divergence) bool {
+	changes := diffJSON(orig.Input, call.Input)
+	if len(changes) == 0 {
+		return false
+	}
+	c := changes[0]
+	d.Part, d.Path, d.Original, d.Replay = "tool_input", c.Path, c.A, c.B
+	d.Message = fmt.Sprintf("the input of %s (ref %s) in turn %d differs from the recording at %s", call.Name, call.Ref, turn, c.Path)
+	return true
+}
+
 // cassette serves a tool call from the original's ledger.
-func (p *replayer) cassette(ctx context.Context, call *engine.ToolCall, turn int, orig *store.ToolCall, origInterrupt *store.Interrupt) (*engine.ToolOutput, error) {
+//
+// A call whose input differs from the recorded one (a reviewer of this replay edited the
+// arguments of an interrupt it raised again, so they differ from what the original's reviewer
+// approved) is not served: the recording answers other arguments, and serving it would show an
+// output the tool never gave for this input. The difference is stored as the replay's divergence
+// (tool_input, at the call's turn and ref) and the call runs live, as that reviewer approved it.
+// Only a reviewer's decision can change a cassette call's input (the model's requests are served
+// from the recording too), so a cassette replay still runs no tool nobody approved.
+func (p *replayer) cassette(ctx context.Context, call *engine.ToolCall, turn int, orig *store.ToolCall, origInterrupt *store.Interrupt, next engine.ToolNext) (*engine.ToolOutput, error) {
 	if call.Resumed == nil && origInterrupt != nil {
 		return nil, &engine.InterruptError{Metadata: interruptMetadata(origInterrupt.Metadata)}
 	}
@@ -468,6 +594,12 @@ func (p *replayer) cassette(ctx context.Context, call *engine.ToolCall, turn int
 			return nil, err
 		}
 		return nil, engine.Errorf(engine.StatusFailedPrecondition, "cassette replay: %s", msg)
+	}
+	if d := (Divergence{Turn: turn, Ref: call.Ref, Tool: call.Name}); p.inputDiffers(call, orig, turn, &d) {
+		if err := p.diverge(ctx, d); err != nil {
+			return nil, err
+		}
+		return next(ctx, call)
 	}
 	if err := p.svc.store.ToolCallMarkCassette(ctx, p.run.ID, turn, call.Ref); err != nil {
 		return nil, err
@@ -558,15 +690,37 @@ func (p *replayer) finish(ctx context.Context, out json.RawMessage, runErr error
 	default:
 		status = store.RunFailed
 	}
-	if status != orig.Status {
-		return p.diverge(ctx, Divergence{Turn: turn, Part: "status", Original: orig.Status, Replay: status,
-			Message: fmt.Sprintf("the replay ended %s; the original ended %s", status, orig.Status)})
+	if d := compareOutcome(turn, orig.Status, orig.Output, status, out); d != nil {
+		return p.diverge(ctx, *d)
+	}
+	return nil
+}
+
+// CompareOutcome compares how a derived run (an exact replay, a re-run or a fork) ended with how
+// its original did: the final status and, when both succeeded, the output. It returns nil when
+// they are the same, and when the derived run has not ended or waits for a reviewer (there is
+// nothing to compare yet). An exact replay stores this comparison as its divergence (unless an
+// earlier turn diverged first); a re-run or a fork stores none, since it is expected to call a
+// live model, so callers that check one against its original (devui replay) use this.
+func CompareOutcome(orig, derived *store.Run) *Divergence {
+	switch derived.Status {
+	case store.RunSucceeded, store.RunFailed, store.RunAborted:
+	default:
+		return nil
+	}
+	return compareOutcome(max(derived.Turns-1, 0), orig.Status, orig.Output, derived.Status, derived.Output)
+}
+
+func compareOutcome(turn int, origStatus string, origOut json.RawMessage, status string, out json.RawMessage) *Divergence {
+	if status != origStatus {
+		return &Divergence{Turn: turn, Part: "status", Original: origStatus, Replay: status,
+			Message: fmt.Sprintf("the replay ended %s; the original ended %s", status, origStatus)}
 	}
 	if status == store.RunSucceeded {
-		if changes := diffJSON(orig.Output, out); len(changes) > 0 {
+		if changes := diffJSON(origOut, out); len(changes) > 0 {
 			c := changes[0]
-			return p.diverge(ctx, Divergence{Turn: turn, Part: "output", Path: c.Path, Original: c.A, Replay: c.B,
-				Message: "the replay's output differs from the original's" + pathSuffix(c.Path)})
+			return &Divergence{Turn: turn, Part: "output", Path: c.Path, Original: c.A, Replay: c.B,
+				Message: "the replay's output differs from the original's" + pathSuffix(c.Path)}
 		}
 	}
 	return nil

@@ -430,7 +430,7 @@ func TestRerunAppliesOverrides(t *testing.T) {
 	require.Contains(t, string(done.Output), "other done", "the model override reached the flow's generate")
 	require.EqualValues(t, 6, rb.modelCalls.Load(), "a rerun calls the live model")
 
-	limited := rb.replay(t, runs.ReplayParams{RunID: orig.ID, Mode: store.ReplayRerun, Overrides: &runs.Overrides{MaxTurns: 1}})
+	limited := rb.replay(t, runs.ReplayParams{RunID: orig.ID, Mode: store.ReplayRerun, Overrides: &runs.Overrides{MaxTurns: ptr(1)}})
 	rb.settle(t, limited.ID, store.RunAborted)
 
 	sys := "Be brief."
@@ -458,7 +458,7 @@ func TestReplayRejectsBadRequests(t *testing.T) {
 		{runs.ReplayParams{Mode: store.ReplayRerun, Tools: store.ReplayToolsCassette}, "tools"},
 		{runs.ReplayParams{Mode: store.ReplayExact, Tools: "tape"}, "tools"},
 		{runs.ReplayParams{Mode: store.ReplayRerun, ApplyResolutions: true}, "apply_resolutions"},
-		{runs.ReplayParams{Mode: store.ReplayExact, Overrides: &runs.Overrides{MaxTurns: 2}}, "overrides"},
+		{runs.ReplayParams{Mode: store.ReplayExact, Overrides: &runs.Overrides{MaxTurns: ptr(2)}}, "overrides"},
 		{runs.ReplayParams{Mode: store.ReplayRerun, Overrides: &runs.Overrides{Model: "nope"}}, "overrides/model"},
 		{runs.ReplayParams{Mode: store.ReplayRerun, Edits: []runs.Edit{{Turn: &one, Ref: "l0", Output: json.RawMessage(`1`)}}}, "edits"},
 		{runs.ReplayParams{Mode: store.ReplayFork, Turn: &turn, Edits: []runs.Edit{{Turn: &one, Ref: "l1", Output: json.RawMessage(`1`)}}}, "edits/0/turn"},
