@@ -22,6 +22,9 @@ const (
 	ActionDeny    = "deny"
 )
 
+// MaxCommentBytes caps a reviewer's comment.
+const MaxCommentBytes = 16 << 10
+
 // ResolveParams is a reviewer's decision on one interrupt.
 type ResolveParams struct {
 	InterruptID uuid.UUID
@@ -65,6 +68,10 @@ func (s *Service) Resolve(ctx context.Context, p ResolveParams) (*store.Interrup
 	status, err := statusFor(p.Action)
 	if err != nil {
 		return nil, err
+	}
+	if len(p.Comment) > MaxCommentBytes {
+		// The comment reaches the model as a denial's reason and every page that shows the run.
+		return nil, &ValidationError{Field: "comment", Message: fmt.Sprintf("is %d bytes; at most %d", len(p.Comment), MaxCommentBytes)}
 	}
 	peek, err := s.store.InterruptGet(ctx, p.InterruptID, false)
 	if err != nil {
@@ -183,6 +190,12 @@ func (s *Service) resolution(it *store.Interrupt, p ResolveParams) (*resolution,
 		if len(p.Output) > 0 {
 			if err := json.Unmarshal(p.Output, &res.Output); err != nil {
 				return nil, &ValidationError{Field: "output", Message: "not valid JSON", Cause: err}
+			}
+			switch res.Output.(type) {
+			case map[string]any, string:
+			default:
+				// A number or a list would reach the model as if the tool had answered it.
+				return nil, &ValidationError{Field: "output", Message: "a denial's answer is an object or a string, or omit it for the standard denial"}
 			}
 		} else {
 			res.Output = s.denial(it.Tool, p.Actor, p.Comment)

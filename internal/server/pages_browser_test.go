@@ -82,8 +82,9 @@ func TestBrowserInboxResolveLiveKeyboardAndStaleForm(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.InterruptPending, it.Status, "nothing was sent")
 
-	// a: approve (Escape leaves the editor first).
+	// a: approve (the refused edit undone first; Escape leaves the editor).
 	require.NoError(t, chromedp.Run(a,
+		chromedp.Click(fmt.Sprintf("#i-%s [data-reset]", i1.ID), chromedp.ByQuery),
 		chromedp.KeyEvent("\x1b"),
 		chromedp.KeyEvent("a"),
 		chromedp.WaitVisible(`#flash.ok`, chromedp.ByQuery),

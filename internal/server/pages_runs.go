@@ -46,6 +46,14 @@ func (s *Server) pageRoutes() {
 		e.GET("/inbox", s.inboxPage)
 		e.GET("/inbox/items/:id", s.inboxItem)
 		e.POST("/inbox/:id/resolve", s.inboxResolve, reviewer)
+		// The address a refused form leaves behind without JS: reloading it shows the item.
+		e.GET("/inbox/:id/resolve", func(c echo.Context) error {
+			id, err := pathID(c, "id")
+			if err != nil {
+				return err
+			}
+			return c.Redirect(http.StatusSeeOther, "/inbox#i-"+id.String())
+		})
 		e.GET("/actions", s.actionsPage)
 		e.POST("/actions/run", s.actionRun, reviewer)
 	}

@@ -295,14 +295,42 @@ func (s *Server) apiInterruptList(c echo.Context) error {
 	default:
 		return Errorf(http.StatusBadRequest, "bad_request", "status %q: want pending, approved, edited, responded, denied or cancelled", status)
 	}
-	list, err := s.store.InterruptList(c.Request().Context(), store.InterruptListParams{Status: status, Tool: q.Get("tool"), Action: q.Get("action")})
+	p := store.InterruptListParams{Status: status, Tool: q.Get("tool"), Action: q.Get("action"), Limit: store.InterruptListLimit}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > store.InterruptListMax {
+			return Errorf(http.StatusBadRequest, "bad_request", "limit %q: want a number from 1 to %d", v, store.InterruptListMax)
+		}
+		p.Limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		cur, err := decodeCursor(v)
+		if err != nil {
+			return Errorf(http.StatusBadRequest, "bad_request", "cursor %q is not one this server issued", v)
+		}
+		p.After = &store.InterruptCursor{CreatedAt: cur.CreatedAt, ID: cur.ID}
+	}
+	// One more than the page, to know whether another follows.
+	want := p.Limit
+	p.Limit++
+	list, err := s.store.InterruptList(c.Request().Context(), p)
 	if err != nil {
 		return err
 	}
-	if list == nil {
-		list = []*store.InterruptWithAction{}
+	resp := struct {
+		Interrupts []*store.InterruptWithAction `json:"interrupts"`
+		NextCursor *string                      `json:"next_cursor"`
+	}{Interrupts: list}
+	if len(list) > want {
+		resp.Interrupts = list[:want]
+		last := list[want-1]
+		cur := encodeCursor(&store.RunCursor{CreatedAt: last.CreatedAt, ID: last.ID})
+		resp.NextCursor = &cur
 	}
-	return c.JSON(http.StatusOK, map[string]any{"interrupts": list})
+	if resp.Interrupts == nil {
+		resp.Interrupts = []*store.InterruptWithAction{}
+	}
+	return c.JSON(http.StatusOK, resp)
 }
 
 func (s *Server) apiInterruptGet(c echo.Context) error {
@@ -335,6 +363,15 @@ func (s *Server) apiInterruptResolve(c echo.Context) error {
 	}
 	if err := bindJSON(c, &req); err != nil {
 		return err
+	}
+	if req.Action == runs.ActionApprove && (len(req.Input) > 0 || len(req.Output) > 0) {
+		// Approving runs the call as the model asked; changed arguments would otherwise be dropped.
+		field := "input"
+		if len(req.Input) == 0 {
+			field = "output"
+		}
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "invalid", Details: map[string]any{"field": field},
+			Message: "approve runs the call as asked and takes no " + field + `: use "edit" to change the arguments, or "respond" to answer for the tool`}
 	}
 	it, err := s.deps.Runs.Resolve(c.Request().Context(), runs.ResolveParams{
 		InterruptID: id, Action: req.Action, Input: req.Input, Output: req.Output,

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -98,6 +99,18 @@ func TestAPIRunLifecycleThroughInterruptResolution(t *testing.T) {
 		`{"action":"edit","input":{"to":"bob","amount":-1,"currency":"CNY"}}`, &e))
 	require.Equal(t, "input/amount", e.Error.Details["field"])
 
+	// Decisions that would lose or garble what the reviewer meant are refused, and write nothing.
+	require.Equal(t, http.StatusUnprocessableEntity, call(t, "POST", b.url+"/api/v1/interrupts/"+it.ID.String()+"/resolve",
+		`{"action":"approve","input":{"to":"bob","amount":5,"currency":"CNY"}}`, &e))
+	require.Equal(t, "input", e.Error.Details["field"])
+	require.Contains(t, e.Error.Message, `use "edit" to change the arguments`)
+	require.Equal(t, http.StatusUnprocessableEntity, call(t, "POST", b.url+"/api/v1/interrupts/"+it.ID.String()+"/resolve",
+		`{"action":"deny","output":12}`, &e))
+	require.Equal(t, "output", e.Error.Details["field"])
+	require.Equal(t, http.StatusUnprocessableEntity, call(t, "POST", b.url+"/api/v1/interrupts/"+it.ID.String()+"/resolve",
+		`{"action":"deny","comment":"`+strings.Repeat("x", 17<<10)+`"}`, &e))
+	require.Equal(t, "comment", e.Error.Details["field"])
+
 	var resolved store.Interrupt
 	require.Equal(t, http.StatusOK, call(t, "POST", b.url+"/api/v1/interrupts/"+it.ID.String()+"/resolve",
 		`{"action":"approve","comment":"ok","version":1}`, &resolved))
@@ -186,6 +199,8 @@ func TestAPIClientMistakesAre4xxWithClearMessages(t *testing.T) {
 		{"GET", "/api/v1/runs/00000000-0000-0000-0000-000000000000", ``, 404, "not found"},
 		{"POST", "/api/v1/interrupts/00000000-0000-0000-0000-000000000000/resolve", `{"action":"approve"}`, 404, "not found"},
 		{"GET", "/api/v1/interrupts?status=weird", ``, 400, "status"},
+		{"GET", "/api/v1/interrupts?limit=501", ``, 400, "limit"},
+		{"GET", "/api/v1/interrupts?cursor=zzz", ``, 400, "cursor"},
 		{"GET", "/api/v1/runs/00000000-0000-0000-0000-000000000000/chunks?after=-1", ``, 400, "after"},
 	}
 	for _, tc := range cases {
@@ -274,4 +289,33 @@ func TestGenkitReflectionRunAction(t *testing.T) {
 	require.Equal(t, "FAILED_PRECONDITION", failed.Error.Status)
 	require.Contains(t, failed.Error.Message, "interrupted to ask a person")
 	require.NotNil(t, failed.Error.Details["interrupt"])
+}
+
+// TestAPIInterruptListPages: the interrupt list pages by cursor, so that no pending interrupt is
+// out of reach however many wait.
+func TestAPIInterruptListPages(t *testing.T) {
+	t.Parallel()
+	b := setupRuns(t, true)
+	for i := range 3 {
+		require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs",
+			fmt.Sprintf(`{"action":"transferMoney","input":{"to":"p%d","amount":5,"currency":"EUR"}}`, i), nil))
+	}
+	type page struct {
+		Interrupts []store.Interrupt `json:"interrupts"`
+		NextCursor *string           `json:"next_cursor"`
+	}
+	var all page
+	require.Eventually(t, func() bool {
+		call(t, "GET", b.url+"/api/v1/interrupts?status=pending", "", &all)
+		return len(all.Interrupts) == 3
+	}, 30*time.Second, 20*time.Millisecond)
+	require.Nil(t, all.NextCursor)
+	var p1, p2 page
+	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/api/v1/interrupts?status=pending&limit=2", "", &p1))
+	require.Len(t, p1.Interrupts, 2)
+	require.NotNil(t, p1.NextCursor)
+	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/api/v1/interrupts?status=pending&limit=2&cursor="+*p1.NextCursor, "", &p2))
+	require.Len(t, p2.Interrupts, 1)
+	require.Nil(t, p2.NextCursor)
+	require.Equal(t, all.Interrupts[2].ID, p2.Interrupts[0].ID)
 }

@@ -165,7 +165,7 @@ type InterruptListParams struct {
 	Status string
 	Tool   string
 	Action string
-	Limit  int              // default 100, at most 500
+	Limit  int              // default InterruptListLimit, at most InterruptListMax+1 (a page and one to look ahead)
 	After  *InterruptCursor // the last interrupt of the previous page
 }
 
@@ -175,7 +175,7 @@ type InterruptCursor struct {
 	ID        uuid.UUID
 }
 
-// InterruptListLimit is the default and InterruptListMax the largest page of InterruptList.
+// InterruptListLimit is the default and InterruptListMax the largest page callers ask for.
 const (
 	InterruptListLimit = 100
 	InterruptListMax   = 500
@@ -188,7 +188,7 @@ func (s *Store) InterruptList(ctx context.Context, p InterruptListParams) ([]*In
 	if limit <= 0 {
 		limit = InterruptListLimit
 	}
-	limit = min(limit, InterruptListMax)
+	limit = min(limit, InterruptListMax+1)
 	var afterAt *time.Time
 	var afterID uuid.UUID
 	if p.After != nil {
