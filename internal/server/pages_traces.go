@@ -764,13 +764,18 @@ func (s *Server) tracesPage(c echo.Context) error {
 	return s.render(c, http.StatusOK, templates.TracesView(page))
 }
 
-// tracePage is GET /traces/{trace}[?span=]: one trace with the span tree.
-func (s *Server) tracePage(c echo.Context) error {
+// tracePageView is the trace page's view of the request's trace, span and tree state.
+func (s *Server) tracePageView(c echo.Context) (*templates.TraceView, error) {
 	traceID, err := validTraceParam(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	v, err := s.traceView(c.Request().Context(), traceID, "/traces/"+traceID+"?span=", c.QueryParam("span"), "", -1, treeStateFrom(c))
+	return s.traceView(c.Request().Context(), traceID, "/traces/"+traceID+"?span=", c.QueryParam("span"), "", -1, treeStateFrom(c))
+}
+
+// tracePage is GET /traces/{trace}[?span=]: one trace with the span tree.
+func (s *Server) tracePage(c echo.Context) error {
+	v, err := s.tracePageView(c)
 	if err != nil {
 		return err
 	}
@@ -781,11 +786,7 @@ func (s *Server) tracePage(c echo.Context) error {
 // traceTree is GET /traces/{trace}/tree[?span=][&open=&closed=]: the trace page's tree section as
 // an HTML fragment, which the live script reloads as spans arrive.
 func (s *Server) traceTree(c echo.Context) error {
-	traceID, err := validTraceParam(c)
-	if err != nil {
-		return err
-	}
-	v, err := s.traceView(c.Request().Context(), traceID, "/traces/"+traceID+"?span=", c.QueryParam("span"), "", -1, treeStateFrom(c))
+	v, err := s.tracePageView(c)
 	if err != nil {
 		return err
 	}
