@@ -4,10 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/loupe-dev/loupe/internal/runs"
+	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/web/templates"
 )
 
@@ -24,6 +28,12 @@ func (s *Server) diffPage(c echo.Context) error {
 		TokensDelta:  fmt.Sprintf("%+d in, %+d out", d.InputTokensDelta, d.OutputTokensDelta),
 		LatencyDelta: fmt.Sprintf("%+.1f ms", d.LatencyMsDelta), Truncated: d.Truncated,
 		Run: []templates.DiffGroup{group("input", d.Input), group("output", d.Output), group("error", d.Error)},
+	}
+	if p.RunA, err = s.diffRun(c, a); err != nil {
+		return err
+	}
+	if p.RunB, err = s.diffRun(c, b); err != nil {
+		return err
 	}
 	if f := d.First; f != nil {
 		p.First = fmt.Sprintf("turn %d, %s", f.Turn, f.Part)
@@ -60,9 +70,61 @@ func (s *Server) diffPage(c echo.Context) error {
 func group(part string, changes runs.Changes) templates.DiffGroup {
 	g := templates.DiffGroup{Part: part}
 	for _, ch := range changes {
-		g.Changes = append(g.Changes, templates.DiffChange{Op: ch.Op, Path: ch.Path, A: jsonText(ch.A), B: jsonText(ch.B)})
+		g.Changes = append(g.Changes, templates.DiffChange{Op: ch.Op, Path: ch.Path, A: diffValue(jsonText(ch.A)), B: diffValue(jsonText(ch.B))})
 	}
 	return g
+}
+
+// diffRun is what the compare page's header says of a run.
+func (s *Server) diffRun(c echo.Context, id uuid.UUID) (templates.DiffRun, error) {
+	r, err := s.store.RunGet(c.Request().Context(), id)
+	if err != nil {
+		return templates.DiffRun{}, err
+	}
+	v := templates.DiffRun{Action: r.Action, Model: deref(r.Model), Mode: deref(r.ReplayMode)}
+	switch {
+	case v.Mode == "" && r.ForkOf != nil:
+		v.Mode = store.ReplayFork
+	case v.Mode == "":
+		v.Mode = "original"
+	}
+	return v, nil
+}
+
+const (
+	// maxDiffPreview is how much of a long value the compare page shows at first.
+	maxDiffPreview = 2 << 10
+	// maxDiffFull is the largest value the compare page holds in full (behind a <details>);
+	// beyond it only the preview is in the page, so that a tool output of megabytes does not
+	// make a page of megabytes.
+	maxDiffFull = 256 << 10
+)
+
+// diffValue shortens a long value of a diff to a preview with its size.
+func diffValue(text string) templates.DiffValue {
+	if len(text) <= maxDiffPreview {
+		return templates.DiffValue{Text: text}
+	}
+	cut := maxDiffPreview
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	v := templates.DiffValue{Text: text[:cut] + "…", Size: byteSize(len(text))}
+	if len(text) <= maxDiffFull {
+		v.Full = text
+	}
+	return v
+}
+
+// byteSize is a size in bytes in words.
+func byteSize(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // jsonText renders a diffed value; an absent one is shown as such.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -206,6 +208,9 @@ func (s *Server) runPageData(c echo.Context, id uuid.UUID, withTrace bool) (temp
 			p.Run.ForkTurn = strconv.Itoa(*r.ForkTurn)
 		}
 	}
+	if err := s.runLineage(ctx, &p.Run, r); err != nil {
+		return p, err
+	}
 	ids := make([]uuid.UUID, 0, len(d.Interrupts))
 	for _, it := range d.Interrupts {
 		ids = append(ids, it.ID)
@@ -231,6 +236,89 @@ func (s *Server) runPageData(c echo.Context, id uuid.UUID, withTrace bool) (temp
 		}
 	}
 	return p, nil
+}
+
+// runLineage fills in the header's lineage: the divergence of a replay from its original, and the
+// replays and forks of the run.
+func (s *Server) runLineage(ctx context.Context, h *templates.RunHeader, r *store.Run) error {
+	switch {
+	case h.ReplayOf != "":
+		h.CompareWith = h.ReplayOf
+	case h.ForkOf != "":
+		h.CompareWith = h.ForkOf
+	}
+	l, err := s.store.RunLineage(ctx, r.ID)
+	if err != nil {
+		return err
+	}
+	if l.Of != nil {
+		h.Divergence = divergenceView(l.Of.Divergence)
+		h.Matches = h.Divergence == nil && deref(r.ReplayMode) == store.ReplayExact && finished(r.Status)
+	}
+	for _, d := range l.Derived {
+		v := templates.DerivedRun{ID: d.RunID.String(), Relation: d.Relation, Mode: deref(d.Mode), Status: d.Status}
+		if d.ForkTurn != nil {
+			v.ForkTurn = strconv.Itoa(*d.ForkTurn)
+		}
+		if dv := divergenceView(d.Divergence); dv != nil {
+			v.Diverged = "diverged at turn " + strconv.Itoa(dv.Turn)
+		} else if v.Mode == store.ReplayExact && finished(d.Status) {
+			v.Diverged = "matches"
+		}
+		h.Derived = append(h.Derived, v)
+	}
+	return nil
+}
+
+// maxDivergenceValue is how much of a divergence's values the run page shows.
+const maxDivergenceValue = 200
+
+// divergenceView reads a stored divergence (runs.Divergence); nil when there is none.
+func divergenceView(raw json.RawMessage) *templates.DivergenceView {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var d struct {
+		Turn     int             `json:"turn"`
+		Part     string          `json:"part"`
+		Ref      string          `json:"ref"`
+		Tool     string          `json:"tool"`
+		Path     string          `json:"path"`
+		Original json.RawMessage `json:"original"`
+		Replay   json.RawMessage `json:"replay"`
+		Message  string          `json:"message"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return &templates.DivergenceView{Turn: -1, Part: "unknown", Message: shorten(string(raw), maxDivergenceValue)}
+	}
+	return &templates.DivergenceView{Turn: d.Turn, Part: d.Part, Ref: d.Ref, Tool: d.Tool, Path: d.Path,
+		Original: divergenceValue(d.Original), Replay: divergenceValue(d.Replay), Message: d.Message}
+}
+
+// divergenceValue shows one side of a divergence: a string as itself, other JSON compactly; an
+// absent value as "—".
+func divergenceValue(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "—"
+	}
+	var str string
+	if json.Unmarshal(raw, &str) == nil {
+		return shorten(strconv.Quote(str), maxDivergenceValue)
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) == nil {
+		return shorten(buf.String(), maxDivergenceValue)
+	}
+	return shorten(string(raw), maxDivergenceValue)
+}
+
+// shorten cuts s to at most n runes, marking the cut with an ellipsis.
+func shorten(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n]) + "…"
 }
 
 func finished(status string) bool {

@@ -4,6 +4,7 @@ package templates
 type DiffPage struct {
 	Page
 	A, B           string
+	RunA, RunB     DiffRun
 	Equal          bool
 	First          string // the first difference, in words
 	StatusA        string
@@ -14,6 +15,11 @@ type DiffPage struct {
 	Run            []DiffGroup // input, output and error of the runs as wholes
 	Turns          []DiffTurn
 	Truncated      bool
+}
+
+// DiffRun is what the compare page's header says of one run.
+type DiffRun struct {
+	Action, Model, Mode string
 }
 
 // DiffTurn is one turn of a comparison.
@@ -46,5 +52,15 @@ type DiffGroup struct {
 // DiffChange is one JSON change: what A has at Path and what B has there.
 type DiffChange struct {
 	Op, Path string
-	A, B     string
+	A, B     DiffValue
+}
+
+// DiffValue is one side of a change: its text, or for a long one a preview, its size and the full
+// text when it is not too large to put in the page.
+type DiffValue struct {
+	Text string
+	// Size is the full text's size in words ("3.1 MB"); empty when Text is all of it.
+	Size string
+	// Full is the whole text, shown on demand; empty when it is too large for the page.
+	Full string
 }

@@ -69,6 +69,39 @@ type RunHeader struct {
 	// WaitingSince is when an interrupted run stopped to wait for a reviewer; Duration is then the
 	// time it ran until that moment.
 	WaitingSince *time.Time
+	// CompareWith is the run this one replays or forks ("" for an original): the compare page's A.
+	CompareWith string
+	// Divergence is the first difference an exact replay found from its original, nil when none
+	// is recorded.
+	Divergence *DivergenceView
+	// Matches is true for a finished exact replay that found no divergence.
+	Matches bool
+	// Derived are the replays and forks of this run, oldest first.
+	Derived []DerivedRun
+}
+
+// DivergenceView is a replay's first difference from its original, values shortened.
+type DivergenceView struct {
+	Turn     int
+	Part     string
+	Ref      string
+	Tool     string
+	Path     string
+	Original string
+	Replay   string
+	Message  string
+}
+
+// DerivedRun is one replay or fork of a run.
+type DerivedRun struct {
+	ID       string
+	Relation string // replay or fork
+	Mode     string // exact, rerun or fork
+	ForkTurn string
+	Status   string
+	// Diverged is "diverged at turn N", "matches" or "" (not checked: a re-run or fork, or an
+	// exact replay still going).
+	Diverged string
 }
 
 // Ended reports whether the run is over: succeeded, failed, aborted or cancelled. An interrupted
