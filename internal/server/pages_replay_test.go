@@ -61,6 +61,19 @@ func TestRunPageReplaysAndForks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, run.ID, *e.ReplayOf)
 
+	// The page's exact replay serves tools from the recording unless asked for live ones, so that
+	// nothing a tool did happens twice by a click.
+	require.Contains(t, body, `<option value="cassette" selected>tools from the recording</option>`)
+	taped, err := uuid.Parse(post(url.Values{"mode": {"exact"}, "tools": {"cassette"}}))
+	require.NoError(t, err)
+	settings, err := b.store.ReplayGet(ctx, taped)
+	require.NoError(t, err)
+	require.Equal(t, store.ReplayToolsCassette, settings.Tools)
+	require.Eventually(t, func() bool {
+		r, err := b.store.RunGet(ctx, taped)
+		return err == nil && r.Status == store.RunSucceeded
+	}, 30*time.Second, 20*time.Millisecond)
+
 	_, body = get(t, b.url+"/runs/"+fork.String(), "Accept", "text/html")
 	require.Contains(t, body, "fork of")
 	require.Contains(t, body, `data-testid="compare"`)

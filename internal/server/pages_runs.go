@@ -440,6 +440,9 @@ func (s *Server) runReplayForm(c echo.Context) error {
 		return err
 	}
 	p := runs.ReplayParams{RunID: id, Mode: c.FormValue("mode"), CreatedBy: principal(c).Username}
+	if p.Mode == store.ReplayExact {
+		p.Tools = c.FormValue("tools") // the page offers the recording (its default) or live tools
+	}
 	if p.Mode == store.ReplayFork {
 		turn, err := strconv.Atoi(c.FormValue("turn"))
 		if err != nil || turn < 0 {
