@@ -6,55 +6,38 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loupe-dev/loupe/internal/demo"
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/engine/scripted"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
-	"github.com/loupe-dev/loupe/internal/store/storetest"
 )
 
 // setupRunsWithBrokenAgent is setupRuns (dev mode) with one more flow, brokenAgent, whose model
 // fails at once: a run that fails in its first turn, before any model response.
 func setupRunsWithBrokenAgent(t *testing.T) *testBundle {
 	t.Helper()
-	dbURL := storetest.NewURL(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	st := store.New(pool)
-	reg := engine.NewRegistry()
-	require.NoError(t, demo.Register(reg, demo.Config{}))
-	scripted.DefineFunc(reg, "test/broken", func(*engine.ModelRequest) (scripted.Turn, error) {
-		return scripted.Turn{}, errors.New("the model is down")
+	return setupRuns(t, true, func(reg *engine.Registry) {
+		scripted.DefineFunc(reg, "test/broken", func(*engine.ModelRequest) (scripted.Turn, error) {
+			return scripted.Turn{}, errors.New("the model is down")
+		})
+		engine.DefineFlow(reg, "brokenAgent", func(ctx context.Context, in struct {
+			Topic string `json:"topic"`
+		}) (string, error) {
+			resp, err := engine.Generate(ctx, reg, engine.WithModelName("test/broken"), engine.WithPrompt(in.Topic))
+			if err != nil {
+				return "", err
+			}
+			return resp.Text(), nil
+		})
 	})
-	engine.DefineFlow(reg, "brokenAgent", func(ctx context.Context, in struct {
-		Topic string `json:"topic"`
-	}) (string, error) {
-		resp, err := engine.Generate(ctx, reg, engine.WithModelName("test/broken"), engine.WithPrompt(in.Topic))
-		if err != nil {
-			return "", err
-		}
-		return resp.Text(), nil
-	})
-	svc, err := runs.New(runs.Config{Workers: 2, LeaseTTL: time.Second}, st, reg)
-	require.NoError(t, err)
-	require.NoError(t, svc.Start(context.Background()))
-	t.Cleanup(svc.Stop)
-	srv, err := New(Config{Addr: "127.0.0.1:0", Dev: true, Version: "test"}, Deps{Store: st, Runs: svc})
-	require.NoError(t, err)
-	require.NoError(t, srv.Start(context.Background()))
-	t.Cleanup(srv.Stop)
-	return &testBundle{srv: srv, url: "http://" + srv.Addr(), store: st, dbURL: dbURL}
 }
 
 var forkOption = regexp.MustCompile(`<option value="(-?\d+)"`)
@@ -116,7 +99,7 @@ func TestRunPageOffersExactlyTheTurnsAForkAccepts(t *testing.T) {
 		for turn := -1; turn <= tc.run.Turns+1; turn++ {
 			var e apiError
 			status := call(t, "POST", b.url+"/api/v1/runs/"+tc.run.ID.String()+"/replay", fmt.Sprintf(`{"mode":"fork","turn":%d}`, turn), &e)
-			if containsInt(offered, turn) {
+			if slices.Contains(offered, turn) {
 				require.Equal(t, http.StatusCreated, status, "%s: turn %d is offered: %s", tc.name, turn, e.Error.Message)
 			} else {
 				require.Equal(t, http.StatusUnprocessableEntity, status, "%s: turn %d is not offered", tc.name, turn)
@@ -126,15 +109,6 @@ func TestRunPageOffersExactlyTheTurnsAForkAccepts(t *testing.T) {
 	}
 	require.Greater(t, aborted.Turns, 2, "the aborted run counts a turn it cannot be forked from")
 	require.Equal(t, 1, failed.Turns, "the failed run counts a turn it cannot be forked from")
-}
-
-func containsInt(list []int, v int) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // TestAPIReplayRefusesInvalidOverrides: an override value that cannot mean anything is refused

@@ -21,7 +21,7 @@ import (
 )
 
 // setupRuns is setup with the run service and the demo agents, executing runs in-process.
-func setupRuns(t *testing.T, dev bool) *testBundle {
+func setupRuns(t *testing.T, dev bool, define ...func(*engine.Registry)) *testBundle {
 	t.Helper()
 	dbURL := storetest.NewURL(t)
 	pool, err := pgxpool.New(context.Background(), dbURL)
@@ -30,6 +30,9 @@ func setupRuns(t *testing.T, dev bool) *testBundle {
 	st := store.New(pool)
 	reg := engine.NewRegistry()
 	require.NoError(t, demo.Register(reg, demo.Config{}))
+	for _, d := range define {
+		d(reg)
+	}
 	svc, err := runs.New(runs.Config{Workers: 2, LeaseTTL: time.Second}, st, reg)
 	require.NoError(t, err)
 	require.NoError(t, svc.Start(context.Background()))
