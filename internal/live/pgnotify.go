@@ -53,19 +53,25 @@ func (h *Hub) listen(ctx context.Context, ready chan<- error) {
 }
 
 func (h *Hub) listenOnce(ctx context.Context, onListening func()) error {
-	conn, err := h.cfg.Pool.Acquire(ctx)
+	pooled, err := h.cfg.Pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
-	// A connection that was in LISTEN must not go back to the pool.
-	defer conn.Conn().Close(context.Background()) //nolint:errcheck
-	defer conn.Release()
+	// A connection that was in LISTEN must not go back to the pool: it leaves the pool here, and
+	// only this goroutine ever closes it. (Closing it after Release would close a connection that
+	// another goroutine may already be using.)
+	conn := pooled.Hijack()
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{h.cfg.Channel}.Sanitize()); err != nil {
 		return err
 	}
 	onListening()
 	for {
-		n, err := conn.Conn().WaitForNotification(ctx)
+		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
