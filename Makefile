@@ -6,8 +6,10 @@ GO      ?= go
 BIN     := bin/devui
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
-# The shared PostgreSQL cluster that every test package uses when TEST_DATABASE_URL is empty.
-export LOUPE_TEST_DATA_DIR ?= $(or $(TMPDIR),/tmp)/loupe-test-$(shell id -u)
+# The PostgreSQL cluster that every test package of this checkout shares when TEST_DATABASE_URL is
+# empty. It is named after the checkout's path (storetest.ClusterDir computes the same name), so two
+# checkouts testing at once never stop each other's cluster.
+export LOUPE_TEST_DATA_DIR ?= $(or $(TMPDIR),/tmp)/loupe-test-$(shell id -u)-$(shell printf %s "$(CURDIR)" | sha256sum | cut -c1-12)
 
 .PHONY: help
 help: ## list the targets

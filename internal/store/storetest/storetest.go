@@ -37,13 +37,40 @@ var (
 	setupErr  error
 )
 
-// ClusterDir is where the managed test cluster lives: LOUPE_TEST_DATA_DIR, or a fixed directory
-// under the system temp dir so that every test package of a run shares it.
+// ClusterDir is where the managed test cluster lives: LOUPE_TEST_DATA_DIR, or a directory under
+// the system temp dir named after the user and the checkout, so that every test package of a run
+// shares one cluster while two checkouts testing at once (or CI beside a developer's `make test`)
+// never stop each other's. The Makefile computes the same name (loupe-test-<uid>-<hash>).
 func ClusterDir() string {
 	if dir := os.Getenv("LOUPE_TEST_DATA_DIR"); dir != "" {
 		return dir
 	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("loupe-test-%d", os.Getuid()))
+	return filepath.Join(os.TempDir(), fmt.Sprintf("loupe-test-%d-%s", os.Getuid(), checkoutKey(moduleRoot())))
+}
+
+// checkoutKey names a checkout by its path: the first 12 hex digits of its SHA-256.
+func checkoutKey(root string) string {
+	sum := sha256.Sum256([]byte(root))
+	return hex.EncodeToString(sum[:])[:12]
+}
+
+// moduleRoot is the directory of the go.mod above the working directory (a test runs in its
+// package's directory), or the working directory itself when there is none.
+func moduleRoot() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for dir := wd; ; {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return wd
+		}
+		dir = parent
+	}
 }
 
 // NewURL creates a fresh migrated database for the test and returns its URL. The database is
