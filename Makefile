@@ -51,8 +51,12 @@ templ-fresh: ## fail when the committed templ output is stale
 compat: ## a real Genkit Go v1.4.0 app sends its traces to a throwaway Loupe (bench/genkit-telemetry.sh)
 	bench/genkit-telemetry.sh
 
+.PHONY: bench-smoke
+bench-smoke: ## run every benchmark and bench/ script once, tiny, so none rots (bench/smoke.sh)
+	bench/smoke.sh
+
 .PHONY: ci
-ci: lint templ-fresh test compat ## what CI runs: lint, templ freshness, every test, and the Genkit compatibility check
+ci: lint templ-fresh test compat bench-smoke ## what CI runs: lint, templ freshness, every test, the Genkit compatibility check, every benchmark once
 
 .PHONY: bench
 bench: ## Go benchmarks, and Loupe's engine against Genkit Go v1.4.0 (bench/compare.sh)

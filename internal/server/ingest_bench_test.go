@@ -12,7 +12,7 @@ import (
 // middleware, decoding, database write) the way Genkit JS's realtime mode does: each span posted
 // at start (endTime 0), then at end. One op is one span, two requests.
 func BenchmarkGenkitRealtimeIngest(b *testing.B) {
-	tb := traceSetup(&testing.T{}, traceOpts{dev: true})
+	tb := traceSetup(b, traceOpts{dev: true})
 	h := tb.srv.Handler()
 	traceID := "0123456789abcdef0123456789abcdef"
 	body := func(i int, end int64) []byte {
@@ -26,7 +26,7 @@ func BenchmarkGenkitRealtimeIngest(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		for _, end := range []int64{0, 1700000000100} {
-			req := httptest.NewRequest(http.MethodPost, "/api/traces", bytes.NewReader(body(i, end)))
+			req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:4000/api/traces", bytes.NewReader(body(i, end)))
 			req.Header.Set("Content-Type", "application/json")
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)

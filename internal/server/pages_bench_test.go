@@ -34,7 +34,7 @@ func BenchmarkRunPage(b *testing.B) {
 		b.Run(fmt.Sprintf("spans=%d", n), func(b *testing.B) {
 			var size int
 			for b.Loop() {
-				req := httptest.NewRequest(http.MethodGet, "/runs/"+runID.String(), nil)
+				req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:4000/runs/"+runID.String(), nil)
 				req.Header.Set("Accept", "text/html")
 				rec := httptest.NewRecorder()
 				srv.Handler().ServeHTTP(rec, req)

@@ -45,7 +45,7 @@ type traceOpts struct {
 	baseHost string // where clients connect, when addr is not loopback
 }
 
-func traceSetup(t *testing.T, o traceOpts) *traceBundle {
+func traceSetup(t testing.TB, o traceOpts) *traceBundle {
 	t.Helper()
 	if o.addr == "" {
 		o.addr = "127.0.0.1:0"

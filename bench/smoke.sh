@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Run every benchmark once, so that a broken benchmark fails the build instead of rotting until the
+# next time someone wants its figures. Nothing here measures anything: -benchtime 1x and tiny loads.
+#
+#   1. every Go benchmark of Loupe's module, once;
+#   2. every Go benchmark of bench/genkitpeer (Genkit Go v1.4.0, its own module), once;
+#   3. bench/compare.sh with one run of one iteration per side;
+#   4. the trace ingest load test (internal/trace/loadtest) against a throwaway devui, every
+#      scenario at a few hundred spans.
+#
+# Usage (from the repo root):   bench/smoke.sh      (make bench-smoke; part of make ci)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/loupe-bench-smoke.XXXXXX")"
+# As root, devui runs the embedded PostgreSQL as user postgres, which must be able to reach the
+# data dir: let others traverse (not list) the temp dir.
+chmod 0711 "$TMP"
+DEVUI_PID=""
+cleanup() {
+	local rc=$?
+	if [[ -n "$DEVUI_PID" ]] && kill -0 "$DEVUI_PID" 2>/dev/null; then
+		kill -INT "$DEVUI_PID" 2>/dev/null || true
+		for _ in $(seq 1 300); do
+			kill -0 "$DEVUI_PID" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$DEVUI_PID" 2>/dev/null || true
+		wait "$DEVUI_PID" 2>/dev/null || true
+	fi
+	if ((rc != 0)) && [[ -s "$TMP/devui.log" ]]; then
+		echo "--- devui log (last 40 lines) ---" >&2
+		tail -n 40 "$TMP/devui.log" >&2
+	fi
+	rm -rf "$TMP"
+	exit "$rc"
+}
+trap cleanup EXIT
+
+echo "==> Go benchmarks, once each" >&2
+go test -count=1 -run '^$' -bench . -benchtime 1x ./...
+
+echo "==> bench/genkitpeer benchmarks, once each" >&2
+(cd bench/genkitpeer && go test -count=1 -run '^$' -bench . -benchtime 1x .)
+
+echo "==> bench/compare.sh, one iteration a side" >&2
+COUNT=1 BENCHTIME=1x OUT_DIR="$TMP/compare" bench/compare.sh
+
+echo "==> trace ingest load test against a throwaway devui" >&2
+go build -o "$TMP/devui" ./cmd/devui
+PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+URL="http://127.0.0.1:$PORT"
+"$TMP/devui" serve --dev --no-demo --addr "127.0.0.1:$PORT" --data-dir "$TMP/data" >"$TMP/devui.log" 2>&1 &
+DEVUI_PID=$!
+deadline=$((SECONDS + 120))
+until curl -fsS -o /dev/null "$URL/readyz" 2>/dev/null; do
+	kill -0 "$DEVUI_PID" 2>/dev/null || { echo "devui exited before becoming ready" >&2; exit 1; }
+	((SECONDS < deadline)) || { echo "devui not ready after 120s" >&2; exit 1; }
+	sleep 0.25
+done
+DB="$("$TMP/devui" db url --data-dir "$TMP/data")"
+go run ./internal/trace/loadtest -url "$URL" -db "$DB" -clients 2 -spans 400 -realtime-spans 100 \
+	-big 50 -list-spans 2000 -list-samples 5 -timeout 2m
+echo "bench smoke: every benchmark ran" >&2
