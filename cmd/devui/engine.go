@@ -22,13 +22,19 @@ import (
 
 // engineOptions configure the registry and the run service.
 type engineOptions struct {
-	noDemo  bool
-	workers int
+	noDemo   bool
+	workers  int
+	leaseTTL time.Duration
 }
 
 func (o *engineOptions) bind(fs *pflag.FlagSet, defaultWorkers int) {
 	fs.BoolVar(&o.noDemo, "no-demo", false, "do not register the demo agents")
 	fs.IntVar(&o.workers, "workers", defaultWorkers, "runs this process executes at once (0: none, only start, resolve and cancel)")
+	ttl, err := time.ParseDuration(envOr("LOUPE_LEASE_TTL", "15s"))
+	if err != nil || ttl <= 0 {
+		ttl = 15 * time.Second
+	}
+	fs.DurationVar(&o.leaseTTL, "lease-ttl", ttl, "how long a run stays with a worker that stopped answering before another takes it over (env LOUPE_LEASE_TTL)")
 }
 
 // newRegistry builds the action registry: the demo agents unless turned off, on the scripted models
@@ -43,8 +49,16 @@ func newRegistry(o engineOptions, tp oteltrace.TracerProvider, log *slog.Logger)
 		return reg, nil
 	}
 	cfg := demo.Config{
-		OpenAI: openai.Config{BaseURL: os.Getenv("OPENAI_BASE_URL"), APIKey: os.Getenv("OPENAI_API_KEY")},
-		Model:  os.Getenv("OPENAI_MODEL"),
+		OpenAI:     openai.Config{BaseURL: os.Getenv("OPENAI_BASE_URL"), APIKey: os.Getenv("OPENAI_API_KEY")},
+		Model:      os.Getenv("OPENAI_MODEL"),
+		EffectsLog: os.Getenv("LOUPE_DEMO_EFFECTS_LOG"),
+	}
+	if d := os.Getenv("LOUPE_DEMO_TOOL_DELAY"); d != "" {
+		delay, err := time.ParseDuration(d)
+		if err != nil {
+			return nil, fmt.Errorf("LOUPE_DEMO_TOOL_DELAY: %w", err)
+		}
+		cfg.ToolDelay = delay
 	}
 	if err := demo.Register(reg, cfg); err != nil {
 		return nil, fmt.Errorf("register demo agents: %w", err)
@@ -59,7 +73,19 @@ func newRegistry(o engineOptions, tp oteltrace.TracerProvider, log *slog.Logger)
 
 // newRuns builds the run service.
 func newRuns(o engineOptions, st *store.Store, reg *engine.Registry, log *slog.Logger) (*runs.Service, error) {
-	return runs.New(runs.Config{Workers: o.workers, LeaseTTL: 15 * time.Second, Logger: log}, st, reg)
+	// LOUPE_FAULTS is the crash harness's (make chaos): the process kills itself at fault points.
+	faults, err := runs.ParseFaults(os.Getenv("LOUPE_FAULTS"))
+	if err != nil {
+		return nil, fmt.Errorf("LOUPE_FAULTS: %w", err)
+	}
+	if len(faults) > 0 {
+		log.Warn("fault injection is on: this process kills itself at fault points (LOUPE_FAULTS)", "faults", faults)
+	}
+	ttl := o.leaseTTL
+	if ttl <= 0 {
+		ttl = 15 * time.Second
+	}
+	return runs.New(runs.Config{Workers: o.workers, LeaseTTL: ttl, Faults: faults, Logger: log}, st, reg)
 }
 
 // newExecutor builds what a process that executes runs needs without serving HTTP (devui worker,

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/engine/openai"
@@ -21,6 +22,11 @@ type Config struct {
 	OpenAI openai.Config
 	// Model is the model name at the endpoint (default gpt-4o-mini).
 	Model string
+	// EffectsLog, when set, is a file that gets a line each time a demo tool starts and ends
+	// acting (LOUPE_DEMO_EFFECTS_LOG), for the crash harness to count executions.
+	EffectsLog string
+	// ToolDelay is how long each acting demo tool takes (LOUPE_DEMO_TOOL_DELAY; default none).
+	ToolDelay time.Duration
 }
 
 // Register defines the demo flows, their tools and their models on r.
@@ -43,10 +49,14 @@ func Register(r *engine.Registry, cfg Config) error {
 		models["transfer"] = scripted.DefineFunc(r, "demo/transfer", transferScript).Name()
 		models["research"] = scripted.DefineFunc(r, "demo/research", researchScript).Name()
 	}
-	defineTravel(r, models["travel"])
-	defineTransfer(r, models["transfer"])
+	fx, err := newEffects(cfg)
+	if err != nil {
+		return fmt.Errorf("demo: effects log: %w", err)
+	}
+	defineTravel(r, models["travel"], fx)
+	defineTransfer(r, models["transfer"], fx)
 	defineCountdown(r)
-	defineResearch(r, models["research"])
+	defineResearch(r, models["research"], fx)
 	return nil
 }
 

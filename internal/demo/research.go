@@ -25,11 +25,12 @@ type Finding struct {
 // researchFanout is how many searches the scripted researcher runs in parallel each turn.
 const researchFanout = 6
 
-func defineResearch(r *engine.Registry, model string) {
+func defineResearch(r *engine.Registry, model string, fx *effects) {
 	search := engine.DefineTool(r, "search", "Searches the library for a query.",
 		func(tc *engine.ToolContext, in struct {
 			Query string `json:"query"`
 		}) (Finding, error) {
+			defer fx.act(tc)()
 			return Finding{Query: in.Query, Source: fmt.Sprintf("doc-%04d", hash(in.Query)%10000),
 				Summary: "Notes on " + in.Query + ": " + strings.Repeat("evidence ", 8)}, nil
 		})

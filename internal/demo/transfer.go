@@ -26,7 +26,7 @@ type TransferResult struct {
 
 var symbols = map[string]string{"CNY": "¥", "JPY": "¥", "EUR": "€", "USD": "$", "GBP": "£"}
 
-func defineTransfer(r *engine.Registry, model string) {
+func defineTransfer(r *engine.Registry, model string, fx *effects) {
 	transfer := engine.DefineTool(r, "transfer", "Transfers money. It asks for confirmation, and executes when restarted.",
 		func(tc *engine.ToolContext, in TransferInput) (TransferResult, error) {
 			if !tc.IsResumed() {
@@ -38,6 +38,7 @@ func defineTransfer(r *engine.Registry, model string) {
 					"message": fmt.Sprintf("Confirm transfer of %s%g to %s?", sym, in.Amount, in.To),
 				})
 			}
+			defer fx.act(tc)()
 			return TransferResult{
 				Status: "sent", Confirmation: fmt.Sprintf("TX-%08d", hash(tc.IdempotencyKey)%100000000),
 				To: in.To, Amount: in.Amount, Currency: in.Currency,

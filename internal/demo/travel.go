@@ -38,11 +38,12 @@ type Booking struct {
 	PriceEUR     int    `json:"priceEUR"`
 }
 
-func defineTravel(r *engine.Registry, model string) {
+func defineTravel(r *engine.Registry, model string, fx *effects) {
 	weather := engine.DefineTool(r, "getWeather", "Looks up the current weather of a city.",
 		func(tc *engine.ToolContext, in struct {
 			City string `json:"city"`
 		}) (Weather, error) {
+			defer fx.act(tc)()
 			conditions := []string{"sunny", "cloudy", "light rain", "windy"}
 			h := hash(in.City)
 			return Weather{City: in.City, Conditions: conditions[h%4], TempC: 8 + int(h%20)}, nil
@@ -55,6 +56,7 @@ func defineTravel(r *engine.Registry, model string) {
 					"price":   price(in),
 				})
 			}
+			defer fx.act(tc)()
 			return Booking{
 				Confirmation: fmt.Sprintf("LP-%06d", hash(tc.IdempotencyKey)%1000000),
 				Destination:  in.Destination, Date: in.Date, Class: in.Class, PriceEUR: price(in),

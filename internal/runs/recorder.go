@@ -27,6 +27,9 @@ import (
 type recorder struct {
 	svc *Service
 	run *store.Run
+	// lease is the execution's hold on the run: every write carries its fence, and every tool
+	// confirms it before it runs.
+	lease *lease
 
 	// lastCall is a model call whose response asked for no tool: it waits for the next checkpoint.
 	lastCall *store.ModelCall
@@ -44,16 +47,12 @@ type recorder struct {
 	chunkSeq    int64 // last chunk sequence number used
 	pending     []store.RunChunk
 	messages    []store.RunMessage // history messages not yet checkpointed
-	inTok       int64
-	outTok      int64
 	model       string
 	maxTurn     int
 	recorded    map[int]*store.ModelCall
 	interrupted *engine.ModelResponse
 	final       *engine.ModelResponse
-	// usageCounted is the usage the model middleware already added, so OnUsage skips it.
-	usageCounted *engine.Usage
-	traceID      string
+	traceID     string
 	// interruptSpan is the span of the turn that interrupted.
 	interruptSpan oteltrace.SpanContext
 	// fresh holds the "turn/ref" of the calls whose intent the last checkpoint recorded anew: they
@@ -89,8 +88,8 @@ func generationBases(msgs []*store.RunMessage) map[int]genBase {
 
 // newRecorder records an execution that resumes the flow's Generate call resumeGen with history
 // (its own messages only; none for a first execution).
-func newRecorder(svc *Service, run *store.Run, state *store.ExecutionState, resumeGen int, history []*engine.Message) *recorder {
-	r := &recorder{svc: svc, run: run, baseIndex: len(history), inTok: run.InputTokens, outTok: run.OutputTokens, maxTurn: run.Turns,
+func newRecorder(svc *Service, run *store.Run, l *lease, state *store.ExecutionState, resumeGen int, history []*engine.Message) *recorder {
+	r := &recorder{svc: svc, run: run, lease: l, baseIndex: len(history), maxTurn: run.Turns,
 		progressAt: time.Now(), traceSaved: run.TraceID != nil}
 	if run.Model != nil {
 		r.model = *run.Model
@@ -199,16 +198,9 @@ func (r *recorder) hooks() *engine.Hooks {
 			}
 			return nil
 		},
-		OnUsage: func(ctx context.Context, _ int, u *engine.Usage) error {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			if r.usageCounted == u {
-				return nil // counted by the model middleware already
-			}
-			r.inTok += int64(u.InputTokens)
-			r.outTok += int64(u.OutputTokens)
-			return nil
-		},
+		// Token usage is not counted here: the run's totals are summed from the model-call
+		// ledger with each checkpoint (store.Checkpoint), so a takeover's replayed responses
+		// are never counted twice and a lost execution's never counted at all.
 		OnResponse: func(ctx context.Context, resp *engine.ModelResponse) error {
 			r.mu.Lock()
 			defer r.mu.Unlock()
@@ -289,6 +281,7 @@ func (r *recorder) modelCall(ctx context.Context, req *engine.ModelRequest, cb e
 	if err != nil {
 		return nil, err
 	}
+	r.svc.fault(FaultMidModel)
 	reqJSON, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("record model request: %w", err)
@@ -296,14 +289,6 @@ func (r *recorder) modelCall(ctx context.Context, req *engine.ModelRequest, cb e
 	respJSON, err := json.Marshal(resp)
 	if err != nil {
 		return nil, fmt.Errorf("record model response: %w", err)
-	}
-	if resp.Usage != nil {
-		// OnUsage runs after this middleware returns; count the tokens into this checkpoint.
-		r.mu.Lock()
-		r.inTok += int64(resp.Usage.InputTokens)
-		r.outTok += int64(resp.Usage.OutputTokens)
-		r.usageCounted = resp.Usage
-		r.mu.Unlock()
 	}
 	// The response, and the intent of each tool call it asks for, are durable before any of its
 	// tools runs.
@@ -360,7 +345,7 @@ func (r *recorder) toolCall(ctx context.Context, call *engine.ToolCall, next eng
 		// Not recorded by this execution's checkpoint: a restart, a generated ref, or a call an
 		// earlier execution recorded. The ledger decides whether it runs.
 		var err error
-		entry, reused, err = r.svc.store.ToolCallStart(ctx, store.ToolCallStartParams{
+		entry, reused, err = r.svc.store.ToolCallStart(ctx, r.lease.fence, store.ToolCallStartParams{
 			RunID: r.run.ID, Turn: turn, Ref: call.Ref, Tool: call.Name, Input: call.Input, IdempotencyKey: call.IdempotencyKey,
 		})
 		if err != nil {
@@ -374,8 +359,14 @@ func (r *recorder) toolCall(ctx context.Context, call *engine.ToolCall, next eng
 		}
 		return &out, nil
 	}
+	// The last look before the tool acts: this execution must still hold the run. A worker that
+	// was paused past its lease learns here that another took the run over, and runs nothing.
+	if err := r.lease.confirm(ctx); err != nil {
+		return nil, fmt.Errorf("run tool %s (ref %s): %w", call.Name, call.Ref, err)
+	}
 	r.svc.publish(r.run.ID, EventToolCall, map[string]any{"turn": turn, "ref": call.Ref, "tool": call.Name, "status": store.ToolCallStarted})
 	out, err := next(ctx, call)
+	r.svc.fault(FaultMidTool)
 	finish := store.ToolCallFinishParams{RunID: r.run.ID, Turn: turn, Ref: call.Ref}
 	var interrupt *engine.InterruptError
 	switch {
@@ -394,7 +385,8 @@ func (r *recorder) toolCall(ctx context.Context, call *engine.ToolCall, next eng
 			return nil, fmt.Errorf("record output of %s (ref %s): %w", call.Name, call.Ref, err)
 		}
 	}
-	if ferr := r.svc.store.ToolCallFinish(context.WithoutCancel(ctx), finish); ferr != nil {
+	if ferr := r.svc.store.ToolCallFinish(context.WithoutCancel(ctx), r.lease.fence, finish); ferr != nil {
+		// Lost meanwhile: the result is kept as superseded, never as the run's.
 		return nil, ferr
 	}
 	r.svc.publish(r.run.ID, EventToolCall, map[string]any{"turn": turn, "ref": call.Ref, "tool": call.Name, "status": finish.Status})
@@ -412,7 +404,7 @@ func (r *recorder) flush(ctx context.Context) error {
 	if len(chunks) == 0 {
 		return nil
 	}
-	if _, err := r.svc.store.Checkpoint(context.WithoutCancel(ctx), store.CheckpointParams{RunID: r.run.ID, Chunks: chunks}); err != nil {
+	if _, err := r.svc.store.Checkpoint(context.WithoutCancel(ctx), store.CheckpointParams{RunID: r.run.ID, Fence: r.lease.fence, Chunks: chunks}); err != nil {
 		return err
 	}
 	r.publishChunks(chunks)
@@ -452,7 +444,41 @@ func (r *recorder) checkpointAndFinish(ctx context.Context, finish *store.RunFin
 func (r *recorder) save(ctx context.Context, call *store.ModelCall, intents []store.ToolCallStartParams, finish *store.RunFinishParams) (*store.CheckpointResult, error) {
 	r.writeMu.Lock()
 	defer r.writeMu.Unlock()
+	p := r.drain(call, intents, finish)
+	res, err := r.svc.store.Checkpoint(context.WithoutCancel(ctx), p)
+	if err != nil && res == nil {
+		return nil, err
+	}
+	r.published(p)
+	return res, err
+}
+
+// saveInTx writes the final checkpoint inside tx, with whatever else fn writes there, and
+// publishes it once tx has committed: an interrupted run's history and its interrupt rows are
+// durable together or not at all.
+func (r *recorder) saveInTx(ctx context.Context, fn func(tx *store.Store) error) error {
+	r.writeMu.Lock()
+	defer r.writeMu.Unlock()
+	p := r.drain(nil, nil, nil)
+	err := r.svc.store.WithTx(context.WithoutCancel(ctx), func(tx *store.Store) error {
+		if _, err := tx.Checkpoint(ctx, p); err != nil {
+			return err
+		}
+		r.svc.fault(FaultInterruptedCheckpoint)
+		return fn(tx)
+	})
+	if err != nil {
+		return err
+	}
+	r.published(p)
+	return nil
+}
+
+// drain takes the buffered messages and chunks, and the progress when it is due, into a
+// checkpoint. r.writeMu must be held.
+func (r *recorder) drain(call *store.ModelCall, intents []store.ToolCallStartParams, finish *store.RunFinishParams) store.CheckpointParams {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	// Without a model call this is the end of an execution (finished, interrupted, stopping or
 	// cancelled): the progress is always written then.
 	force := call == nil
@@ -460,29 +486,28 @@ func (r *recorder) save(ctx context.Context, call *store.ModelCall, intents []st
 		call, r.lastCall = r.lastCall, nil
 	}
 	p := store.CheckpointParams{
-		RunID: r.run.ID, Messages: r.messages, Chunks: r.pending, ModelCall: call, Intents: intents, Finish: finish,
+		RunID: r.run.ID, Fence: r.lease.fence, Messages: r.messages, Chunks: r.pending, ModelCall: call, Intents: intents, Finish: finish,
 	}
 	// The run row's progress (turns, tokens, model, trace) is for display: it is written with the
 	// outcome, and meanwhile at most once a second, so that short runs do not rewrite their row
 	// at every turn. A takeover recounts it from the ledgers.
 	if now := time.Now(); force || r.traceID != "" && !r.traceSaved || now.Sub(r.progressAt) >= time.Second {
 		r.traceSaved = r.traceID != ""
-		p.Progress = &store.RunProgressParams{ID: r.run.ID, Turns: r.maxTurn, Model: r.model, InputTokens: r.inTok, OutputTokens: r.outTok, TraceID: r.traceID}
+		p.Progress = &store.RunProgressParams{ID: r.run.ID, Turns: r.maxTurn, Model: r.model, TraceID: r.traceID}
 		r.progressAt = now
 	}
 	r.messages, r.pending = nil, nil
-	r.mu.Unlock()
-	res, err := r.svc.store.Checkpoint(context.WithoutCancel(ctx), p)
-	if err != nil && res == nil {
-		return nil, err
-	}
+	return p
+}
+
+// published announces a checkpoint's messages and chunks once they are durable.
+func (r *recorder) published(p store.CheckpointParams) {
 	for _, m := range p.Messages {
 		r.svc.publish(r.run.ID, EventMessage, map[string]any{"seq": m.Seq, "turn": m.Turn, "role": m.Role})
 	}
 	if len(p.Chunks) > 0 {
 		r.publishChunks(p.Chunks)
 	}
-	return res, err
 }
 
 // flushEvery flushes chunks on a timer until ctx ends, so that a long stream shows up live.

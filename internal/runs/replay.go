@@ -601,7 +601,7 @@ func (p *replayer) cassette(ctx context.Context, call *engine.ToolCall, turn int
 		}
 		return next(ctx, call)
 	}
-	if err := p.svc.store.ToolCallMarkCassette(ctx, p.run.ID, turn, call.Ref); err != nil {
+	if err := p.svc.store.ToolCallMarkCassette(ctx, p.rec.lease.fence, turn, call.Ref); err != nil {
 		return nil, err
 	}
 	switch orig.Status {
@@ -651,7 +651,7 @@ func (p *replayer) diverge(ctx context.Context, d Divergence) error {
 	if err != nil {
 		return fmt.Errorf("encode divergence: %w", err)
 	}
-	first, err := p.svc.store.ReplayDiverge(context.WithoutCancel(ctx), p.run.ID, raw)
+	first, err := p.svc.store.ReplayDiverge(context.WithoutCancel(ctx), p.rec.lease.fence, raw)
 	if err != nil {
 		return err
 	}

@@ -118,6 +118,7 @@ func (s *Service) Resolve(ctx context.Context, p ResolveParams) (*store.Interrup
 		if err != nil {
 			return err
 		}
+		s.fault(FaultAfterResolve)
 		if pending > 0 || run.Status != store.RunInterrupted {
 			return nil
 		}

@@ -13,7 +13,7 @@ import (
 // on the interrupts of the history's last model message. A history that does not end in tool
 // requests needs none: the execution continues with the next model call. history is one Generate
 // call's, whose turns start at turnBase in the run's.
-func (s *Service) resumeOptions(ctx context.Context, run *store.Run, history []*engine.Message, turnBase int) ([]engine.GenerateOption, error) {
+func (s *Service) resumeOptions(ctx context.Context, run *store.Run, l *lease, history []*engine.Message, turnBase int) ([]engine.GenerateOption, error) {
 	last := history[len(history)-1]
 	if last.Role != engine.RoleModel || len(last.ToolRequests()) == 0 {
 		return nil, nil
@@ -59,12 +59,12 @@ func (s *Service) resumeOptions(ctx context.Context, run *store.Run, history []*
 			opts = append(opts, engine.WithRestart(engine.RestartPart(tr.Name, tr.Ref, res.Input, resumed)))
 		case store.InterruptResponded:
 			opts = append(opts, engine.WithRespond(engine.RespondPart(tr.Name, tr.Ref, res.Output)))
-			if err := s.answerLedger(ctx, run, it, res.Output); err != nil {
+			if err := s.answerLedger(ctx, l, it, res.Output); err != nil {
 				return nil, err
 			}
 		case store.InterruptDenied:
 			opts = append(opts, engine.WithRespond(engine.DenyPart(tr.Name, tr.Ref, res.Output)))
-			if err := s.answerLedger(ctx, run, it, res.Output); err != nil {
+			if err := s.answerLedger(ctx, l, it, res.Output); err != nil {
 				return nil, err
 			}
 		default:
@@ -75,12 +75,12 @@ func (s *Service) resumeOptions(ctx context.Context, run *store.Run, history []*
 }
 
 // answerLedger marks a call answered by a reviewer in the tool-call ledger.
-func (s *Service) answerLedger(ctx context.Context, run *store.Run, it *store.Interrupt, output any) error {
+func (s *Service) answerLedger(ctx context.Context, l *lease, it *store.Interrupt, output any) error {
 	raw, err := json.Marshal(engine.ToolOutput{Output: output})
 	if err != nil {
 		return fmt.Errorf("encode answer: %w", err)
 	}
-	return s.store.ToolCallAnswer(ctx, run.ID, it.Turn, it.Ref, raw)
+	return s.store.ToolCallAnswer(ctx, l.fence, it.Turn, it.Ref, raw)
 }
 
 // resolution is what an interrupt's resolution column holds.

@@ -35,7 +35,10 @@ type Config struct {
 	LeaseTTL time.Duration
 	// SweepInterval is how often orphaned runs are looked for. Default LeaseTTL/3.
 	SweepInterval time.Duration
-	Logger        *slog.Logger
+	// Faults makes the process kill itself at the named fault points (fault.go) with the given
+	// probabilities. It exists for the crash harness (make chaos); leave it nil.
+	Faults map[string]float64
+	Logger *slog.Logger
 }
 
 // Service starts, executes, resolves, resumes, cancels and recovers runs.

@@ -7,9 +7,12 @@ import (
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
-// sweepLoop looks for runs whose executor died (their lease expired while they were running) and
-// enqueues a job to take each over. It runs at start, so a restarted process recovers its own runs
-// at once, and then every SweepInterval, so a surviving instance recovers a dead one's.
+// sweepLoop looks for runs that nothing will execute (store.RunListOrphaned: a running run whose
+// executor died or froze past its lease, a queued run whose job was fetched by a worker that died
+// before taking the lease) and enqueues a job to take each over. It runs at start, so a restarted
+// process recovers its own runs at once, and then every SweepInterval, so a surviving instance
+// recovers a dead one's. A run is thus picked up again at most LeaseTTL + SweepInterval after its
+// last execution stopped (20 s by default).
 func (s *Service) sweepLoop() {
 	defer s.sweepWG.Done()
 	t := time.NewTicker(s.cfg.SweepInterval)
@@ -27,7 +30,7 @@ func (s *Service) sweepLoop() {
 func (s *Service) sweep() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ids, err := s.store.RunListOrphaned(ctx, 100)
+	ids, err := s.store.RunListOrphaned(ctx, store.RunListOrphanedParams{QueuedFor: s.cfg.LeaseTTL, Limit: 100})
 	if err != nil {
 		s.log.Warn("recovery sweep", "err", err)
 		return

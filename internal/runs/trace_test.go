@@ -126,9 +126,9 @@ func TestTakeoverContinuesTheRunsTraceUnderOneRoot(t *testing.T) {
 	run, err := svc.StartRun(ctx, runs.StartParams{Action: "takeoverAgent", Input: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 	<-blocked
-	// Another worker "takes" the lease and lets it lapse: this one stops, the sweep hands the run
+	// Another worker takes the lease (a new epoch) and lets it lapse: this one stops, the sweep hands the run
 	// over, and the next execution finishes it.
-	_, err = b.pool.Exec(ctx, `UPDATE runs SET lease_owner = 'elsewhere', lease_expires_at = now() - interval '1 second' WHERE id = $1`, run.ID)
+	_, err = b.pool.Exec(ctx, `UPDATE runs SET lease_owner = 'elsewhere', lease_epoch = lease_epoch + 1, lease_expires_at = now() - interval '1 second' WHERE id = $1`, run.ID)
 	require.NoError(t, err)
 	done := b.wait(t, run.ID, store.RunSucceeded)
 	require.EqualValues(t, 2, calls.Load(), "the stalled tool ran again in the second execution")

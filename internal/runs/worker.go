@@ -27,6 +27,16 @@ type runWorker struct {
 // for reviewers needs nothing; a run leased by a live worker is snoozed until the lease may expire.
 func (w *runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
 	s := w.svc
+	s.mu.Lock()
+	_, running := s.active[job.Args.RunID]
+	s.mu.Unlock()
+	if running {
+		// A second job of a run this process executes now (the sweep's, say): taking the lease
+		// again would supersede the live execution.
+		return river.JobSnooze(s.cfg.LeaseTTL)
+	}
+	s.fault(FaultAfterFetch)
+	sent := time.Now()
 	run, err := s.store.RunAcquire(ctx, job.Args.RunID, s.owner, s.cfg.LeaseTTL)
 	switch {
 	case errors.Is(err, store.ErrRunFinished), errors.Is(err, store.ErrNotFound):
@@ -37,13 +47,23 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
 		return err
 	}
 	s.publish(run.ID, EventStatus, map[string]any{"status": store.RunRunning})
-	return s.execute(ctx, run)
+	return s.execute(ctx, run, newLease(s, run, sent))
 }
 
 // execute runs the action once, from the start or from the run's recorded history, and records the
 // outcome. It returns an error only when the execution must be retried (the process is stopping or
-// the database failed); the run's own failures are recorded as its status.
-func (s *Service) execute(jobCtx context.Context, run *store.Run) error {
+// the database failed); the run's own failures are recorded as its status. Every write it makes is
+// fenced by l: once another execution has taken the run over, nothing more of this one is stored.
+func (s *Service) execute(jobCtx context.Context, run *store.Run, l *lease) error {
+	err := s.executeOnce(jobCtx, run, l)
+	if errors.Is(err, store.ErrLeaseLost) {
+		s.log.Info("run execution superseded: another execution holds the run", "run", run.ID, "epoch", l.fence.Epoch, "err", err)
+		return nil
+	}
+	return err
+}
+
+func (s *Service) executeOnce(jobCtx context.Context, run *store.Run, l *lease) error {
 	ctx, cancel := context.WithCancel(jobCtx)
 	defer cancel()
 	s.mu.Lock()
@@ -57,7 +77,7 @@ func (s *Service) execute(jobCtx context.Context, run *store.Run) error {
 	heartbeatDone := make(chan struct{})
 	go func() {
 		defer close(heartbeatDone)
-		s.heartbeat(ctx, run, cancel)
+		s.heartbeat(ctx, run, l, cancel)
 	}()
 	defer func() { cancel(); <-heartbeatDone }()
 
@@ -75,7 +95,7 @@ func (s *Service) execute(jobCtx context.Context, run *store.Run) error {
 	if err != nil {
 		return err
 	}
-	rec := newRecorder(s, run, state, resumeGen, history)
+	rec := newRecorder(s, run, l, state, resumeGen, history)
 	flushCtx, stopFlush := context.WithCancel(ctx)
 	flushDone := make(chan struct{})
 	go func() {
@@ -85,9 +105,12 @@ func (s *Service) execute(jobCtx context.Context, run *store.Run) error {
 	defer func() { stopFlush(); <-flushDone }()
 	opts := []engine.GenerateOption{engine.WithHooks(rec.hooks()), engine.WithMiddleware(rec.middleware())}
 	if len(history) > 0 {
-		resume, err := s.resumeOptions(ctx, run, history, rec.bases[resumeGen].turn)
+		resume, err := s.resumeOptions(ctx, run, l, history, rec.bases[resumeGen].turn)
+		if errors.Is(err, store.ErrLeaseLost) {
+			return err
+		}
 		if err != nil {
-			return s.finishFailed(ctx, run, err)
+			return s.finishFailed(ctx, run, l, err)
 		}
 		opts = append(opts, engine.WithHistory(history...))
 		opts = append(opts, resume...)
@@ -95,7 +118,7 @@ func (s *Service) execute(jobCtx context.Context, run *store.Run) error {
 	// Replays, re-executions and forks (replay.go): exact playback middleware, or the overrides.
 	replay, replayOpts, err := s.replayFor(ctx, run, rec)
 	if errors.Is(err, ErrInvalid) {
-		return s.finishFailed(ctx, run, err)
+		return s.finishFailed(ctx, run, l, err)
 	} else if err != nil {
 		return err
 	}
@@ -106,6 +129,9 @@ func (s *Service) execute(jobCtx context.Context, run *store.Run) error {
 	out, runErr := s.registry.Run(runCtx, run.Action, run.Input, rec.recordStream)
 	stopFlush()
 	<-flushDone
+	if errors.Is(runErr, store.ErrLeaseLost) {
+		return runErr // another execution holds the run: this one records nothing more
+	}
 	// An exact replay compares how it ended with its original (replay.go).
 	if err := replay.finish(ctx, out, runErr, rec.interrupted != nil); err != nil {
 		return err
@@ -116,22 +142,20 @@ func (s *Service) execute(jobCtx context.Context, run *store.Run) error {
 		if err := rec.checkpoint(ctx, nil); err != nil {
 			return err
 		}
-		s.release(run)
+		s.release(l)
 		return fmt.Errorf("run %s stopped before it finished: %w", run.ID, jobCtx.Err())
 	}
-	finish := &store.RunFinishParams{ID: run.ID, Owner: s.owner}
+	finish := &store.RunFinishParams{ID: run.ID, Epoch: l.fence.Epoch}
 	switch {
 	case rec.interrupted != nil && runErr == nil:
-		if err := rec.checkpoint(ctx, nil); err != nil {
-			return err
-		}
-		return s.finishInterrupted(ctx, run, rec)
+		return s.finishInterrupted(ctx, run, l, rec)
 	case runErr == nil:
 		finish.Status, finish.Output = store.RunSucceeded, out
 	case ctx.Err() != nil:
-		// Cancelled through its lease: the run row already says cancelled (or another worker owns
-		// it); keep what was recorded.
-		return rec.checkpoint(ctx, nil)
+		// Cancelled: the run row already says so (or another execution holds the run). Nothing
+		// more is written into it; the tool calls that started before the cancel have their
+		// results in the ledger already.
+		return nil
 	case engine.StatusOf(runErr) == engine.StatusAborted:
 		finish.Status, finish.Error = store.RunAborted, errorJSON(runErr)
 	default:
@@ -143,7 +167,7 @@ func (s *Service) execute(jobCtx context.Context, run *store.Run) error {
 
 // finished publishes a finished run; a run cancelled meanwhile, or taken over, is not an error.
 func (s *Service) finished(run *store.Run, status string, err error) error {
-	if errors.Is(err, store.ErrRunFinished) || errors.Is(err, store.ErrLeaseHeld) {
+	if errors.Is(err, store.ErrRunFinished) || errors.Is(err, store.ErrLeaseLost) {
 		return nil
 	}
 	if err != nil {
@@ -154,8 +178,8 @@ func (s *Service) finished(run *store.Run, status string, err error) error {
 }
 
 // heartbeat renews the lease until ctx ends, and cancels the execution when the run was cancelled
-// or the lease was lost to another worker.
-func (s *Service) heartbeat(ctx context.Context, run *store.Run, cancel context.CancelFunc) {
+// or the lease was lost to another execution.
+func (s *Service) heartbeat(ctx context.Context, run *store.Run, l *lease, cancel context.CancelFunc) {
 	t := time.NewTicker(s.cfg.LeaseTTL / 3)
 	defer t.Stop()
 	for {
@@ -164,11 +188,11 @@ func (s *Service) heartbeat(ctx context.Context, run *store.Run, cancel context.
 			return
 		case <-t.C:
 		}
-		status, err := s.store.RunRenewLease(ctx, run.ID, s.owner, s.cfg.LeaseTTL)
+		status, err := l.renew(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if errors.Is(err, store.ErrLeaseHeld) || (err == nil && status != store.RunRunning) {
+		if errors.Is(err, store.ErrLeaseLost) || (err == nil && status != store.RunRunning) {
 			s.log.Info("run execution stops", "run", run.ID, "status", status, "err", err)
 			cancel()
 			return
@@ -180,11 +204,11 @@ func (s *Service) heartbeat(ctx context.Context, run *store.Run, cancel context.
 }
 
 // release gives up the lease so that the retry (or another worker) can take over at once.
-func (s *Service) release(run *store.Run) {
+func (s *Service) release(l *lease) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := s.store.RunReleaseLease(ctx, run.ID, s.owner); err != nil {
-		s.log.Warn("release run lease", "run", run.ID, "err", err)
+	if err := s.store.RunReleaseLease(ctx, l.fence); err != nil {
+		s.log.Warn("release run lease", "run", l.fence.RunID, "err", err)
 	}
 }
 
@@ -216,15 +240,17 @@ func decodeHistory(run *store.Run, rows []*store.RunMessage) ([]*engine.Message,
 	return msgs, nil
 }
 
-func (s *Service) finishFailed(ctx context.Context, run *store.Run, cause error) error {
+func (s *Service) finishFailed(ctx context.Context, run *store.Run, l *lease, cause error) error {
 	_, err := s.store.RunFinish(context.WithoutCancel(ctx), store.RunFinishParams{
-		ID: run.ID, Owner: s.owner, Status: store.RunFailed, Error: errorJSON(cause),
+		ID: run.ID, Epoch: l.fence.Epoch, Status: store.RunFailed, Error: errorJSON(cause),
 	})
 	return s.finished(run, store.RunFailed, err)
 }
 
-// finishInterrupted stores the pending interrupts and marks the run interrupted, in one transaction.
-func (s *Service) finishInterrupted(ctx context.Context, run *store.Run, rec *recorder) error {
+// finishInterrupted writes the interrupted checkpoint, stores the pending interrupts and marks the
+// run interrupted, in one transaction: a crash leaves either all of it or the run as it was before
+// the interrupted turn's history, which a takeover runs again.
+func (s *Service) finishInterrupted(ctx context.Context, run *store.Run, l *lease, rec *recorder) error {
 	var list []store.InterruptCreateParams
 	for _, p := range rec.interrupted.Interrupts() {
 		tr := p.ToolRequest
@@ -249,7 +275,7 @@ func (s *Service) finishInterrupted(ctx context.Context, run *store.Run, rec *re
 	}
 	var created []*store.Interrupt
 	var requeued bool
-	err := s.store.WithTx(context.WithoutCancel(ctx), func(tx *store.Store) error {
+	err := rec.saveInTx(ctx, func(tx *store.Store) error {
 		var err error
 		if created, err = tx.InterruptCreate(ctx, list); err != nil {
 			return err
@@ -259,14 +285,14 @@ func (s *Service) finishInterrupted(ctx context.Context, run *store.Run, rec *re
 				return err
 			}
 		}
-		if _, err = tx.RunFinish(ctx, store.RunFinishParams{ID: run.ID, Owner: s.owner, Status: store.RunInterrupted}); err != nil {
+		if _, err = tx.RunFinish(ctx, store.RunFinishParams{ID: run.ID, Epoch: l.fence.Epoch, Status: store.RunInterrupted}); err != nil {
 			return err
 		}
 		// A replay offers the original run's decisions, and applies them when asked to (replay.go).
 		requeued, err = s.replayInterrupts(ctx, tx, run, created)
 		return err
 	})
-	if errors.Is(err, store.ErrRunFinished) || errors.Is(err, store.ErrLeaseHeld) {
+	if errors.Is(err, store.ErrRunFinished) || errors.Is(err, store.ErrLeaseLost) {
 		return nil
 	}
 	if err != nil {

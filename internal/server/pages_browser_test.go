@@ -269,7 +269,7 @@ func TestBrowserHostileContentNeverExecutes(t *testing.T) {
 	require.NoError(t, b.store.MessagePut(ctx, run.ID, 0, 0, "model", json.RawMessage(parts)))
 	require.NoError(t, b.store.MessagePut(ctx, run.ID, 1, 0, "tool", json.RawMessage(fmt.Sprintf(
 		`{"role":"tool","content":[{"toolResponse":{"name":"t","ref":"r0","output":{"html":%s,"link":%s}}}]}`, hostile(script+svg), hostile(jsURL)))))
-	_, _, err = b.store.ToolCallStart(ctx, store.ToolCallStartParams{RunID: run.ID, Turn: 0, Ref: "r0", Tool: svg, Input: json.RawMessage(`{"a":` + hostile(img) + `}`), IdempotencyKey: "k"})
+	_, _, err = b.store.ToolCallStart(ctx, store.Fence{}, store.ToolCallStartParams{RunID: run.ID, Turn: 0, Ref: "r0", Tool: svg, Input: json.RawMessage(`{"a":` + hostile(img) + `}`), IdempotencyKey: "k"})
 	require.NoError(t, err)
 	require.NoError(t, b.store.ChunkInsert(ctx, []store.RunChunk{{RunID: run.ID, Seq: 1, Role: "model", Content: json.RawMessage(`{"text":` + hostile(script+img) + `}`)}}))
 	_, err = b.store.InterruptCreate(ctx, []store.InterruptCreateParams{{RunID: run.ID, Turn: 0, Tool: svg, Ref: "r1",

@@ -46,7 +46,7 @@ func TestRunPageShowsDivergenceAndDerivedRuns(t *testing.T) {
 	raw, err := json.Marshal(map[string]any{"turn": 1, "part": "tool_output", "ref": "r1-0", "tool": "search",
 		"path": "/summary", "original": long, "replay": "short", "message": "the tool's output differs"})
 	require.NoError(t, err)
-	first, err := b.store.ReplayDiverge(ctx, diverged.ID, raw)
+	first, err := b.store.ReplayDiverge(ctx, store.Fence{RunID: diverged.ID}, raw)
 	require.NoError(t, err)
 	require.True(t, first)
 	resp, body = get(t, b.url+"/runs/"+diverged.ID.String(), "Accept", "text/html")

@@ -303,10 +303,10 @@ func TestRunHeaderStopsCountingWhileInterrupted(t *testing.T) {
 	ctx := context.Background()
 	run, err := b.store.RunCreate(ctx, store.RunCreateParams{Action: "/flow/wait", Input: json.RawMessage(`{}`)})
 	require.NoError(t, err)
-	_, err = b.store.RunAcquire(ctx, run.ID, "test", time.Minute)
+	leased, err := b.store.RunAcquire(ctx, run.ID, "test", time.Minute)
 	require.NoError(t, err)
 	time.Sleep(20 * time.Millisecond)
-	run, err = b.store.RunFinish(ctx, store.RunFinishParams{ID: run.ID, Owner: "test", Status: store.RunInterrupted})
+	run, err = b.store.RunFinish(ctx, store.RunFinishParams{ID: run.ID, Epoch: leased.LeaseEpoch, Status: store.RunInterrupted})
 	require.NoError(t, err)
 	time.Sleep(1100 * time.Millisecond) // a clock that kept counting would show over a second
 	want := fmtNanos(run.UpdatedAt.Sub(*run.StartedAt).Nanoseconds())

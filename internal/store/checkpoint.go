@@ -14,7 +14,10 @@ import (
 // produced since the last checkpoint, the model response of the turn about to run its tools, and
 // the run's progress. Any part may be empty.
 type CheckpointParams struct {
-	RunID     uuid.UUID
+	RunID uuid.UUID
+	// Fence is the writing execution's: the checkpoint is written only while it holds the run
+	// (ErrLeaseLost otherwise, and nothing is written).
+	Fence     Fence
 	Messages  []RunMessage
 	Chunks    []RunChunk
 	ModelCall *ModelCall
@@ -35,12 +38,18 @@ type CheckpointResult struct {
 	Fresh map[string]bool
 }
 
-// Checkpoint writes a checkpoint in one round trip, in one implicit transaction: all of it or
-// none. Messages replace those at the same positions. With Finish it returns the finished run, or
-// the ErrRunFinished / ErrLeaseHeld of RunFinish, in which case the rest is still written.
+// Checkpoint writes a checkpoint in one round trip, in one implicit transaction (or in the
+// caller's transaction): all of it or none. Messages replace those at the same positions. With
+// Finish it returns the finished run. A checkpoint whose fence no longer holds the run is
+// ErrLeaseLost and writes nothing.
 func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*CheckpointResult, error) {
 	res := &CheckpointResult{}
+	if len(p.Messages) == 0 && len(p.Chunks) == 0 && p.ModelCall == nil && p.Progress == nil &&
+		len(p.Intents) == 0 && p.Finish == nil {
+		return res, nil
+	}
 	b := &pgx.Batch{}
+	p.Fence.queue(b, true)
 	if n := len(p.Messages); n > 0 {
 		seqs, turns, roles, contents, gens := make([]int, n), make([]int, n), make([]string, n), make([]json.RawMessage, n), make([]int, n)
 		for i, m := range p.Messages {
@@ -70,8 +79,8 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*Checkpoint
 	}
 	if g := p.Progress; g != nil && p.Finish == nil {
 		b.Queue(`UPDATE runs SET turns = greatest(turns, $2), model = coalesce(NULLIF($3, ''), model),
-			input_tokens = $4, output_tokens = $5, trace_id = coalesce(trace_id, NULLIF($6, '')), updated_at = now()
-			WHERE id = $1`, p.RunID, g.Turns, g.Model, g.InputTokens, g.OutputTokens, g.TraceID)
+			`+usageFromLedger+`, trace_id = coalesce(trace_id, NULLIF($4, '')), updated_at = now()
+			WHERE id = $1`, p.RunID, g.Turns, g.Model, g.TraceID)
 	}
 	if n := len(p.Intents); n > 0 {
 		turns, refs, tools, inputs, keys := make([]int, n), make([]string, n), make([]string, n), make([]json.RawMessage, n), make([]string, n)
@@ -94,19 +103,17 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*Checkpoint
 	if f := p.Finish; f != nil {
 		g := p.Progress
 		if g == nil {
-			g = &RunProgressParams{Turns: -1, InputTokens: -1, OutputTokens: -1}
+			g = &RunProgressParams{Turns: -1}
 		}
-		// The outcome and the last progress in one update.
+		// The outcome and the last progress in one update, after the last model call's row.
 		b.Queue(`UPDATE runs SET status = $3, output = $4, error = $5,
 				finished_at = CASE WHEN $6 THEN now() END, lease_owner = NULL, lease_expires_at = NULL,
-				turns = greatest(turns, $7), model = coalesce(NULLIF($8, ''), model),
-				input_tokens = CASE WHEN $9 < 0 THEN input_tokens ELSE $9 END,
-				output_tokens = CASE WHEN $10 < 0 THEN output_tokens ELSE $10 END,
-				trace_id = coalesce(trace_id, NULLIF($11, '')),
+				turns = greatest(turns, $7), model = coalesce(NULLIF($8, ''), model), `+usageFromLedger+`,
+				trace_id = coalesce(trace_id, NULLIF($9, '')),
 				updated_at = now(), version = version + 1
-			WHERE id = $1 AND lease_owner = $2 AND status = 'running'
-			RETURNING `+runColumns, f.ID, f.Owner, f.Status, nullJSON(f.Output), nullJSON(f.Error), f.Status != RunInterrupted,
-			g.Turns, g.Model, g.InputTokens, g.OutputTokens, g.TraceID).
+			WHERE id = $1 AND lease_epoch = $2 AND status = 'running'
+			RETURNING `+runColumns, f.ID, f.Epoch, f.Status, nullJSON(f.Output), nullJSON(f.Error), f.Status != RunInterrupted,
+			g.Turns, g.Model, g.TraceID).
 			Query(func(rows pgx.Rows) error {
 				var err error
 				finished, err = pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Run])
@@ -116,11 +123,8 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*Checkpoint
 				return err
 			})
 	}
-	if b.Len() == 0 {
-		return res, nil
-	}
 	if err := s.db.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("checkpoint run %s: %w", p.RunID, err)
+		return nil, fmt.Errorf("checkpoint run %s: %w", p.RunID, fenceErr(err))
 	}
 	res.Finished = finished
 	if p.Finish != nil && finished == nil {
@@ -129,13 +133,17 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*Checkpoint
 			return nil, err
 		}
 		res.Finished = cur
-		if cur.Status == RunRunning {
-			return res, fmt.Errorf("finish run %s: %w", p.RunID, ErrLeaseHeld)
-		}
-		return res, fmt.Errorf("finish run %s (%s): %w", p.RunID, cur.Status, ErrRunFinished)
+		return res, finishRefused(cur, p.Finish.Epoch)
 	}
 	return res, nil
 }
+
+// usageFromLedger sets a run's token totals to the sum of its model-call ledger ($1 is the run),
+// which a takeover or a resume never counts twice and never misses.
+const usageFromLedger = `input_tokens = (SELECT coalesce(sum((response->'usage'->>'inputTokens')::bigint), 0)
+		FROM model_calls WHERE run_id = $1),
+	output_tokens = (SELECT coalesce(sum((response->'usage'->>'outputTokens')::bigint), 0)
+		FROM model_calls WHERE run_id = $1)`
 
 // ExecutionState is what an executor needs to continue a run: its history, the last chunk
 // sequence number, and the recorded model responses by turn.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Replay modes and tool modes, as the run_replays table checks them.
@@ -68,14 +69,21 @@ func (s *Store) ReplayGet(ctx context.Context, runID uuid.UUID) (*Replay, error)
 	return r, nil
 }
 
-// ReplayDiverge records a replay's divergence unless one is recorded already: only the first
-// counts. It reports whether this one was recorded.
-func (s *Store) ReplayDiverge(ctx context.Context, runID uuid.UUID, divergence json.RawMessage) (bool, error) {
-	tag, err := s.db.Exec(ctx, `UPDATE run_replays SET divergence = $2 WHERE run_id = $1 AND divergence IS NULL`, runID, divergence)
+// ReplayDiverge records a replay's divergence, while the execution fenced by f holds it, unless
+// one is recorded already: only the first counts. It reports whether this one was recorded.
+func (s *Store) ReplayDiverge(ctx context.Context, f Fence, divergence json.RawMessage) (bool, error) {
+	var first bool
+	err := s.sendFenced(ctx, f, true, func(b *pgx.Batch) {
+		b.Queue(`UPDATE run_replays SET divergence = $2 WHERE run_id = $1 AND divergence IS NULL`, f.RunID, divergence).
+			Exec(func(tag pgconn.CommandTag) error {
+				first = tag.RowsAffected() == 1
+				return nil
+			})
+	})
 	if err != nil {
-		return false, fmt.Errorf("record divergence of run %s: %w", runID, err)
+		return false, fmt.Errorf("record divergence of run %s: %w", f.RunID, err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return first, nil
 }
 
 // RunCopyHistoryParams says which part of a run's record a fork starts from.
@@ -135,10 +143,13 @@ func (s *Store) ToolCallSetOutput(ctx context.Context, runID uuid.UUID, turn int
 	return nil
 }
 
-// ToolCallMarkCassette marks a started call as served from a recording.
-func (s *Store) ToolCallMarkCassette(ctx context.Context, runID uuid.UUID, turn int, ref string) error {
-	if _, err := s.db.Exec(ctx, `UPDATE tool_calls SET source = 'cassette' WHERE run_id = $1 AND turn = $2 AND ref = $3`,
-		runID, turn, ref); err != nil {
+// ToolCallMarkCassette marks a started call as served from a recording, while the execution
+// fenced by f holds the run.
+func (s *Store) ToolCallMarkCassette(ctx context.Context, f Fence, turn int, ref string) error {
+	err := s.sendFenced(ctx, f, true, func(b *pgx.Batch) {
+		b.Queue(`UPDATE tool_calls SET source = 'cassette' WHERE run_id = $1 AND turn = $2 AND ref = $3`, f.RunID, turn, ref)
+	})
+	if err != nil {
 		return fmt.Errorf("mark tool call %s as served from a recording: %w", ref, err)
 	}
 	return nil

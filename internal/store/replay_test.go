@@ -28,10 +28,10 @@ func recordedRun(t *testing.T, s *store.Store) *store.Run {
 		require.NoError(t, s.MessagePut(ctx, run.ID, seq+1, turn, "tool", json.RawMessage(fmt.Sprintf(`{"role":"tool","content":[{"toolResponse":{"name":"f","ref":"r%d","output":%d}}]}`, turn, turn))))
 		require.NoError(t, s.ModelCallPut(ctx, store.ModelCall{RunID: run.ID, Turn: turn, Model: fmt.Sprintf("m%d", turn),
 			Request: json.RawMessage(`{}`), Response: json.RawMessage(`{"usage":{"inputTokens":10,"outputTokens":3}}`), LatencyMs: 5}))
-		_, _, err := s.ToolCallStart(ctx, store.ToolCallStartParams{RunID: run.ID, Turn: turn, Ref: fmt.Sprintf("r%d", turn), Tool: "f",
+		_, _, err := s.ToolCallStart(ctx, store.Fence{}, store.ToolCallStartParams{RunID: run.ID, Turn: turn, Ref: fmt.Sprintf("r%d", turn), Tool: "f",
 			Input: json.RawMessage(`{}`), IdempotencyKey: "k"})
 		require.NoError(t, err)
-		require.NoError(t, s.ToolCallFinish(ctx, store.ToolCallFinishParams{RunID: run.ID, Turn: turn, Ref: fmt.Sprintf("r%d", turn),
+		require.NoError(t, s.ToolCallFinish(ctx, store.Fence{}, store.ToolCallFinishParams{RunID: run.ID, Turn: turn, Ref: fmt.Sprintf("r%d", turn),
 			Status: store.ToolCallCompleted, Output: json.RawMessage(fmt.Sprintf(`{"output":%d}`, turn))}))
 		require.NoError(t, s.ChunkInsert(ctx, []store.RunChunk{{RunID: run.ID, Seq: int64(turn + 1), Turn: turn, Index: seq, Role: "model", Content: json.RawMessage(`[]`)}}))
 	}
@@ -104,10 +104,10 @@ func TestReplaySettingsDivergenceAndLineage(t *testing.T) {
 	_, err = s.ReplayGet(ctx, orig.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
 
-	first, err := s.ReplayDiverge(ctx, rep.ID, json.RawMessage(`{"turn":1}`))
+	first, err := s.ReplayDiverge(ctx, store.Fence{RunID: rep.ID}, json.RawMessage(`{"turn":1}`))
 	require.NoError(t, err)
 	require.True(t, first)
-	first, err = s.ReplayDiverge(ctx, rep.ID, json.RawMessage(`{"turn":2}`))
+	first, err = s.ReplayDiverge(ctx, store.Fence{RunID: rep.ID}, json.RawMessage(`{"turn":2}`))
 	require.NoError(t, err)
 	require.False(t, first, "only the first divergence counts")
 
@@ -137,9 +137,9 @@ func TestRunListReplayableListsEndedOriginalsOfAnAction(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.New(t)
 	orig := recordedRun(t, s)
-	_, err := s.RunAcquire(ctx, orig.ID, "w", time.Minute)
+	leased, err := s.RunAcquire(ctx, orig.ID, "w", time.Minute)
 	require.NoError(t, err)
-	_, err = s.RunFinish(ctx, store.RunFinishParams{ID: orig.ID, Owner: "w", Status: store.RunSucceeded, Output: json.RawMessage(`1`)})
+	_, err = s.RunFinish(ctx, store.RunFinishParams{ID: orig.ID, Epoch: leased.LeaseEpoch, Status: store.RunSucceeded, Output: json.RawMessage(`1`)})
 	require.NoError(t, err)
 	_, err = s.RunCreate(ctx, store.RunCreateParams{Action: orig.Action}) // still queued
 	require.NoError(t, err)

@@ -51,13 +51,16 @@ type Run struct {
 	Version      int64           `db:"version" json:"version"`
 	LeaseOwner   *string         `db:"lease_owner" json:"-"`
 	LeaseExpires *time.Time      `db:"lease_expires_at" json:"-"`
-	Resumes      int             `db:"resumes" json:"resumes"`
-	ResumeSpanID *string         `db:"resume_span_id" json:"-"`
+	// LeaseEpoch counts the acquisitions of the run's lease: the fence of the execution that
+	// holds it (see Fence).
+	LeaseEpoch   int64   `db:"lease_epoch" json:"-"`
+	Resumes      int     `db:"resumes" json:"resumes"`
+	ResumeSpanID *string `db:"resume_span_id" json:"-"`
 }
 
 const runColumns = `id, action, input, status, output, error, trace_id, model, turns, input_tokens,
 	output_tokens, replay_of, replay_mode, fork_of, fork_turn, created_by, created_at, started_at,
-	finished_at, updated_at, version, lease_owner, lease_expires_at, resumes, resume_span_id`
+	finished_at, updated_at, version, lease_owner, lease_expires_at, lease_epoch, resumes, resume_span_id`
 
 // RunCreateParams describes a new run.
 type RunCreateParams struct {
@@ -221,12 +224,15 @@ func (r *Run) FirstExecution() bool {
 	return r.StartedAt != nil && r.StartedAt.Equal(r.UpdatedAt) && r.Resumes == 0 && r.ForkOf == nil
 }
 
-// RunAcquire takes the execution lease of a queued or running run for owner, marking it running.
-// A running run whose lease is held by a live worker is ErrLeaseHeld; a run in any other state is
-// ErrRunFinished (the job has nothing to do).
+// RunAcquire takes the execution lease of a queued or running run for owner, marking it running,
+// and starts a new lease epoch: the returned run's LeaseEpoch is the new execution's fence, and
+// every earlier execution's writes are refused from now on. A running run whose lease is held by
+// a live worker is ErrLeaseHeld; a run in any other state is ErrRunFinished (the job has nothing
+// to do).
 func (s *Store) RunAcquire(ctx context.Context, id uuid.UUID, owner string, ttl time.Duration) (*Run, error) {
 	rows, err := s.db.Query(ctx, `UPDATE runs SET status = 'running', started_at = coalesce(started_at, now()),
-			lease_owner = $2, lease_expires_at = now() + $3::interval, updated_at = now(), version = version + 1
+			lease_owner = $2, lease_expires_at = now() + $3::interval, lease_epoch = lease_epoch + 1,
+			updated_at = now(), version = version + 1
 		WHERE id = $1 AND status IN ('queued', 'running')
 			AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at < now())
 		RETURNING `+runColumns, id, owner, ttl)
@@ -250,63 +256,55 @@ func (s *Store) RunAcquire(ctx context.Context, id uuid.UUID, owner string, ttl 
 	return cur, fmt.Errorf("acquire run %s (%s): %w", id, cur.Status, ErrRunFinished)
 }
 
-// RunRenewLease extends owner's lease and returns the run's status, so that the executor notices a
-// cancellation. A lost lease is ErrLeaseHeld.
-func (s *Store) RunRenewLease(ctx context.Context, id uuid.UUID, owner string, ttl time.Duration) (string, error) {
+// RunRenewLease extends the lease of the execution fenced by f and returns the run's status, so
+// that the executor notices a cancellation. A lease taken over by another execution is
+// ErrLeaseLost.
+func (s *Store) RunRenewLease(ctx context.Context, f Fence, ttl time.Duration) (string, error) {
 	var status string
 	var held bool
 	err := s.db.QueryRow(ctx, `WITH renewed AS (
 			UPDATE runs SET lease_expires_at = now() + $3::interval
-			WHERE id = $1 AND lease_owner = $2 AND status = 'running' RETURNING status)
-		SELECT r.status, EXISTS (SELECT 1 FROM renewed) FROM runs r WHERE r.id = $1`, id, owner, ttl).Scan(&status, &held)
+			WHERE id = $1 AND lease_epoch = $2 AND status = 'running' RETURNING status)
+		SELECT r.status, r.lease_epoch = $2 OR EXISTS (SELECT 1 FROM renewed) FROM runs r WHERE r.id = $1`,
+		f.RunID, f.Epoch, ttl).Scan(&status, &held)
 	if err != nil {
-		return "", fmt.Errorf("renew lease of run %s: %w", id, notFound(err))
+		return "", fmt.Errorf("renew lease of run %s: %w", f.RunID, notFound(err))
 	}
-	if !held && status == RunRunning {
-		return status, fmt.Errorf("renew lease of run %s: %w", id, ErrLeaseHeld)
+	if !held {
+		return status, fmt.Errorf("renew lease of run %s: %w", f.RunID, ErrLeaseLost)
 	}
 	return status, nil
 }
 
-// RunProgressParams records what a run has done so far.
+// RunProgressParams records what a run has done so far. Its token usage is not a parameter: it is
+// always summed from the model-call ledger, so a run taken over after a crash reports what a clean
+// run reports.
 type RunProgressParams struct {
-	ID           uuid.UUID
-	Turns        int
-	Model        string
-	InputTokens  int64
-	OutputTokens int64
-	TraceID      string
-}
-
-// RunProgress updates a running run's turn count, model, token usage and trace id.
-func (s *Store) RunProgress(ctx context.Context, p RunProgressParams) error {
-	if _, err := s.db.Exec(ctx, `UPDATE runs SET turns = greatest(turns, $2), model = coalesce(NULLIF($3, ''), model),
-			input_tokens = $4, output_tokens = $5, trace_id = coalesce(trace_id, NULLIF($6, '')), updated_at = now()
-		WHERE id = $1`, p.ID, p.Turns, p.Model, p.InputTokens, p.OutputTokens, p.TraceID); err != nil {
-		return fmt.Errorf("record progress of run %s: %w", p.ID, err)
-	}
-	return nil
+	ID      uuid.UUID
+	Turns   int
+	Model   string
+	TraceID string
 }
 
 // RunFinishParams ends an execution of a run.
 type RunFinishParams struct {
 	ID     uuid.UUID
-	Owner  string
+	Epoch  int64  // the execution's fence (Run.LeaseEpoch)
 	Status string // succeeded, failed, aborted, interrupted or cancelled
 	Output json.RawMessage
 	Error  json.RawMessage
 }
 
-// RunFinish moves a running run that owner holds to its final (or interrupted) status and releases
-// the lease. A run that was cancelled meanwhile, or whose lease was lost, is ErrRunFinished or
-// ErrLeaseHeld and stays as it is.
+// RunFinish moves a running run that the execution of lease epoch p.Epoch holds to its final (or
+// interrupted) status and releases the lease. A run that was cancelled meanwhile, or whose lease
+// was taken over, is ErrRunFinished or ErrLeaseLost and stays as it is.
 func (s *Store) RunFinish(ctx context.Context, p RunFinishParams) (*Run, error) {
 	finished := p.Status != RunInterrupted
 	rows, err := s.db.Query(ctx, `UPDATE runs SET status = $3, output = $4, error = $5,
 			finished_at = CASE WHEN $6 THEN now() END, lease_owner = NULL, lease_expires_at = NULL,
 			updated_at = now(), version = version + 1
-		WHERE id = $1 AND lease_owner = $2 AND status = 'running'
-		RETURNING `+runColumns, p.ID, p.Owner, p.Status, nullJSON(p.Output), nullJSON(p.Error), finished)
+		WHERE id = $1 AND lease_epoch = $2 AND status = 'running'
+		RETURNING `+runColumns, p.ID, p.Epoch, p.Status, nullJSON(p.Output), nullJSON(p.Error), finished)
 	if err != nil {
 		return nil, fmt.Errorf("finish run %s: %w", p.ID, err)
 	}
@@ -321,10 +319,16 @@ func (s *Store) RunFinish(ctx context.Context, p RunFinishParams) (*Run, error) 
 	if err != nil {
 		return nil, err
 	}
-	if cur.Status == RunRunning {
-		return cur, fmt.Errorf("finish run %s: %w", p.ID, ErrLeaseHeld)
+	return cur, finishRefused(cur, p.Epoch)
+}
+
+// finishRefused says why an execution's finish was refused: the run was taken over, or it is no
+// longer running.
+func finishRefused(cur *Run, epoch int64) error {
+	if cur.LeaseEpoch != epoch {
+		return fmt.Errorf("finish run %s: %w", cur.ID, ErrLeaseLost)
 	}
-	return cur, fmt.Errorf("finish run %s (%s): %w", p.ID, cur.Status, ErrRunFinished)
+	return fmt.Errorf("finish run %s (%s): %w", cur.ID, cur.Status, ErrRunFinished)
 }
 
 // RunRequeue marks an interrupted run queued again, for its resume job, and counts the resume.
@@ -364,10 +368,27 @@ func (s *Store) RunCancel(ctx context.Context, id uuid.UUID) (*Run, error) {
 	return cur, fmt.Errorf("cancel run %s: it is already %s: %w", id, cur.Status, ErrRunFinished)
 }
 
-// RunListOrphaned returns running runs whose executor's lease has expired: their worker died.
-func (s *Store) RunListOrphaned(ctx context.Context, limit int) ([]uuid.UUID, error) {
-	rows, err := s.db.Query(ctx, `SELECT id FROM runs WHERE status = 'running'
-		AND (lease_expires_at IS NULL OR lease_expires_at < now()) ORDER BY lease_expires_at NULLS FIRST LIMIT $1`, limit)
+// RunListOrphanedParams bounds the recovery sweep's search.
+type RunListOrphanedParams struct {
+	// QueuedFor is how long a queued run may have waited since it was last changed before it
+	// counts as orphaned when no job of it is waiting: longer than any live worker takes between
+	// fetching a run's job and taking its lease.
+	QueuedFor time.Duration
+	Limit     int
+}
+
+// RunListOrphaned returns the runs that no execution holds and no job will pick up: running runs
+// whose lease expired (their worker died or froze), and queued runs that waited QueuedFor with no
+// job of theirs waiting to be worked (their job was fetched by a worker that died before taking
+// the lease, and River does not rescue it). Runs waiting for reviewers are not orphaned.
+func (s *Store) RunListOrphaned(ctx context.Context, p RunListOrphanedParams) ([]uuid.UUID, error) {
+	rows, err := s.db.Query(ctx, `SELECT id FROM runs r
+		WHERE (status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at < now())
+			OR status = 'queued' AND updated_at < now() - $2::interval
+				AND (lease_expires_at IS NULL OR lease_expires_at < now()))
+			AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'loupe.run' AND j.args->>'run_id' = r.id::text
+				AND j.state IN ('available', 'scheduled', 'retryable', 'pending'))
+		ORDER BY updated_at LIMIT $1`, p.Limit, p.QueuedFor)
 	if err != nil {
 		return nil, fmt.Errorf("list orphaned runs: %w", err)
 	}
@@ -386,11 +407,11 @@ func nullJSON(raw json.RawMessage) any {
 	return raw
 }
 
-// RunReleaseLease gives up owner's lease of a running run, so that another execution may take it
-// over at once.
-func (s *Store) RunReleaseLease(ctx context.Context, id uuid.UUID, owner string) error {
-	if _, err := s.db.Exec(ctx, `UPDATE runs SET lease_expires_at = now() WHERE id = $1 AND lease_owner = $2`, id, owner); err != nil {
-		return fmt.Errorf("release lease of run %s: %w", id, err)
+// RunReleaseLease gives up the lease of the execution fenced by f, so that another execution may
+// take the run over at once.
+func (s *Store) RunReleaseLease(ctx context.Context, f Fence) error {
+	if _, err := s.db.Exec(ctx, `UPDATE runs SET lease_expires_at = now() WHERE id = $1 AND lease_epoch = $2`, f.RunID, f.Epoch); err != nil {
+		return fmt.Errorf("release lease of run %s: %w", f.RunID, err)
 	}
 	return nil
 }

@@ -54,27 +54,34 @@ type ToolCallStartParams struct {
 	IdempotencyKey string
 }
 
-// ToolCallStart records the intent to execute a call and returns its ledger entry. A call already
-// completed is returned as it is, with reused set, and must not run again. A call found started
-// was in flight at a crash: it is marked re-executed and its attempt counted.
-func (s *Store) ToolCallStart(ctx context.Context, p ToolCallStartParams) (call *ToolCall, reused bool, err error) {
-	rows, err := s.db.Query(ctx, `INSERT INTO tool_calls (run_id, turn, ref, tool, input, idempotency_key)
-		VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (run_id, turn, ref) DO UPDATE SET
-			attempt = tool_calls.attempt + 1,
-			source = CASE WHEN tool_calls.status = 'started' THEN 'reexecuted' ELSE tool_calls.source END,
-			status = 'started', input = excluded.input, started_at = now(), finished_at = NULL
-		WHERE tool_calls.status <> 'completed'
-		RETURNING `+toolCallColumns, p.RunID, p.Turn, p.Ref, p.Tool, p.Input, p.IdempotencyKey)
+// ToolCallStart records the intent to execute a call and returns its ledger entry, while the
+// execution fenced by f holds the run (ErrLeaseLost otherwise: the tool must not run). A call
+// already completed is returned as it is, with reused set, and must not run again. A call found
+// started was in flight at a crash: it is marked re-executed and its attempt counted.
+func (s *Store) ToolCallStart(ctx context.Context, f Fence, p ToolCallStartParams) (call *ToolCall, reused bool, err error) {
+	err = s.sendFenced(ctx, f, true, func(b *pgx.Batch) {
+		b.Queue(`INSERT INTO tool_calls (run_id, turn, ref, tool, input, idempotency_key)
+			VALUES ($1, $2, $3, $4, $5, $6)
+			ON CONFLICT (run_id, turn, ref) DO UPDATE SET
+				attempt = tool_calls.attempt + 1,
+				source = CASE WHEN tool_calls.status = 'started' THEN 'reexecuted' ELSE tool_calls.source END,
+				status = 'started', input = excluded.input, started_at = now(), finished_at = NULL
+			WHERE tool_calls.status <> 'completed'
+			RETURNING `+toolCallColumns, p.RunID, p.Turn, p.Ref, p.Tool, p.Input, p.IdempotencyKey).
+			Query(func(rows pgx.Rows) error {
+				var err error
+				call, err = pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[ToolCall])
+				if errors.Is(err, pgx.ErrNoRows) {
+					return nil
+				}
+				return err
+			})
+	})
 	if err != nil {
 		return nil, false, fmt.Errorf("record intent of tool call %s: %w", p.Ref, err)
 	}
-	call, err = pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[ToolCall])
-	if err == nil {
+	if call != nil {
 		return call, false, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, fmt.Errorf("record intent of tool call %s: %w", p.Ref, err)
 	}
 	call, err = s.ToolCallGet(ctx, p.RunID, p.Turn, p.Ref)
 	if err != nil {
@@ -107,22 +114,66 @@ type ToolCallFinishParams struct {
 	Error  json.RawMessage
 }
 
-// ToolCallFinish records the result of a call.
-func (s *Store) ToolCallFinish(ctx context.Context, p ToolCallFinishParams) error {
-	if _, err := s.db.Exec(ctx, `UPDATE tool_calls SET status = $4, output = $5, error = $6, finished_at = now()
-		WHERE run_id = $1 AND turn = $2 AND ref = $3`, p.RunID, p.Turn, p.Ref, p.Status, nullJSON(p.Output), nullJSON(p.Error)); err != nil {
+// ToolCallFinish records the result of a call that the execution fenced by f started. The run
+// may have been cancelled since: a tool that started before the cancel still has its result
+// recorded. An execution that lost the run to another, though, never writes the ledger: its
+// result is kept in superseded_tool_calls, and ToolCallFinish returns ErrLeaseLost.
+func (s *Store) ToolCallFinish(ctx context.Context, f Fence, p ToolCallFinishParams) error {
+	err := s.sendFenced(ctx, f, false, func(b *pgx.Batch) {
+		b.Queue(`UPDATE tool_calls SET status = $4, output = $5, error = $6, finished_at = now()
+			WHERE run_id = $1 AND turn = $2 AND ref = $3`, p.RunID, p.Turn, p.Ref, p.Status, nullJSON(p.Output), nullJSON(p.Error))
+	})
+	if errors.Is(err, ErrLeaseLost) {
+		if _, serr := s.db.Exec(ctx, `INSERT INTO superseded_tool_calls (run_id, turn, ref, tool, lease_epoch, status, output, error)
+			SELECT $1, $2, $3, coalesce((SELECT tool FROM tool_calls WHERE run_id = $1 AND turn = $2 AND ref = $3), ''),
+				$4, $5, $6, $7`, p.RunID, p.Turn, p.Ref, f.Epoch, p.Status, nullJSON(p.Output), nullJSON(p.Error)); serr != nil {
+			return fmt.Errorf("record superseded result of tool call %s: %w", p.Ref, serr)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("record result of tool call %s: %w", p.Ref, err)
 	}
 	return nil
 }
 
-// ToolCallAnswer records a call that a reviewer answered instead of the tool running.
-func (s *Store) ToolCallAnswer(ctx context.Context, runID uuid.UUID, turn int, ref string, output json.RawMessage) error {
-	if _, err := s.db.Exec(ctx, `UPDATE tool_calls SET status = 'completed', source = 'reviewer', output = $4,
-		finished_at = now() WHERE run_id = $1 AND turn = $2 AND ref = $3`, runID, turn, ref, output); err != nil {
+// ToolCallAnswer records a call that a reviewer answered instead of the tool running, while the
+// execution fenced by f holds the run.
+func (s *Store) ToolCallAnswer(ctx context.Context, f Fence, turn int, ref string, output json.RawMessage) error {
+	err := s.sendFenced(ctx, f, true, func(b *pgx.Batch) {
+		b.Queue(`UPDATE tool_calls SET status = 'completed', source = 'reviewer', output = $4,
+			finished_at = now() WHERE run_id = $1 AND turn = $2 AND ref = $3`, f.RunID, turn, ref, output)
+	})
+	if err != nil {
 		return fmt.Errorf("record answer of tool call %s: %w", ref, err)
 	}
 	return nil
+}
+
+// SupersededToolCall is a tool call's result that arrived after its execution had lost the run.
+type SupersededToolCall struct {
+	RunID      uuid.UUID       `db:"run_id" json:"-"`
+	Turn       int             `db:"turn" json:"turn"`
+	Ref        string          `db:"ref" json:"ref"`
+	Tool       string          `db:"tool" json:"tool"`
+	LeaseEpoch int64           `db:"lease_epoch" json:"lease_epoch"`
+	Status     string          `db:"status" json:"status"`
+	Output     json.RawMessage `db:"output" json:"output,omitempty"`
+	Error      json.RawMessage `db:"error" json:"error,omitempty"`
+	FinishedAt time.Time       `db:"finished_at" json:"finished_at"`
+}
+
+// ToolCallListSuperseded returns the results a run's lost executions produced, oldest first.
+func (s *Store) ToolCallListSuperseded(ctx context.Context, runID uuid.UUID) ([]*SupersededToolCall, error) {
+	rows, err := s.db.Query(ctx, `SELECT run_id, turn, ref, tool, lease_epoch, status, output, error, finished_at
+		FROM superseded_tool_calls WHERE run_id = $1 ORDER BY finished_at`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("list superseded tool calls of run %s: %w", runID, err)
+	}
+	calls, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[SupersededToolCall])
+	if err != nil {
+		return nil, fmt.Errorf("list superseded tool calls of run %s: %w", runID, err)
+	}
+	return calls, nil
 }
 
 // ToolCallList returns a run's ledger in execution order.
