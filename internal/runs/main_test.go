@@ -85,7 +85,8 @@ type EffectIn struct {
 // defineTestAgent registers /flow/testAgent, whose scripted model plays a scenario:
 //   - approve1: one confirm call that interrupts; approve2: two in the same turn;
 //   - pair: two effect calls in parallel, the second of which blocks when block is "tool";
-//   - slow: the model blocks on its first call when block is "model".
+//   - slow: the model blocks on its first call when block is "model";
+//   - pause: the model's first call stalls for two seconds when block is "pause-model".
 //
 // Every real execution of a tool inserts a row in test_effects, so tests count side effects.
 // When a blocking point is reached, a marker file is written to markers.
@@ -160,6 +161,12 @@ func defineTestAgent(r *engine.Registry, pool *pgxpool.Pool, block, markers stri
 				select {} // the second generate's model call never returns; the process is killed here
 			}
 			return scripted.Reply(scripted.ToolCall("effect", "e2", map[string]any{"name": "e2"})).WithUsage(10, 5), nil
+		case "pause":
+			if block == "pause-model" {
+				mark("pause-model")
+				time.Sleep(2 * time.Second) // frozen mid-call: the test SIGSTOPs the process here
+			}
+			return scripted.Reply(scripted.ToolCall("effect", "p", map[string]any{"name": "p"})).WithUsage(10, 5), nil
 		case "slow":
 			if block == "model" {
 				mark("model")

@@ -130,6 +130,13 @@ func TestRecoveryAfterSIGKILLBetweenTools(t *testing.T) {
 	calls, err := b.store.ModelCallList(ctx, run.ID)
 	require.NoError(t, err)
 	require.Len(t, calls, 2, "the recorded model response of turn 0 was replayed, not asked again")
+
+	// A clean run of the same scenario reports the same tokens: two model calls of 10 in, 5 out.
+	clean := b.start(t, "pair") // executed by the worker that took over
+	cleanDone := b.wait(t, clean.ID, store.RunSucceeded)
+	require.EqualValues(t, 20, cleanDone.InputTokens)
+	require.Equal(t, cleanDone.InputTokens, done.InputTokens, "a recovered run counts each model call once")
+	require.Equal(t, cleanDone.OutputTokens, done.OutputTokens)
 }
 
 // TestRecoveryAfterSIGKILLDuringResume kills a worker process while it runs a resumed (approved)
@@ -151,4 +158,40 @@ func TestRecoveryAfterSIGKILLDuringResume(t *testing.T) {
 	done := b.wait(t, run.ID, store.RunSucceeded)
 	require.Contains(t, string(done.Output), `c1={\"ok\":true,\"amount\":5}`)
 	require.Equal(t, map[string]int{"c1": 1}, b.effects(t, run.ID))
+}
+
+// TestPausedWorkerWritesNothingAfterTakeover freezes a real worker process (SIGSTOP) in the middle
+// of a model call, past its lease. Another worker takes the run over and finishes it. When the
+// frozen worker wakes up (SIGCONT), its model call returns, and nothing of its execution is
+// stored: no model call, no tool run, no progress, no outcome. The run stays as the second worker
+// finished it.
+func TestPausedWorkerWritesNothingAfterTakeover(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 0)
+	ctx := context.Background()
+	run := b.start(t, "pause")
+	proc := b.startWorkerProcess(t, "pause-model")
+	require.NoError(t, proc.Process.Signal(syscall.SIGSTOP))
+	b.newService(t, 1) // takes the run over once the frozen worker's lease lapses
+	done := b.wait(t, run.ID, store.RunSucceeded)
+
+	require.NoError(t, proc.Process.Signal(syscall.SIGCONT))
+	// A stopping worker waits for its executions to end: once it has exited, the woken execution
+	// has done all it will ever do.
+	require.NoError(t, proc.Process.Signal(syscall.SIGTERM))
+	_ = proc.Wait()
+
+	after, err := b.store.RunGet(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, done.Version, after.Version, "the woken worker changed the finished run")
+	require.Equal(t, done.UpdatedAt, after.UpdatedAt)
+	require.Equal(t, done.InputTokens, after.InputTokens)
+	var effects, late int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM test_effects WHERE run_id = $1`, run.ID.String()).Scan(&effects))
+	require.Equal(t, 1, effects, "the tool ran once, in the execution that took over")
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM model_calls WHERE run_id = $1 AND created_at > $2) +
+			(SELECT count(*) FROM tool_calls WHERE run_id = $1 AND (started_at > $2 OR finished_at > $2))`,
+		run.ID, *done.FinishedAt).Scan(&late))
+	require.Zero(t, late, "rows written into the run after it finished")
 }
