@@ -42,9 +42,9 @@ func newReplayCommand(cfg *config) *cobra.Command {
 		Short: "Replay a stored run (exact playback, re-execution, or a fork from a turn), or every recent run of an action",
 		Long: `Replay a stored run. Every mode creates a new run linked to the original, which is never modified.
 
-  exact  plays the recorded model responses back and never calls a model; tools run live
-         (or --tools cassette serves their recorded outputs). The first model request or tool
-         output that differs from the recording is reported as the divergence.
+  exact  plays the recorded model responses back and never calls a model, and serves the
+         recorded tool outputs, so no tool acts twice (--tools live runs the tools again). The
+         first model request or tool output that differs from the recording is the divergence.
   rerun  runs the same action and input against the live model, with optional --model,
          --system, --config and --max-turns overrides.
   fork   copies the history before --turn N as stored (optionally --edits), then goes on live.
@@ -81,7 +81,7 @@ and with 1 when there was no run to replay or one could not be replayed.`,
 	fs := cmd.Flags()
 	fs.StringVar(&o.mode, "mode", store.ReplayExact, "exact, rerun or fork")
 	fs.IntVar(&o.turn, "turn", 0, "fork: the turn to fork from (the turns before it are copied)")
-	fs.StringVar(&o.tools, "tools", store.ReplayToolsLive, "exact: live or cassette (serve the recorded tool outputs)")
+	fs.StringVar(&o.tools, "tools", "", "exact: cassette (the default: serve the recorded tool outputs, so no tool acts twice) or live (run the tools again)")
 	fs.BoolVar(&o.apply, "apply-resolutions", false, "exact: apply the original reviewers' decisions to the interrupts raised again")
 	fs.StringVar(&o.model, "model", "", "rerun, fork: the model to use instead")
 	fs.StringVar(&o.system, "system", "", "rerun: the system prompt to use instead")

@@ -39,7 +39,8 @@ func TestBulkReplayReportsTheRunsThatDiverged(t *testing.T) {
 	require.Contains(t, out, "replayed 2 runs of /flow/researchAgent: 2 identical, 0 diverged")
 	require.Contains(t, progress, "] 2/2, 0 diverged", "a progress bar on stderr")
 
-	// Change what one original recorded for a tool of turn 1: its live replay now differs there.
+	// Change what one original recorded for a tool of turn 1: its replay with live tools now
+	// differs there.
 	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
 	defer pool.Close()
@@ -49,7 +50,7 @@ func TestBulkReplayReportsTheRunsThatDiverged(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, tag.RowsAffected())
 
-	out, _, err = devui(t, dbURL, "replay", "--action", "researchAgent", "--since", "1h")
+	out, _, err = devui(t, dbURL, "replay", "--action", "researchAgent", "--since", "1h", "--tools", "live")
 	var ee *exitError
 	require.True(t, errors.As(err, &ee), "%v", err)
 	require.Equal(t, exitDiverged, ee.code, "a divergence fails the regression run")

@@ -21,9 +21,10 @@ const EventDivergence = "run.divergence"
 // ReplayParams asks for a new run derived from a stored one. Every mode creates a new run linked to
 // the original; the original is never modified.
 //   - exact: the same action and input, with a model that serves the original's recorded
-//     responses and chunks turn by turn and never calls a real model. Tools run live, or with
-//     Tools "cassette" serve their recorded outputs (except a call whose input a reviewer of the
-//     replay edited: see cassette). The first model request, tool input or tool output that
+//     responses and chunks turn by turn and never calls a real model. Tools serve their recorded
+//     outputs (Tools "cassette", the default, so that replaying a run never repeats what its
+//     tools did), except a call whose input a reviewer of the replay edited (see cassette); with
+//     Tools "live" they run again. The first model request, tool input or tool output that
 //     differs from the recording is stored as the replay's divergence.
 //   - rerun: the same action and input against the live model, with optional Overrides.
 //   - fork: the history up to Turn copied as stored, optionally with Edits, then continued live.
@@ -33,7 +34,8 @@ type ReplayParams struct {
 	Turn      *int
 	Overrides *Overrides
 	Edits     []Edit
-	// Tools is live (the default) or cassette; exact mode only.
+	// Tools is cassette or live. Exact replays default to cassette, and only they may use it:
+	// re-runs and forks call a live model, which makes new tool calls, and run them live.
 	Tools string
 	// ApplyResolutions makes an exact replay apply the original reviewers' decisions to the
 	// interrupts it raises again, instead of waiting for a reviewer.
@@ -234,6 +236,9 @@ func (s *Service) checkReplay(orig *store.Run, p *ReplayParams) error {
 	switch p.Tools {
 	case "":
 		p.Tools = store.ReplayToolsLive
+		if p.Mode == store.ReplayExact {
+			p.Tools = store.ReplayToolsCassette // never repeat an effect unless asked to
+		}
 	case store.ReplayToolsLive:
 	case store.ReplayToolsCassette:
 		if p.Mode != store.ReplayExact {

@@ -26,6 +26,8 @@ type replayBundle struct {
 	modelCalls atomic.Int64
 	// changeAt makes the lookup tool answer differently for that n (-1: never).
 	changeAt atomic.Int64
+	// confirmed counts the confirmation tool's real actions (its approved executions).
+	confirmed atomic.Int64
 }
 
 // ReplayAgentInput sets how many turns the replay agent plays, and whether turn 1 asks for a
@@ -68,6 +70,7 @@ func (rb *replayBundle) defineReplayAgent(r *engine.Registry) {
 		if !tc.IsResumed() {
 			return ConfirmOut{}, tc.Interrupt(map[string]any{"message": fmt.Sprintf("Confirm %d?", in.Amount)})
 		}
+		rb.confirmed.Add(1)
 		return ConfirmOut{OK: true, Amount: in.Amount}, nil
 	})
 	script := func(name string) scripted.ScriptFunc {
@@ -246,7 +249,8 @@ func TestExactReplayReportsAChangedToolOutputAtItsTurn(t *testing.T) {
 	orig := rb.settle(t, rb.startAgent(t, ReplayAgentInput{Turns: 5}).ID, store.RunSucceeded)
 	rb.changeAt.Store(2) // the lookup of turn 2 now answers differently
 
-	rep := rb.replay(t, runs.ReplayParams{RunID: orig.ID, Mode: store.ReplayExact})
+	// Live tools: the recording would serve the old answer.
+	rep := rb.replay(t, runs.ReplayParams{RunID: orig.ID, Mode: store.ReplayExact, Tools: store.ReplayToolsLive})
 	rb.settle(t, rep.ID, store.RunSucceeded)
 	require.EqualValues(t, 5, rb.modelCalls.Load(), "still no model call")
 	d := rb.divergence(t, rep.ID)
@@ -398,8 +402,9 @@ func TestReplayRaisesInterruptsAgainAndOffersTheOriginalDecision(t *testing.T) {
 	require.Equal(t, "rita", s.ResolvedBy)
 	require.JSONEq(t, `{"action":"approve"}`, string(s.Resolution))
 
-	// With apply_resolutions an exact replay applies them and plays the whole run again.
-	auto := rb.replay(t, runs.ReplayParams{RunID: orig.ID, Mode: store.ReplayExact, ApplyResolutions: true})
+	// With apply_resolutions an exact replay applies them and plays the whole run again, its
+	// approved tool live here, so that the message it answers is the tool's own.
+	auto := rb.replay(t, runs.ReplayParams{RunID: orig.ID, Mode: store.ReplayExact, ApplyResolutions: true, Tools: store.ReplayToolsLive})
 	autoDone := rb.settle(t, auto.ID, store.RunSucceeded)
 	require.EqualValues(t, 3, rb.modelCalls.Load(), "no model call in either replay")
 	require.JSONEq(t, string(done.Output), string(autoDone.Output))
@@ -485,4 +490,31 @@ func TestReplayRejectsBadRequests(t *testing.T) {
 	require.NoError(t, err)
 	_, err = rb.svc.Replay(ctx, runs.ReplayParams{RunID: queued.ID, Mode: store.ReplayExact})
 	require.ErrorIs(t, err, runs.ErrConflict, "a run still queued or running cannot be replayed yet")
+}
+
+// TestExactReplayNeverRepeatsAToolByDefault proves that an exact replay, asked for with no tool
+// mode (as the API, the CLI and the page do by default), serves its tools from the recording: a
+// replay that applies the original's approval plays the whole run again and the approved tool
+// does not act a second time. Live tools act only when asked for.
+func TestExactReplayNeverRepeatsAToolByDefault(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rb := setupReplay(t)
+	orig := rb.startAgent(t, ReplayAgentInput{Turns: 3, Confirm: true})
+	rb.settle(t, orig.ID, store.RunInterrupted)
+	rb.resolve(t, rb.pending(t, orig.ID)[0], runs.ActionApprove, "")
+	done := rb.settle(t, orig.ID, store.RunSucceeded)
+	require.EqualValues(t, 1, rb.confirmed.Load())
+
+	rep := rb.replay(t, runs.ReplayParams{RunID: orig.ID, Mode: store.ReplayExact, ApplyResolutions: true})
+	repDone := rb.settle(t, rep.ID, store.RunSucceeded)
+	require.EqualValues(t, 1, rb.confirmed.Load(), "the default exact replay ran the approved tool again")
+	require.JSONEq(t, string(done.Output), string(repDone.Output))
+	settings, err := rb.store.ReplayGet(ctx, rep.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.ReplayToolsCassette, settings.Tools)
+
+	live := rb.replay(t, runs.ReplayParams{RunID: orig.ID, Mode: store.ReplayExact, ApplyResolutions: true, Tools: store.ReplayToolsLive})
+	rb.settle(t, live.ID, store.RunSucceeded)
+	require.EqualValues(t, 2, rb.confirmed.Load(), "live tools act when asked for")
 }
