@@ -396,3 +396,57 @@ func TestPromptRunsDurably(t *testing.T) {
 	require.Contains(t, string(done.Output), `"finishReason": "stop"`, "the output is the prompt's response")
 	require.Equal(t, map[string]int{"c1": 1}, b.effects(t, run.ID))
 }
+
+// TestCancelRacingAnApprovalNeverLetsAToolRunUnrecorded approves interrupted runs and cancels
+// them at the same moment, many times. Whichever wins, the run ends cancelled, and the approved
+// tool either never acted or acted with its result in the run's ledger: a tool never runs
+// unrecorded after a cancel.
+func TestCancelRacingAnApprovalNeverLetsAToolRunUnrecorded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	ctx := context.Background()
+	ran := 0
+	for i := range 12 {
+		run := b.start(t, "approve1")
+		b.wait(t, run.ID, store.RunInterrupted)
+		it := b.pending(t, run.ID)[0]
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			_, _ = b.svc.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionApprove, Actor: "rita", Version: it.Version})
+		})
+		wg.Go(func() {
+			// Staggered, so that some cancels land before the resume starts, some while its
+			// tool runs, and some after it.
+			time.Sleep(time.Duration(i) * 4 * time.Millisecond)
+			_, _ = b.svc.Cancel(ctx, run.ID, "carl")
+		})
+		wg.Wait()
+		end, err := b.store.RunGet(ctx, run.ID)
+		require.NoError(t, err)
+		if end.Status != store.RunCancelled {
+			// The resume won: it finished before the cancel, which then found nothing to cancel.
+			require.Equal(t, store.RunSucceeded, end.Status)
+		}
+		// Let any execution the approval started finish what it may still do.
+		require.Eventually(t, func() bool {
+			var jobs int
+			require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE args->>'run_id' = $1
+				AND state NOT IN ('completed', 'cancelled', 'discarded')`, run.ID.String()).Scan(&jobs))
+			return jobs == 0
+		}, 30*time.Second, 10*time.Millisecond)
+		acted := b.effects(t, run.ID)["c1"]
+		require.LessOrEqual(t, acted, 1)
+		call, err := b.store.ToolCallGet(ctx, run.ID, 0, "c1")
+		require.NoError(t, err)
+		if acted == 1 {
+			ran++
+			require.Equal(t, store.ToolCallCompleted, call.Status, "run %s: the tool acted after the cancel and the run does not say so", run.ID)
+		} else {
+			require.NotEqual(t, store.ToolCallCompleted, call.Status, "run %s: the ledger says the tool ran, but it never acted", run.ID)
+		}
+		after, err := b.store.RunGet(ctx, run.ID)
+		require.NoError(t, err)
+		require.Equal(t, end.Version, after.Version, "run %s changed after it was cancelled", run.ID)
+	}
+	t.Logf("the tool acted before the cancel in %d of 12 races", ran)
+}
