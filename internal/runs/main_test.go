@@ -48,7 +48,11 @@ func workerProcess(dsn, block, markers string) error {
 	defer pool.Close()
 	reg := engine.NewRegistry()
 	defineTestAgent(reg, pool, block, markers)
-	svc, err := runs.New(runs.Config{Workers: 4, LeaseTTL: time.Second}, store.New(pool), reg)
+	faults, err := runs.ParseFaults(os.Getenv("LOUPE_RUNS_FAULTS"))
+	if err != nil {
+		return err
+	}
+	svc, err := runs.New(runs.Config{Workers: 4, LeaseTTL: time.Second, Faults: faults}, store.New(pool), reg)
 	if err != nil {
 		return err
 	}

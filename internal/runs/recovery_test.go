@@ -195,3 +195,31 @@ func TestPausedWorkerWritesNothingAfterTakeover(t *testing.T) {
 		run.ID, *done.FinishedAt).Scan(&late))
 	require.Zero(t, late, "rows written into the run after it finished")
 }
+
+// TestQueuedRunWhoseWorkerDiedAfterFetchIsPickedUp kills a real worker process right after River
+// handed it a run's job and before it took the run's lease (fault point after-fetch). River does
+// not rescue that job; the run must not stay queued: the recovery sweep of another worker takes it
+// over and finishes it.
+func TestQueuedRunWhoseWorkerDiedAfterFetchIsPickedUp(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 0)
+	ctx := context.Background()
+	run := b.start(t, "first-effect")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "LOUPE_RUNS_WORKER_DB="+b.dsn, "LOUPE_RUNS_FAULTS=after-fetch=1")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	require.NoError(t, cmd.Start())
+	err := cmd.Wait()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "the worker kills itself at the fault point")
+	var jobState string
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT state FROM river_job WHERE args->>'run_id' = $1`, run.ID.String()).Scan(&jobState))
+	require.Equal(t, "running", jobState, "the dead worker's job stays running: River will not rescue it")
+	queued, err := b.store.RunGet(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.RunQueued, queued.Status)
+
+	b.newService(t, 1)
+	b.wait(t, run.ID, store.RunSucceeded)
+	require.Equal(t, map[string]int{"e1": 1}, b.effects(t, run.ID))
+}
