@@ -84,13 +84,14 @@ func (c *Cluster) Health() Health {
 	return c.health
 }
 
-// Outage describes the cluster while it is down after a crash, and reports false while it is up.
+// Outage describes the cluster while it is down after a crash ("down since …, restarting (attempt
+// 2)"), and reports false while it is up.
 func (c *Cluster) Outage() (string, bool) {
 	h := c.Health()
 	if !h.Down {
 		return "", false
 	}
-	return "the embedded PostgreSQL is " + h.String(), true
+	return h.String(), true
 }
 
 // Failed delivers the error that made the supervisor give up: postgres died and could not be

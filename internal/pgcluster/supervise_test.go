@@ -65,7 +65,7 @@ func TestSupervisorRestartsAKilledPostgres(t *testing.T) {
 	require.Eventually(t, func() bool { return c.Health().Down }, 10*time.Second, 10*time.Millisecond)
 	reason, down := c.Outage()
 	require.True(t, down)
-	require.Contains(t, reason, "the embedded PostgreSQL is down since ")
+	require.Contains(t, reason, "down since ")
 	require.Contains(t, reason, "restarting (attempt 1)")
 	require.Eventually(t, func() bool { return !groupAlive(pid) }, 15*time.Second, 20*time.Millisecond,
 		"the dead server's backends are ended, so that a new one can start")
