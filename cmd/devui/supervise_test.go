@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
 
@@ -48,6 +50,7 @@ func (b *syncBuffer) String() string {
 
 // devuiProcess is `devui serve --dev` running on the embedded cluster in its own data dir.
 type devuiProcess struct {
+	bin     string
 	cmd     *exec.Cmd
 	url     string
 	dataDir string
@@ -65,7 +68,7 @@ func startDevui(t *testing.T) *devuiProcess {
 	require.NoError(t, os.Chmod(dataDir, 0o755))
 	t.Cleanup(func() { os.RemoveAll(dataDir) })
 	addr := freePort(t)
-	p := &devuiProcess{url: "http://" + addr, dataDir: dataDir, log: &syncBuffer{}, exited: make(chan struct{})}
+	p := &devuiProcess{bin: bin, url: "http://" + addr, dataDir: dataDir, log: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, "serve", "--dev", "--addr", addr, "--data-dir", dataDir)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "LOUPE_") {
@@ -166,6 +169,26 @@ func (p *devuiProcess) postmasterPID(t *testing.T) int {
 	return pid
 }
 
+// listening returns the channels that the server's connections LISTEN on, as pg_stat_activity
+// shows them (the last statement of each idle connection), on a connection of its own.
+func (p *devuiProcess) listening(t *testing.T) []string {
+	t.Helper()
+	url, err := exec.Command(p.bin, "db", "url", "--data-dir", p.dataDir).Output()
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, strings.TrimSpace(string(url)))
+	if err != nil {
+		return []string{err.Error()}
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT query FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND query ILIKE 'listen %' ORDER BY 1`)
+	require.NoError(t, err)
+	queries, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return queries
+}
+
 // holdStartLock takes the lock under which devui (re)starts its cluster, as a second devui starting
 // the same cluster would, and so holds the outage open while the test looks at it.
 func (p *devuiProcess) holdStartLock(t *testing.T) func() {
@@ -187,8 +210,9 @@ func (p *devuiProcess) holdStartLock(t *testing.T) func() {
 // TestEmbeddedPostgresIsRestartedAfterSIGKILL runs the real devui binary on its embedded cluster,
 // SIGKILLs the postmaster in the middle of a run, and checks what a user sees: /readyz is a 503
 // that says the database is down and being restarted, API and page requests are 503s with
-// Retry-After (not 500s), readiness comes back by itself, the interrupted run and a new one
-// succeed, and Ctrl-C afterwards stops devui and its PostgreSQL for good.
+// Retry-After (not 500s), readiness comes back by itself, River and the live hub LISTEN again, the
+// interrupted run and a new one succeed, and Ctrl-C afterwards stops devui and its PostgreSQL for
+// good.
 func TestEmbeddedPostgresIsRestartedAfterSIGKILL(t *testing.T) {
 	t.Parallel()
 	p := startDevui(t)
@@ -239,6 +263,11 @@ func TestEmbeddedPostgresIsRestartedAfterSIGKILL(t *testing.T) {
 	require.Contains(t, p.log.String(), "embedded PostgreSQL restarted")
 	status, _, body = p.httpDo(t, http.MethodGet, "/api/v1/runs", "")
 	require.Equal(t, http.StatusOK, status, body)
+	// River's notifier and the live hub LISTEN again, each on its own new connection.
+	eventually(t, time.Minute, "River and the live hub LISTEN again", func() (bool, string) {
+		got := strings.Join(p.listening(t), "; ")
+		return strings.Contains(got, "river_") && strings.Contains(got, "loupe_live"), got
+	})
 
 	// The run that was in flight finishes (River retries or rescues its job), and a new one runs.
 	p.waitRunSucceeded(t, inFlight, 2*time.Minute)
