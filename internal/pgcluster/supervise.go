@@ -154,7 +154,7 @@ func (c *Cluster) supervise(ctx context.Context, exited <-chan struct{}) {
 			"exit", cmd.ProcessState.String(), "pid", cmd.Process.Pid, "log", c.logFile, "log_tail", lastLines(c.logTail(), 5))
 		// What is left of it (backends, checkpointer) keeps its shared memory, and a new
 		// postmaster refuses to start beside it.
-		endGroup(cmd.Process.Pid)
+		endGroup(ctx, cmd.Process.Pid)
 		var lastErr error
 		for {
 			attempt++
@@ -219,8 +219,8 @@ func (c *Cluster) restart(ctx context.Context) (<-chan struct{}, error) {
 }
 
 // endGroup ends the processes left in a dead postmaster's process group (its pid, by Setpgid),
-// immediate shutdown first, and waits for them, at most ten seconds.
-func endGroup(pgid int) {
+// immediate shutdown first, and waits for them, at most ten seconds or until ctx ends.
+func endGroup(ctx context.Context, pgid int) {
 	for _, sig := range []syscall.Signal{syscall.SIGQUIT, syscall.SIGKILL} {
 		if !groupAlive(pgid) {
 			return
@@ -230,7 +230,11 @@ func endGroup(pgid int) {
 			if !groupAlive(pgid) {
 				return
 			}
-			time.Sleep(20 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
 		}
 	}
 }

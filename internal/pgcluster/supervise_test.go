@@ -2,8 +2,10 @@ package pgcluster
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -81,6 +83,31 @@ func TestSupervisorRestartsAKilledPostgres(t *testing.T) {
 	var v int
 	require.NoError(t, conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v))
 	require.Equal(t, 42, v, "crash recovery keeps what was committed")
+}
+
+// TestRestartMovesWhenItsPortIsTaken: a program that took the port while postgres was down does
+// not keep it from coming back: it comes back on another port, which Port reports.
+func TestRestartMovesWhenItsPortIsTaken(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t)
+	c.policy.firstDelay = 10 * time.Millisecond
+	require.NoError(t, c.Start(context.Background()))
+	defer c.Stop()
+	port := c.Port()
+	release := holdStartLock(t, c)
+	killPostmaster(t, c)
+	var squatter net.Listener
+	require.Eventually(t, func() bool {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		squatter = l
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond, "the dead server's port is free")
+	defer squatter.Close()
+
+	release()
+	require.Eventually(t, func() bool { h := c.Health(); return !h.Down && h.Restarts == 1 }, 60*time.Second, 20*time.Millisecond)
+	require.NotEqual(t, port, c.Port())
+	queryOne(t, c.URL())
 }
 
 // TestStopDuringRestartNeverRestarts: Stop while the supervisor waits to restart a dead server
