@@ -153,7 +153,7 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 	runSvc.SetPublisher(hub)
 	srv, err := server.New(server.Config{
 		Addr: opts.addr, Dev: opts.dev, Version: version, BodyLimit: opts.bodyLimit, Logger: log,
-	}, server.Deps{Store: st, Runs: runSvc, Traces: tracing.service, Live: hub})
+	}, server.Deps{Store: st, Runs: runSvc, Traces: tracing.service, Live: hub, Database: db.monitor()})
 	if err != nil {
 		return err
 	}
@@ -164,10 +164,14 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 	if err := srv.Start(ctx); err != nil {
 		return err
 	}
-	<-ctx.Done()
-	log.Info("shutting down")
+	err = db.wait(ctx)
+	if err != nil {
+		log.Error("shutting down: the database cannot be restarted", "err", err)
+	} else {
+		log.Info("shutting down")
+	}
 	srv.Stop()
-	return nil
+	return err
 }
 
 func newMigrateCommand(cfg *config) *cobra.Command {

@@ -7,13 +7,16 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loupe-dev/loupe/internal/pgcluster"
+	"github.com/loupe-dev/loupe/internal/server"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
-// database is an open pool plus whatever must be stopped with it (the embedded cluster).
+// database is an open pool plus whatever must be stopped with it (the embedded cluster, which
+// restarts PostgreSQL should it die: pgcluster's supervise.go).
 type database struct {
 	pool    *pgxpool.Pool
 	cluster *pgcluster.Cluster
@@ -43,6 +46,13 @@ func openDatabase(ctx context.Context, cfg *config, log *slog.Logger) (*database
 	}
 	pcfg.MaxConns = max(pcfg.MaxConns, 20)
 	pcfg.HealthCheckPeriod = 5 * time.Second
+	if cluster := db.cluster; cluster != nil {
+		// A restart keeps the port unless it was taken meanwhile; new connections follow it.
+		pcfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+			cc.Port = uint16(cluster.Port())
+			return nil
+		}
+	}
 	db.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		db.close()
@@ -61,6 +71,30 @@ func (db *database) migrate(ctx context.Context, log *slog.Logger) error {
 		log.Info("applied migrations", "versions", applied)
 	}
 	return nil
+}
+
+// monitor is what the server asks about outages: the embedded cluster's supervisor, or nothing
+// for DATABASE_URL (the server then goes by what its queries and pings see).
+func (db *database) monitor() server.DatabaseMonitor {
+	if db.cluster == nil {
+		return nil
+	}
+	return db.cluster
+}
+
+// wait blocks until ctx ends (SIGINT or SIGTERM), which is no error, or until the embedded
+// cluster died and could not be restarted, which is.
+func (db *database) wait(ctx context.Context) error {
+	var failed <-chan error // nil for DATABASE_URL: nothing to report
+	if db.cluster != nil {
+		failed = db.cluster.Failed()
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-failed:
+		return err
+	}
 }
 
 func (db *database) close() {

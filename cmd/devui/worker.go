@@ -2,10 +2,10 @@ package main
 
 import (
 	"errors"
+	"log/slog"
 
 	"github.com/spf13/cobra"
 
-	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
@@ -20,9 +20,14 @@ func newWorkerCommand(cfg *config) *cobra.Command {
 				return errors.New("--workers must be at least 1 for a worker")
 			}
 			tuneGC()
-			return withExecutor(cmd, cfg, eng, func(*runs.Service, *store.Store) error {
-				<-cmd.Context().Done() // until SIGINT or SIGTERM; the executor then stops its runs
-				return nil
+			ctx := cmd.Context()
+			return withDatabase(ctx, cfg, true, func(db *database, log *slog.Logger) error {
+				_, stop, err := newExecutor(ctx, eng, store.New(db.pool), log)
+				if err != nil {
+					return err
+				}
+				defer stop() // the executor stops its runs
+				return db.wait(ctx)
 			})
 		},
 	}

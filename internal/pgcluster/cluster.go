@@ -16,10 +16,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // superuser is the cluster's bootstrap role; devui connects as it.
@@ -37,8 +39,8 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Cluster is one private PostgreSQL cluster. Start runs it as a child process that Stop ends;
-// StartDetached runs it as a daemon that outlives the caller, for scripts and test suites.
+// Cluster is one private PostgreSQL cluster. Start runs it as a supervised child process that Stop
+// ends; StartDetached runs it as a daemon that outlives the caller, for scripts and test suites.
 type Cluster struct {
 	cfg      Config
 	binDir   string
@@ -46,13 +48,20 @@ type Cluster struct {
 	pwFile   string
 	logFile  string
 	runAs    *account
-	port     int
 	password string
+	// port is read by connections being opened while a restart may change it.
+	port   atomic.Int32
+	policy restartPolicy
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	stopped bool
+	// The supervisor (supervise.go): its cancel, closed when it returns, what it reports.
+	cancelSupervisor context.CancelFunc
+	supervised       chan struct{}
+	health           Health
+	failed           chan error
 }
 
 // New finds the server binaries and prepares a cluster under cfg.DataDir. It returns ErrNoBinaries
@@ -87,6 +96,8 @@ func New(cfg Config) (*Cluster, error) {
 		pwFile:  filepath.Join(dataDir, "postgres.password"),
 		logFile: filepath.Join(dataDir, "postgres.log"),
 		runAs:   runAs,
+		policy:  defaultRestartPolicy,
+		failed:  make(chan error, 1),
 	}, nil
 }
 
@@ -95,8 +106,12 @@ func (c *Cluster) DataDir() string { return c.pgData }
 
 // URL is the connection string of the cluster's database, over loopback TCP with a password.
 func (c *Cluster) URL() string {
-	return connURL(c.port, c.password, c.cfg.Database)
+	return connURL(c.Port(), c.password, c.cfg.Database)
 }
+
+// Port is the cluster's loopback port. A restart keeps it unless another program took it
+// meanwhile, so a pool should ask for it in its BeforeConnect hook rather than keep URL's.
+func (c *Cluster) Port() int { return int(c.port.Load()) }
 
 func connURL(port int, password, database string) string {
 	u := url.URL{
@@ -112,49 +127,75 @@ func connURL(port int, password, database string) string {
 // Start runs the cluster as a child process: it initialises the cluster on first use, recovers from a
 // crashed previous run, starts postgres on a free loopback port, waits until it accepts connections
 // and creates the database. The child gets SIGINT if this process dies, so it never outlives devui.
+// If the child dies while ctx lasts and Stop has not been called, it is restarted (supervise.go).
 //
 // When a postgres already runs on this cluster (another devui, `devui db start`), Start uses it
-// without owning it: Stop then leaves it running.
+// without owning it: Stop then leaves it running, and nobody here restarts it.
 func (c *Cluster) Start(ctx context.Context) error {
 	unlock, attached, err := c.lockAndAttach(ctx)
 	if err != nil || attached {
 		return err
 	}
 	defer unlock()
-	if err := c.pickPort(); err != nil {
+	if err := c.pickPort(0); err != nil {
 		return err
 	}
+	exited, err := c.spawn(ctx)
+	if err != nil {
+		c.Stop()
+		return err
+	}
+	if err := c.createDatabase(ctx); err != nil {
+		c.Stop()
+		return err
+	}
+	c.startSupervisor(ctx, exited)
+	return nil
+}
+
+// spawn starts postgres as a child on c.port and waits until it accepts connections. The start lock
+// must be held. It returns the channel closed when the child exits. It refuses once Stop was called,
+// so that a restart never outlives Stop.
+func (c *Cluster) spawn(ctx context.Context) (<-chan struct{}, error) {
 	logf, err := os.OpenFile(c.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("pgcluster: open log: %w", err)
+		return nil, fmt.Errorf("pgcluster: open log: %w", err)
 	}
 	cmd := exec.Command(c.binary("postgres"), c.serverArgs()...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = c.pgData
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid:    true, // Ctrl-C reaches devui, which then stops postgres in order.
+		// Ctrl-C reaches devui, which then stops postgres in order; the group also holds the
+		// server's own processes, for endGroup after a crash.
+		Setpgid:    true,
 		Pdeathsig:  syscall.SIGINT,
 		Credential: c.runAs.credential(),
 	}
-	c.cfg.Logger.Info("starting embedded PostgreSQL", "data_dir", c.pgData, "port", c.port, "bin_dir", c.binDir)
-	if err := cmd.Start(); err != nil {
+	c.cfg.Logger.Info("starting embedded PostgreSQL", "data_dir", c.pgData, "port", c.Port(), "bin_dir", c.binDir)
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
 		logf.Close()
-		return fmt.Errorf("pgcluster: start postgres: %w", err)
+		return nil, errStopped
+	}
+	if err := cmd.Start(); err != nil {
+		c.mu.Unlock()
+		logf.Close()
+		return nil, fmt.Errorf("pgcluster: start postgres: %w", err)
 	}
 	exited := make(chan struct{})
+	c.cmd, c.exited = cmd, exited
+	c.mu.Unlock()
 	go func() {
 		_ = cmd.Wait()
 		logf.Close()
 		close(exited)
 	}()
-	c.mu.Lock()
-	c.cmd, c.exited = cmd, exited
-	c.mu.Unlock()
 	if err := c.waitReady(ctx, exited); err != nil {
-		c.Stop()
-		return err
+		terminate(cmd, exited)
+		return nil, err
 	}
-	return c.createDatabase(ctx)
+	return exited, nil
 }
 
 // StartDetached starts the cluster as a daemon through pg_ctl, or reuses it when it already runs.
@@ -165,11 +206,11 @@ func (c *Cluster) StartDetached(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	if err := c.pickPort(); err != nil {
+	if err := c.pickPort(0); err != nil {
 		return err
 	}
 	opts := strings.Join(c.serverArgs()[2:], " ")
-	c.cfg.Logger.Info("starting PostgreSQL daemon", "data_dir", c.pgData, "port", c.port)
+	c.cfg.Logger.Info("starting PostgreSQL daemon", "data_dir", c.pgData, "port", c.Port())
 	if err := c.ctl(ctx, "start", "-w", "-t", "60", "-l", c.daemonLog(), "-o", opts); err != nil {
 		return fmt.Errorf("pgcluster: start: %w\n%s", err, c.logTail())
 	}
@@ -204,17 +245,32 @@ func (c *Cluster) Running() (string, bool) {
 	return connURL(port, strings.TrimSpace(string(pw)), c.cfg.Database), true
 }
 
-// Stop ends a cluster started by Start with a fast shutdown, waiting for postgres to exit. It is safe
-// to call twice and without Start.
+// Stop ends a cluster started by Start with a fast shutdown, waiting for postgres to exit, and ends
+// its supervision first so that the exit is not taken for a crash. It is safe to call twice and
+// without Start.
 func (c *Cluster) Stop() {
 	c.mu.Lock()
-	cmd, exited, stopped := c.cmd, c.exited, c.stopped
-	c.stopped = true
-	c.mu.Unlock()
-	if cmd == nil || stopped {
+	if c.stopped {
+		c.mu.Unlock()
 		return
 	}
-	c.cfg.Logger.Info("stopping embedded PostgreSQL")
+	c.stopped = true
+	cmd, exited, cancel, supervised := c.cmd, c.exited, c.cancelSupervisor, c.supervised
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	if cmd != nil {
+		c.cfg.Logger.Info("stopping embedded PostgreSQL")
+		terminate(cmd, exited)
+	}
+	if supervised != nil {
+		<-supervised
+	}
+}
+
+// terminate asks a child postgres to stop, fast shutdown first, and waits until it has exited.
+func terminate(cmd *exec.Cmd, exited <-chan struct{}) {
 	for _, step := range []struct {
 		sig  syscall.Signal
 		wait time.Duration
@@ -232,7 +288,7 @@ func (c *Cluster) Stop() {
 // it attaches to that server (waits until ready, creates the database), releases the lock and
 // reports attached; otherwise the caller starts one and then calls unlock.
 func (c *Cluster) lockAndAttach(ctx context.Context) (unlock func(), attached bool, err error) {
-	unlock, err = c.lock()
+	unlock, err = c.lock(ctx)
 	if err != nil {
 		return nil, false, err
 	}
@@ -246,7 +302,7 @@ func (c *Cluster) lockAndAttach(ctx context.Context) (unlock func(), attached bo
 	}
 	defer unlock()
 	c.cfg.Logger.Info("using the PostgreSQL already running on this data dir", "data_dir", c.pgData, "port", port)
-	c.port = port
+	c.port.Store(int32(port))
 	if err := c.waitReady(ctx, nil); err != nil {
 		return nil, true, err
 	}
@@ -254,24 +310,40 @@ func (c *Cluster) lockAndAttach(ctx context.Context) (unlock func(), attached bo
 }
 
 // lock serialises the start of the cluster across processes (two devui started at once, or a
-// test suite's packages), so that only one runs initdb and postgres and the others use it.
-func (c *Cluster) lock() (func(), error) {
+// test suite's packages), so that only one runs initdb and postgres and the others use it. It waits
+// for the lock until ctx ends.
+func (c *Cluster) lock(ctx context.Context) (func(), error) {
 	if err := os.MkdirAll(c.cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("pgcluster: create data dir: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(c.cfg.DataDir, "postgres.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(c.lockFile(), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("pgcluster: open lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("pgcluster: lock %s: %w", f.Name(), err)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("pgcluster: lock %s: %w", f.Name(), err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("pgcluster: wait for lock %s: %w", f.Name(), ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	return func() {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		f.Close()
 	}, nil
 }
+
+// lockFile is the file whose flock serialises starts of the cluster.
+func (c *Cluster) lockFile() string { return filepath.Join(c.cfg.DataDir, "postgres.lock") }
 
 // prepare creates the data directory and the cluster on first use and clears a stale lock left by
 // a crash.
@@ -365,12 +437,20 @@ func (c *Cluster) runningPort() (int, bool) {
 	return port, true
 }
 
-func (c *Cluster) pickPort() error {
+// pickPort chooses the port to start on: prefer when it is free (a restart keeps its port, so
+// connection strings handed out stay right), otherwise any free one.
+func (c *Cluster) pickPort(prefer int) error {
+	if prefer > 0 {
+		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(prefer))); err == nil {
+			c.port.Store(int32(prefer))
+			return l.Close()
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("pgcluster: find a free port: %w", err)
 	}
-	c.port = l.Addr().(*net.TCPAddr).Port
+	c.port.Store(int32(l.Addr().(*net.TCPAddr).Port))
 	return l.Close()
 }
 
@@ -378,7 +458,7 @@ func (c *Cluster) pickPort() error {
 func (c *Cluster) serverArgs() []string {
 	args := []string{
 		"-D", c.pgData,
-		"-p", strconv.Itoa(c.port),
+		"-p", strconv.Itoa(c.Port()),
 		"-k", c.socketDir(),
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "max_connections=200",
@@ -415,18 +495,26 @@ func (c *Cluster) ctl(ctx context.Context, args ...string) error {
 	return nil
 }
 
-// waitReady polls until the server accepts a connection, the child exits, or a minute passes.
+// waitReady polls until the server accepts a connection, the child exits, or a minute passes
+// without progress. A server that says it is starting up or recovering (57P03) is making progress,
+// and crash recovery may replay gigabytes of WAL, so each such answer extends the wait.
 func (c *Cluster) waitReady(ctx context.Context, exited <-chan struct{}) error {
 	deadline := time.Now().Add(60 * time.Second)
 	var lastErr error
-	for time.Now().Before(deadline) {
+	for {
 		connCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		conn, err := pgx.Connect(connCtx, connURL(c.port, c.password, "postgres"))
+		conn, err := pgx.Connect(connCtx, connURL(c.Port(), c.password, "postgres"))
 		cancel()
 		if err == nil {
 			return conn.Close(ctx)
 		}
 		lastErr = err
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "57P03" { // cannot_connect_now
+			deadline = time.Now().Add(60 * time.Second)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pgcluster: postgres not ready after 60s: %w\n%s", lastErr, c.logTail())
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -435,11 +523,10 @@ func (c *Cluster) waitReady(ctx context.Context, exited <-chan struct{}) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("pgcluster: postgres not ready after 60s: %w\n%s", lastErr, c.logTail())
 }
 
 func (c *Cluster) createDatabase(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, connURL(c.port, c.password, "postgres"))
+	conn, err := pgx.Connect(ctx, connURL(c.Port(), c.password, "postgres"))
 	if err != nil {
 		return fmt.Errorf("pgcluster: connect: %w", err)
 	}
@@ -464,7 +551,10 @@ func (c *Cluster) daemonLog() string { return filepath.Join(c.pgData, "daemon.lo
 // logTail returns the end of the server log, for error messages.
 func (c *Cluster) logTail() string {
 	data, err := os.ReadFile(c.logFile)
-	if _, running := c.runningPort(); err != nil || (c.cmd == nil && running) {
+	c.mu.Lock()
+	owned := c.cmd != nil
+	c.mu.Unlock()
+	if _, running := c.runningPort(); err != nil || (!owned && running) {
 		if d, derr := os.ReadFile(c.daemonLog()); derr == nil {
 			data, err = d, nil
 		}

@@ -78,7 +78,7 @@ func TestStartRecoversFromStaleLockAndOrphan(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, second.Start(ctx), "start must use the running server")
 	queryOne(t, second.URL())
-	require.Equal(t, runningPort, second.port)
+	require.Equal(t, runningPort, second.Port())
 	second.Stop()
 	_, ok = c.runningPort()
 	require.True(t, ok, "an attached Start does not stop a server it does not own")
@@ -140,7 +140,7 @@ func TestConcurrentStartsShareOneCluster(t *testing.T) {
 	require.NoError(t, <-errs)
 	defer first.Stop()
 	defer second.Stop()
-	require.Equal(t, first.port, second.port, "the second start uses the server the first started")
+	require.Equal(t, first.Port(), second.Port(), "the second start uses the server the first started")
 	queryOne(t, first.URL())
 	queryOne(t, second.URL())
 }

@@ -38,9 +38,14 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	apiErr := s.toError(err)
+	apiErr := s.toError(c.Request().Context(), err)
 	reqID := c.Response().Header().Get(echo.HeaderXRequestID)
-	if apiErr.Status >= 500 {
+	switch {
+	case apiErr.Code == codeDatabaseUnavailable:
+		// Not a bug: the message says what is wrong and when to come back.
+		s.log.Error("request failed: database unavailable", "err", err, "path", c.Request().URL.Path, "request_id", reqID)
+		setRetryAfter(c.Response().Header())
+	case apiErr.Status >= 500:
 		s.log.Error("request failed", "err", err, "path", c.Request().URL.Path, "request_id", reqID)
 		apiErr.Message = "internal error; the server log has the details under request id " + reqID
 		apiErr.Details = nil
@@ -63,8 +68,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 }
 
 // toError maps any error to an Error: ours as they are, echo's by status, the store's not-found to
-// 404, a cancelled request to 499-style 400, and everything else to 500.
-func (s *Server) toError(err error) *Error {
+// 404, a cancelled request to 499-style 400, a database that cannot be reached to 503
+// (unavailable.go), and everything else to 500.
+func (s *Server) toError(ctx context.Context, err error) *Error {
 	var apiErr *Error
 	if errors.As(err, &apiErr) {
 		return apiErr
@@ -85,6 +91,9 @@ func (s *Server) toError(err error) *Error {
 	}
 	if errors.Is(err, context.Canceled) {
 		return &Error{Status: http.StatusBadRequest, Code: "cancelled", Message: "the request was cancelled"}
+	}
+	if dbErr := s.databaseUnavailable(ctx, err); dbErr != nil {
+		return dbErr
 	}
 	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: err.Error()}
 }

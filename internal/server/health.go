@@ -17,17 +17,33 @@ func (s *Server) healthz(c echo.Context) error {
 }
 
 // readyz answers 200 only when the database is reachable and fully migrated; otherwise 503 with the
-// reason. The pool reconnects by itself, so readiness returns when PostgreSQL does.
+// reason, and while the database is down, since when and what is being done about it. The pool
+// reconnects by itself, and the embedded PostgreSQL is restarted, so readiness returns when
+// PostgreSQL does.
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	notReady := func(reason string) error {
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": reason})
 	}
-	if err := s.store.Pool().Ping(ctx); err != nil {
-		return notReady("database unreachable: " + err.Error())
+	databaseDown := func(cause error) error {
+		reason := s.databaseOutage(cause)
+		setRetryAfter(c.Response().Header())
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "database": reason, "reason": "database " + reason})
 	}
+	if s.deps.Database != nil {
+		if _, down := s.deps.Database.Outage(); down {
+			return databaseDown(nil)
+		}
+	}
+	if err := s.store.Pool().Ping(ctx); err != nil {
+		return databaseDown(err)
+	}
+	s.outage.recovered()
 	status, err := store.Migrations(ctx, s.store.Pool())
+	if isConnectionError(err) {
+		return databaseDown(err)
+	}
 	if err != nil {
 		return notReady("cannot read the schema version: " + err.Error())
 	}

@@ -51,6 +51,9 @@ type Deps struct {
 	Runs *runs.Service
 	// Live is the live event hub behind /ws; the pages update live only when it is present.
 	Live *live.Hub
+	// Database, when set, reports outages it knows of (the embedded PostgreSQL restarting), for
+	// /readyz and the 503s of requests that need the database.
+	Database DatabaseMonitor
 }
 
 // Server serves Loupe's HTTP interface. Start and Stop follow the house lifecycle contract.
@@ -62,6 +65,7 @@ type Server struct {
 	log     *slog.Logger
 	echo    *echo.Echo
 	metrics *metrics
+	outage  outage
 
 	mu       sync.Mutex
 	http     *http.Server

@@ -75,9 +75,10 @@ func TestReadyzReportsUnmigratedSchema(t *testing.T) {
 	require.Contains(t, body, "devui migrate")
 }
 
-// TestReadyzSurvivesDatabaseOutage cuts the database off (no new connections, existing ones
-// killed), checks that readiness reports it with a reason while the process keeps serving, then
-// lets the database back and checks that readiness returns without a restart.
+// TestReadyzSurvivesDatabaseOutage cuts an external database off (no new connections, existing
+// ones killed), checks that readiness reports it with a reason while the process keeps serving and
+// that requests needing it are 503s, then lets the database back and checks that readiness and
+// requests return without a restart.
 func TestReadyzSurvivesDatabaseOutage(t *testing.T) {
 	t.Parallel()
 	b := setup(t, true)
@@ -98,7 +99,9 @@ func TestReadyzSurvivesDatabaseOutage(t *testing.T) {
 	resp, _ := get(t, b.url+"/healthz")
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the process stays alive while the database is down")
 	resp, _ = get(t, b.url+"/", "Accept", "text/html")
-	require.Equal(t, http.StatusInternalServerError, resp.StatusCode, "pages fail cleanly while the database is down")
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "pages say the database is down, and are no 500")
+	resp, body := get(t, b.url+"/api/v1/dashboard")
+	requireDatabaseUnavailable(t, resp, body, "unreachable since ")
 
 	_, err = admin.Exec(ctx, `ALTER DATABASE `+name+` ALLOW_CONNECTIONS true`)
 	require.NoError(t, err)
@@ -106,6 +109,8 @@ func TestReadyzSurvivesDatabaseOutage(t *testing.T) {
 		resp, _ := get(t, b.url+"/readyz")
 		return resp.StatusCode == http.StatusOK
 	}, 20*time.Second, 100*time.Millisecond, "readiness must come back without a restart")
+	resp, _ = get(t, b.url+"/api/v1/dashboard")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "and so do requests")
 }
 
 func dbName(url string) string {

@@ -1,0 +1,280 @@
+package pgcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// restartPolicy bounds the supervisor's restarts. The delays double from firstDelay up to maxDelay.
+type restartPolicy struct {
+	attempts   int
+	firstDelay time.Duration
+	maxDelay   time.Duration
+	// stableAfter is how long a restarted server must stay up for its next crash to count as a new
+	// outage; a server that dies sooner is in a crash loop, whose attempts add up.
+	stableAfter time.Duration
+}
+
+// defaultRestartPolicy spans about three minutes of attempts before the supervisor gives up. The
+// moment before the first attempt keeps a postgres that stopped because the whole machine is
+// shutting down from being restarted under devui's own stop.
+var defaultRestartPolicy = restartPolicy{attempts: 10, firstDelay: 500 * time.Millisecond, maxDelay: 30 * time.Second, stableAfter: time.Minute}
+
+// delay is the wait before an attempt.
+func (p restartPolicy) delay(attempt int) time.Duration {
+	d := p.firstDelay
+	for i := 1; i < attempt && d < p.maxDelay; i++ {
+		d *= 2
+	}
+	return min(d, p.maxDelay)
+}
+
+// errStopped is returned by a restart that Stop overtook.
+var errStopped = errors.New("pgcluster: stopped")
+
+// Health is what the supervisor knows of a cluster started by Start. Its zero value is a cluster
+// that is up, or not supervised.
+type Health struct {
+	// Down is set from the moment postgres died until a restarted one accepts connections.
+	Down bool
+	// DownSince is when postgres was seen dead.
+	DownSince time.Time
+	// Attempt is the restart attempt under way, from 1.
+	Attempt int
+	// LastErr is why the previous attempt failed, if one did.
+	LastErr error
+	// GaveUp is set when the attempts ran out: the cluster stays down (Failed has the error).
+	GaveUp bool
+	// Restarts counts the restarts that succeeded since Start.
+	Restarts int
+}
+
+// String describes an outage for people: "down since 2025-01-02T15:04:05Z (3s), restarting
+// (attempt 2; the last failed: …)".
+func (h Health) String() string {
+	if !h.Down {
+		return "up"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "down since %s (%s)", h.DownSince.UTC().Format(time.RFC3339), time.Since(h.DownSince).Round(time.Second))
+	if h.GaveUp {
+		fmt.Fprintf(&b, ", gave up restarting after %d attempts", h.Attempt)
+	} else {
+		fmt.Fprintf(&b, ", restarting (attempt %d)", h.Attempt)
+	}
+	if h.LastErr != nil {
+		first, _, _ := strings.Cut(h.LastErr.Error(), "\n")
+		fmt.Fprintf(&b, ": %s", first)
+	}
+	return b.String()
+}
+
+// Health reports the supervisor's view of the cluster.
+func (c *Cluster) Health() Health {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.health
+}
+
+// Outage describes the cluster while it is down after a crash ("down since …, restarting (attempt
+// 2)"), and reports false while it is up.
+func (c *Cluster) Outage() (string, bool) {
+	h := c.Health()
+	if !h.Down {
+		return "", false
+	}
+	return h.String(), true
+}
+
+// Failed delivers the error that made the supervisor give up: postgres died and could not be
+// restarted. Nothing is sent while the cluster is up or being restarted.
+func (c *Cluster) Failed() <-chan error { return c.failed }
+
+func (c *Cluster) setHealth(h Health) {
+	c.mu.Lock()
+	c.health = h
+	c.mu.Unlock()
+}
+
+// startSupervisor watches the child that Start started until ctx ends or Stop is called.
+func (c *Cluster) startSupervisor(ctx context.Context, exited <-chan struct{}) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		cancel()
+		return
+	}
+	c.cancelSupervisor, c.supervised = cancel, done
+	c.mu.Unlock()
+	go func() {
+		defer close(done)
+		c.supervise(ctx, exited)
+	}()
+}
+
+// supervise restarts postgres whenever it exits without being asked to, on the same data dir (its
+// crash recovery replays the WAL) and the same port when it is free. Attempts back off; when they
+// run out it gives up and reports on Failed.
+func (c *Cluster) supervise(ctx context.Context, exited <-chan struct{}) {
+	var (
+		attempt  int
+		restarts int
+		upAt     = time.Now()
+	)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-exited:
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		c.mu.Lock()
+		cmd, stopped := c.cmd, c.stopped
+		c.mu.Unlock()
+		if stopped {
+			return
+		}
+		downSince := time.Now()
+		if downSince.Sub(upAt) >= c.policy.stableAfter {
+			attempt = 0
+		}
+		c.cfg.Logger.Error("embedded PostgreSQL exited unexpectedly; restarting it",
+			"exit", cmd.ProcessState.String(), "pid", cmd.Process.Pid, "log", c.logFile, "log_tail", lastLines(c.logTail(), 5))
+		// What is left of it (backends, checkpointer) keeps its shared memory, and a new
+		// postmaster refuses to start beside it.
+		endGroup(ctx, cmd.Process.Pid)
+		var lastErr error
+		for {
+			attempt++
+			c.setHealth(Health{Down: true, DownSince: downSince, Attempt: attempt, LastErr: lastErr, Restarts: restarts})
+			if attempt > c.policy.attempts {
+				c.giveUp(downSince, attempt-1, lastErr, restarts)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(c.policy.delay(attempt)):
+			}
+			var err error
+			exited, err = c.restart(ctx)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil || errors.Is(err, errStopped) {
+				return
+			}
+			lastErr = err
+			c.cfg.Logger.Warn("restarting embedded PostgreSQL failed", "attempt", attempt, "of", c.policy.attempts,
+				"retry_in", c.policy.delay(attempt+1), "err", err)
+		}
+		restarts++
+		upAt = time.Now()
+		c.setHealth(Health{Restarts: restarts})
+		c.cfg.Logger.Info("embedded PostgreSQL restarted", "attempt", attempt, "down_for", time.Since(downSince).Round(time.Millisecond), "port", c.Port())
+		if exited == nil {
+			c.cfg.Logger.Info("another process restarted the embedded PostgreSQL first; using it without supervising it")
+			return
+		}
+	}
+}
+
+func (c *Cluster) giveUp(downSince time.Time, attempts int, lastErr error, restarts int) {
+	c.setHealth(Health{Down: true, DownSince: downSince, Attempt: attempts, LastErr: lastErr, GaveUp: true, Restarts: restarts})
+	err := fmt.Errorf("pgcluster: the embedded PostgreSQL died and %d restarts failed (its log: %s): %w", attempts, c.logFile, lastErr)
+	c.cfg.Logger.Error("gave up restarting the embedded PostgreSQL", "attempts", attempts, "err", lastErr)
+	select {
+	case c.failed <- err:
+	default:
+	}
+}
+
+// restart starts postgres again, or attaches to one that another process started meanwhile (then
+// it returns a nil channel: that server is not ours to watch).
+func (c *Cluster) restart(ctx context.Context) (<-chan struct{}, error) {
+	unlock, attached, err := c.lockAndAttach(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if attached {
+		return nil, nil
+	}
+	defer unlock()
+	if err := c.pickPort(c.Port()); err != nil {
+		return nil, err
+	}
+	return c.spawn(ctx)
+}
+
+// endGroup ends the processes left in a dead postmaster's process group (its pid, by Setpgid),
+// immediate shutdown first, and waits for them, at most ten seconds or until ctx ends.
+func endGroup(ctx context.Context, pgid int) {
+	for _, sig := range []syscall.Signal{syscall.SIGQUIT, syscall.SIGKILL} {
+		if !groupAlive(pgid) {
+			return
+		}
+		_ = syscall.Kill(-pgid, sig)
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+			if !groupAlive(pgid) {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// groupAlive reports whether a process group has a member that is not a zombie. Zombies are
+// counted out because nobody may reap them (devui as a container's pid 1), and they hold nothing.
+func groupAlive(pgid int) bool {
+	if syscall.Kill(-pgid, 0) != nil {
+		return false
+	}
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil || len(stats) == 0 {
+		return true // no /proc (macOS): the signal is all we know
+	}
+	for _, path := range stats {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp …; comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(data, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(data[i+1:]))
+		if len(fields) < 3 || fields[0] == "Z" || fields[0] == "X" {
+			continue
+		}
+		if g, err := strconv.Atoi(fields[2]); err == nil && g == pgid {
+			return true
+		}
+	}
+	return false
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
