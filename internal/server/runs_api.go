@@ -37,13 +37,19 @@ func (s *Server) runRoutes(api *echo.Group) {
 	s.echo.POST("/api/runAction", s.genkitRunAction, reviewer)
 }
 
-// bindJSON decodes a JSON body strictly: unknown fields and trailing data are errors that name the
-// problem.
+// bindJSON decodes a JSON request body into v (see decodeJSON).
 func bindJSON(c echo.Context, v any) error {
 	body, err := io.ReadAll(c.Request().Body)
 	if err != nil {
 		return err
 	}
+	return decodeJSON(body, v)
+}
+
+// decodeJSON decodes a JSON body strictly: unknown fields and trailing data are errors that name
+// the problem (400), and so is text that PostgreSQL cannot store anywhere in the body (422 with
+// details.field, such as input/destination), since every API body reaches the database.
+func decodeJSON(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return Errorf(http.StatusBadRequest, "bad_request", "the request needs a JSON body")
 	}
@@ -55,7 +61,18 @@ func bindJSON(c echo.Context, v any) error {
 	if dec.More() {
 		return Errorf(http.StatusBadRequest, "bad_json", "invalid JSON body: data after the JSON value")
 	}
-	return nil
+	return unstorableJSON(store.CheckJSON("", body))
+}
+
+// unstorableJSON turns CheckJSON's *store.TextError into a 422 naming the field, as a schema
+// error does; nil stays nil.
+func unstorableJSON(err error) error {
+	var te *store.TextError
+	if !errors.As(err, &te) {
+		return err
+	}
+	return &Error{Status: http.StatusUnprocessableEntity, Code: "invalid", Message: te.Error(),
+		Details: map[string]string{"field": te.Field}}
 }
 
 // pathID parses a uuid path parameter.
