@@ -186,7 +186,7 @@ func DecodeGenkit(body []byte) ([]store.Span, error) {
 	// the object. See decodeOptions for why JSON v2.
 	var td TraceData
 	if err := jsonv2.Unmarshal(body, &td, decodeOptions); err != nil {
-		return nil, inputErrorf("malformed TraceData JSON: %v", err)
+		return nil, inputErrorf("malformed TraceData JSON: %s", printable(err.Error()))
 	}
 	traceID := normalizeID(td.TraceID)
 	if !ValidTraceID(traceID) {
@@ -569,7 +569,7 @@ func ParseGenkitFilter(s string) ([]store.TraceFilter, error) {
 	dec.UseNumber()
 	var raw map[string]map[string]any
 	if err := dec.Decode(&raw); err != nil {
-		return nil, inputErrorf("filter is not a JSON object of operators: %v", err)
+		return nil, inputErrorf("filter is not a JSON object of operators: %s", printable(err.Error()))
 	}
 	if err := store.CheckJSON("filter", json.RawMessage(s)); err != nil {
 		// A client's query, unlike a span, is refused: a replaced character would match nothing.

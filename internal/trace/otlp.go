@@ -29,11 +29,11 @@ func DecodeOTLP(body []byte, contentType string) (spans []store.Span, rejected i
 	switch contentType {
 	case ContentTypeProtobuf:
 		if err := req.UnmarshalProto(body); err != nil {
-			return nil, 0, "", inputErrorf("malformed OTLP protobuf: %v", err)
+			return nil, 0, "", inputErrorf("malformed OTLP protobuf: %s", printable(err.Error()))
 		}
 	case ContentTypeJSON:
 		if err := req.UnmarshalJSON(body); err != nil {
-			return nil, 0, "", inputErrorf("malformed OTLP JSON: %v", err)
+			return nil, 0, "", inputErrorf("malformed OTLP JSON: %s", printable(err.Error()))
 		}
 	default:
 		return nil, 0, "", inputErrorf("unsupported content type %q (want %s or %s)", contentType, ContentTypeProtobuf, ContentTypeJSON)

@@ -13,6 +13,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/loupe-dev/loupe/internal/store"
 )
@@ -37,6 +41,16 @@ func (e *InputError) Error() string { return e.msg }
 
 func inputErrorf(format string, args ...any) error {
 	return &InputError{msg: fmt.Sprintf(format, args...)}
+}
+
+// printable is s as it is when every character of it prints, and quoted in Go syntax otherwise.
+// The decoders' messages can quote the client's bytes raw (the OTLP JSON decoder shows the
+// context of a syntax error), and an InputError's message goes to a log line and to the client.
+func printable(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || !unicode.IsPrint(r) }) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
 }
 
 // IsInputError reports whether err is the client's mistake.
