@@ -111,11 +111,14 @@ func runsError(err error) error {
 	return err
 }
 
+// runStartRequest is the body of POST /api/v1/runs.
+type runStartRequest struct {
+	Action string          `json:"action"`
+	Input  json.RawMessage `json:"input"`
+}
+
 func (s *Server) apiRunStart(c echo.Context) error {
-	var req struct {
-		Action string          `json:"action"`
-		Input  json.RawMessage `json:"input"`
-	}
+	var req runStartRequest
 	if err := bindJSON(c, &req); err != nil {
 		return err
 	}
@@ -371,24 +374,13 @@ func (s *Server) apiInterruptResolve(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req struct {
-		Action  string          `json:"action"`
-		Input   json.RawMessage `json:"input"`
-		Output  json.RawMessage `json:"output"`
-		Comment string          `json:"comment"`
-		Version int64           `json:"version"`
-	}
-	if err := bindJSON(c, &req); err != nil {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
 		return err
 	}
-	if req.Action == runs.ActionApprove && (len(req.Input) > 0 || len(req.Output) > 0) {
-		// Approving runs the call as the model asked; changed arguments would otherwise be dropped.
-		field := "input"
-		if len(req.Input) == 0 {
-			field = "output"
-		}
-		return &Error{Status: http.StatusUnprocessableEntity, Code: "invalid", Details: map[string]any{"field": field},
-			Message: "approve runs the call as asked and takes no " + field + `: use "edit" to change the arguments, or "respond" to answer for the tool`}
+	req, err := decodeResolve(body)
+	if err != nil {
+		return err
 	}
 	it, err := s.deps.Runs.Resolve(c.Request().Context(), runs.ResolveParams{
 		InterruptID: id, Action: req.Action, Input: req.Input, Output: req.Output,
@@ -398,6 +390,34 @@ func (s *Server) apiInterruptResolve(c echo.Context) error {
 		return runsError(err)
 	}
 	return c.JSON(http.StatusOK, it)
+}
+
+// resolveRequest is the body of POST /api/v1/interrupts/{id}/resolve.
+type resolveRequest struct {
+	Action  string          `json:"action"`
+	Input   json.RawMessage `json:"input"`
+	Output  json.RawMessage `json:"output"`
+	Comment string          `json:"comment"`
+	Version int64           `json:"version"`
+}
+
+// decodeResolve decodes a resolve body (see decodeJSON) and refuses what the run service would
+// otherwise drop: approving takes neither input nor output.
+func decodeResolve(body []byte) (resolveRequest, error) {
+	var req resolveRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return req, err
+	}
+	if req.Action == runs.ActionApprove && (len(req.Input) > 0 || len(req.Output) > 0) {
+		// Approving runs the call as the model asked; changed arguments would otherwise be dropped.
+		field := "input"
+		if len(req.Input) == 0 {
+			field = "output"
+		}
+		return req, &Error{Status: http.StatusUnprocessableEntity, Code: "invalid", Details: map[string]any{"field": field},
+			Message: "approve runs the call as asked and takes no " + field + `: use "edit" to change the arguments, or "respond" to answer for the tool`}
+	}
+	return req, nil
 }
 
 func (s *Server) apiActionList(c echo.Context) error {
