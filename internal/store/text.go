@@ -37,14 +37,14 @@ func (e *TextError) Error() string {
 	return displayField(e.Field) + " " + e.Problem + ", which PostgreSQL cannot store"
 }
 
-// displayField shows a field name as it is when it prints cleanly, and quoted otherwise, so that
-// no control character of a client's reaches a log line.
+// displayField shows a field name as it is when every character of it prints, and quoted
+// otherwise, so that no control character or invalid byte of a client's reaches a log line.
 func displayField(f string) string {
 	if f == "" {
 		return "the value"
 	}
 	for _, r := range f {
-		if !unicode.IsPrint(r) {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
 			return strconv.Quote(f)
 		}
 	}
@@ -110,7 +110,7 @@ func CleanText(s string) string {
 // UTF-8. The *TextError names it by its path under field, the document's own name ("" for a
 // request body, whose top-level members then name themselves). It returns nil when there is
 // none; a document without backslash-u escapes and with valid UTF-8, nearly every one, is
-// checked in one fast pass and no allocation. Syntax is not its concern: a malformed document is
+// checked in one pass that allocates nothing. Syntax is not its concern: a malformed document is
 // checked as far as it can be read.
 func CheckJSON(field string, raw json.RawMessage) error {
 	at, problem := jsonProblem(raw)
@@ -221,7 +221,7 @@ func jsonPathAt(raw []byte, at int) (path string, inName bool) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	for {
-		// A value in an array is the array's next element; in an object, it follows its name.
+		// Each token read at an array's own level starts its next element.
 		if n := len(stack); n > 0 && !stack[n-1].object && dec.More() {
 			stack[n-1].index++
 		}
@@ -281,8 +281,9 @@ func joinPath(field, path string) string {
 // not start valid UTF-8 becomes U+FFFD (see CleanText). U+FFFD rather than the six characters
 // "\u0000" as text: it is what encoding/json already reads the other two as, so one mark stands
 // for every character that could not be kept, and no reader mistakes it for something written. A
-// document with nothing to replace is returned as is, the same bytes, after a fast scan (UTF-8
-// validation and a search for backslashes) that allocates nothing.
+// document with nothing to replace is returned as is, the same bytes, after one scan (UTF-8
+// validation and a search for backslashes) that allocates nothing; nothing is decoded or
+// re-encoded.
 func CleanJSON(raw json.RawMessage) json.RawMessage {
 	if at, _ := jsonProblem(raw); at < 0 {
 		return raw

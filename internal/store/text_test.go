@@ -57,6 +57,8 @@ func TestCheckJSONQuotesAFieldThatDoesNotPrint(t *testing.T) {
 	t.Parallel()
 	err := store.CheckJSON("", json.RawMessage(`{"a\nb":"\u0000"}`))
 	require.EqualError(t, err, `"a\nb" contains U+0000, which PostgreSQL cannot store`)
+	err = &store.TextError{Field: "q\xff", Problem: "contains U+0000"}
+	require.EqualError(t, err, `"q\xff" contains U+0000, which PostgreSQL cannot store`)
 }
 
 func TestCheckTextFindsNULAndInvalidUTF8(t *testing.T) {
