@@ -63,6 +63,19 @@ bench: ## Go benchmarks, and Loupe's engine against Genkit Go v1.4.0 (bench/comp
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	bench/compare.sh
 
+# How long `make fuzz` runs each fuzz target.
+FUZZTIME ?= 30s
+
+.PHONY: fuzz
+fuzz: ## run every Go fuzz target for FUZZTIME each (default 30s; make fuzz FUZZTIME=5m)
+	@set -e; for file in $$(grep -rl --include='*_test.go' '^func Fuzz' cmd internal | sort); do \
+		pkg=./$$(dirname $$file); \
+		for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
+			echo "== $$name ($$pkg, $(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
 .PHONY: db/up
 db/up: ## start PostgreSQL 16 in Docker (then: export DATABASE_URL=postgres://loupe:loupe@127.0.0.1:5432/loupe?sslmode=disable)
 	docker compose up -d db

@@ -3,16 +3,23 @@ package server
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"mime"
 	"net/http"
+	"net/url"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/loupe-dev/loupe/internal/store"
 )
 
 // logRequests logs one structured line per request: 5xx as errors, 4xx as warnings.
@@ -138,4 +145,73 @@ func (s *Server) csrf() echo.MiddlewareFunc {
 func csrfToken(c echo.Context) string {
 	tok, _ := c.Get("csrf").(string)
 	return tok
+}
+
+// refuseUnstorableText answers 400 to a request whose path, query parameters or, on a page, form
+// fields hold what PostgreSQL cannot store (U+0000, invalid UTF-8), before a handler can pass it
+// to a query and fail with a 500: one check for every filter of every list, page and API. JSON
+// bodies are checked where they are decoded (decodeJSON), and JSON typed into a form where it is
+// parsed. The message names the field, quoted, and never holds the value.
+func refuseUnstorableText() echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			r := c.Request()
+			if err := store.CheckText("path", r.URL.Path); err != nil {
+				return unstorableParam("the path", "", err)
+			}
+			if err := checkParams("query parameter", c.QueryParams()); err != nil {
+				return err
+			}
+			// Only pages take forms; the APIs read their bodies as JSON (or protobuf), whatever
+			// Content-Type a client such as curl -d says.
+			if p := r.URL.Path; strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/v1/") || !hasForm(r) {
+				return next(c)
+			}
+			if _, err := c.FormParams(); err != nil {
+				return Errorf(http.StatusBadRequest, "bad_request", "cannot read the form: %v", err)
+			}
+			if err := checkParams("form field", r.PostForm); err != nil {
+				return err
+			}
+			return next(c)
+		}
+	}
+}
+
+// hasForm reports whether r's body is a form.
+func hasForm(r *http.Request) bool {
+	ct, _, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType))
+	return r.Body != nil && r.Body != http.NoBody && (ct == echo.MIMEApplicationForm || ct == echo.MIMEMultipartForm)
+}
+
+// checkParams refuses the first name or value in vs, in name order, that PostgreSQL cannot store.
+func checkParams(kind string, vs url.Values) error {
+	if len(vs) == 0 {
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(vs)) {
+		if err := store.CheckText("", name); err != nil {
+			return unstorableParam(fmt.Sprintf("a %s's name (%q)", kind, name), name, err)
+		}
+		for _, v := range vs[name] {
+			if err := store.CheckText(name, v); err != nil {
+				return unstorableParam(fmt.Sprintf("%s %q", kind, name), name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// unstorableParam is the 400 for a parameter that PostgreSQL cannot store; what names it for
+// people, field for details.field.
+func unstorableParam(what, field string, err error) error {
+	var te *store.TextError
+	if !errors.As(err, &te) {
+		return err
+	}
+	e := Errorf(http.StatusBadRequest, "bad_request", "%s %s, which PostgreSQL cannot store", what, te.Problem)
+	if field != "" {
+		e.Details = map[string]string{"field": field}
+	}
+	return e
 }

@@ -126,6 +126,9 @@ func (s *Server) actionRun(c echo.Context) error {
 	if !json.Valid([]byte(input)) {
 		return fail("The input is not valid JSON.")
 	}
+	if err := store.CheckJSON("input", json.RawMessage(input)); err != nil {
+		return fail("Invalid input: " + err.Error() + ".")
+	}
 	run, err := s.deps.Runs.StartRun(c.Request().Context(), runs.StartParams{Action: action, Input: json.RawMessage(input), CreatedBy: principal(c).Username})
 	var ve *runs.ValidationError
 	switch {

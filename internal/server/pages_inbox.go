@@ -235,11 +235,17 @@ func (s *Server) inboxResolve(c echo.Context) error {
 		if !json.Valid([]byte(in)) {
 			return invalid("The edited arguments are not valid JSON.")
 		}
+		if err := store.CheckJSON("input", json.RawMessage(in)); err != nil {
+			return invalid("The edited arguments cannot be stored: " + err.Error() + ".")
+		}
 		params.Input = json.RawMessage(in)
 	case runs.ActionRespond:
 		out := strings.TrimSpace(form.Output)
 		if !json.Valid([]byte(out)) {
 			return invalid("The response is not valid JSON.")
+		}
+		if err := store.CheckJSON("output", json.RawMessage(out)); err != nil {
+			return invalid("The response cannot be stored: " + err.Error() + ".")
 		}
 		params.Output = json.RawMessage(out)
 	}

@@ -37,13 +37,19 @@ func (s *Server) runRoutes(api *echo.Group) {
 	s.echo.POST("/api/runAction", s.genkitRunAction, reviewer)
 }
 
-// bindJSON decodes a JSON body strictly: unknown fields and trailing data are errors that name the
-// problem.
+// bindJSON decodes a JSON request body into v (see decodeJSON).
 func bindJSON(c echo.Context, v any) error {
 	body, err := io.ReadAll(c.Request().Body)
 	if err != nil {
 		return err
 	}
+	return decodeJSON(body, v)
+}
+
+// decodeJSON decodes a JSON body strictly: unknown fields and trailing data are errors that name
+// the problem (400), and so is text that PostgreSQL cannot store anywhere in the body (422 with
+// details.field, such as input/destination), since every API body reaches the database.
+func decodeJSON(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return Errorf(http.StatusBadRequest, "bad_request", "the request needs a JSON body")
 	}
@@ -55,7 +61,18 @@ func bindJSON(c echo.Context, v any) error {
 	if dec.More() {
 		return Errorf(http.StatusBadRequest, "bad_json", "invalid JSON body: data after the JSON value")
 	}
-	return nil
+	return unstorableJSON(store.CheckJSON("", body))
+}
+
+// unstorableJSON turns CheckJSON's *store.TextError into a 422 naming the field, as a schema
+// error does; nil stays nil.
+func unstorableJSON(err error) error {
+	var te *store.TextError
+	if !errors.As(err, &te) {
+		return err
+	}
+	return &Error{Status: http.StatusUnprocessableEntity, Code: "invalid", Message: te.Error(),
+		Details: map[string]string{"field": te.Field}}
 }
 
 // pathID parses a uuid path parameter.
@@ -94,11 +111,14 @@ func runsError(err error) error {
 	return err
 }
 
+// runStartRequest is the body of POST /api/v1/runs.
+type runStartRequest struct {
+	Action string          `json:"action"`
+	Input  json.RawMessage `json:"input"`
+}
+
 func (s *Server) apiRunStart(c echo.Context) error {
-	var req struct {
-		Action string          `json:"action"`
-		Input  json.RawMessage `json:"input"`
-	}
+	var req runStartRequest
 	if err := bindJSON(c, &req); err != nil {
 		return err
 	}
@@ -354,24 +374,13 @@ func (s *Server) apiInterruptResolve(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req struct {
-		Action  string          `json:"action"`
-		Input   json.RawMessage `json:"input"`
-		Output  json.RawMessage `json:"output"`
-		Comment string          `json:"comment"`
-		Version int64           `json:"version"`
-	}
-	if err := bindJSON(c, &req); err != nil {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
 		return err
 	}
-	if req.Action == runs.ActionApprove && (len(req.Input) > 0 || len(req.Output) > 0) {
-		// Approving runs the call as the model asked; changed arguments would otherwise be dropped.
-		field := "input"
-		if len(req.Input) == 0 {
-			field = "output"
-		}
-		return &Error{Status: http.StatusUnprocessableEntity, Code: "invalid", Details: map[string]any{"field": field},
-			Message: "approve runs the call as asked and takes no " + field + `: use "edit" to change the arguments, or "respond" to answer for the tool`}
+	req, err := decodeResolve(body)
+	if err != nil {
+		return err
 	}
 	it, err := s.deps.Runs.Resolve(c.Request().Context(), runs.ResolveParams{
 		InterruptID: id, Action: req.Action, Input: req.Input, Output: req.Output,
@@ -381,6 +390,34 @@ func (s *Server) apiInterruptResolve(c echo.Context) error {
 		return runsError(err)
 	}
 	return c.JSON(http.StatusOK, it)
+}
+
+// resolveRequest is the body of POST /api/v1/interrupts/{id}/resolve.
+type resolveRequest struct {
+	Action  string          `json:"action"`
+	Input   json.RawMessage `json:"input"`
+	Output  json.RawMessage `json:"output"`
+	Comment string          `json:"comment"`
+	Version int64           `json:"version"`
+}
+
+// decodeResolve decodes a resolve body (see decodeJSON) and refuses what the run service would
+// otherwise drop: approving takes neither input nor output.
+func decodeResolve(body []byte) (resolveRequest, error) {
+	var req resolveRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return req, err
+	}
+	if req.Action == runs.ActionApprove && (len(req.Input) > 0 || len(req.Output) > 0) {
+		// Approving runs the call as the model asked; changed arguments would otherwise be dropped.
+		field := "input"
+		if len(req.Input) == 0 {
+			field = "output"
+		}
+		return req, &Error{Status: http.StatusUnprocessableEntity, Code: "invalid", Details: map[string]any{"field": field},
+			Message: "approve runs the call as asked and takes no " + field + `: use "edit" to change the arguments, or "respond" to answer for the tool`}
+	}
+	return req, nil
 }
 
 func (s *Server) apiActionList(c echo.Context) error {

@@ -165,6 +165,7 @@ func (s *Server) routes() {
 	e.Use(securityHeaders())
 	e.Use(s.csrf())
 	e.Use(s.authenticate())
+	e.Use(refuseUnstorableText())
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)

@@ -40,15 +40,15 @@ func (s *Store) UserCreate(ctx context.Context, username, passwordHash, role str
 	rows, err := s.db.Query(ctx, `INSERT INTO users (username, password_hash, role) VALUES ($1, $2, $3)
 		RETURNING `+userColumns, username, passwordHash, role)
 	if err != nil {
-		return nil, fmt.Errorf("create user %s: %w", username, err)
+		return nil, fmt.Errorf("create user %q: %w", username, err)
 	}
 	u, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[User])
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-			return nil, fmt.Errorf("create user %s: username taken: %w", username, ErrConflict)
+			return nil, fmt.Errorf("create user %q: username taken: %w", username, ErrConflict)
 		}
-		return nil, fmt.Errorf("create user %s: %w", username, err)
+		return nil, fmt.Errorf("create user %q: %w", username, err)
 	}
 	return u, nil
 }
@@ -57,11 +57,11 @@ func (s *Store) UserCreate(ctx context.Context, username, passwordHash, role str
 func (s *Store) UserGetByUsername(ctx context.Context, username string) (*User, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+userColumns+` FROM users WHERE username = $1`, username)
 	if err != nil {
-		return nil, fmt.Errorf("get user %s: %w", username, err)
+		return nil, fmt.Errorf("get user %q: %w", username, err)
 	}
 	u, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[User])
 	if err != nil {
-		return nil, fmt.Errorf("get user %s: %w", username, notFound(err))
+		return nil, fmt.Errorf("get user %q: %w", username, notFound(err))
 	}
 	return u, nil
 }

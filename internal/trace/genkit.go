@@ -171,20 +171,22 @@ var genkitKindNames = map[int16]string{0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERV
 // scanning it again, about twice as fast as encoding/json on Genkit's bodies, most of whose bytes
 // are attribute objects kept raw. It keeps encoding/json's leniency: duplicate member names, and
 // invalid UTF-8 and lone surrogate escapes in strings (which Genkit JS sends when it truncates a
-// string mid-pair), become U+FFFD when decoded and are sanitised in raw values (sanitizeJSON).
+// string mid-pair), become U+FFFD when decoded and are replaced in raw values (store.CleanJSON).
 var decodeOptions = jsonv2.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 
 // DecodeGenkit parses one POST /api/traces body into spans, validating ids and span times. It
 // takes Genkit's quirks as they are: a body per span with the root last, trace-level displayName
 // "" and times 0 on non-root bodies (the trace summary is derived from the root span instead),
 // endTime 0 on a span still running (Genkit JS's realtime start), and Genkit Go's status numbering
-// (see genkitStatus).
+// (see genkitStatus). What PostgreSQL cannot store (U+0000, lone surrogates, invalid UTF-8, which
+// models print and Genkit JS makes when it cuts a string mid-pair) becomes U+FFFD rather than an
+// error: one such character must not cost a batch of spans.
 func DecodeGenkit(body []byte) ([]store.Span, error) {
 	// Unmarshal, not a Decoder: the body is already in memory. Unmarshal also refuses data after
 	// the object. See decodeOptions for why JSON v2.
 	var td TraceData
 	if err := jsonv2.Unmarshal(body, &td, decodeOptions); err != nil {
-		return nil, inputErrorf("malformed TraceData JSON: %v", err)
+		return nil, inputErrorf("malformed TraceData JSON: %s", printable(err.Error()))
 	}
 	traceID := normalizeID(td.TraceID)
 	if !ValidTraceID(traceID) {
@@ -255,7 +257,7 @@ func genkitSpan(traceID, key string, sd *SpanData) (store.Span, error) {
 	} else if attrs[0] != '{' {
 		return store.Span{}, inputErrorf("spans[%q].attributes is not a JSON object", key)
 	}
-	sp.Attributes = sanitizeJSON(attrs)
+	sp.Attributes = store.CleanJSON(attrs)
 	// The body has been validated whole, so the attributes are a valid object: two of its members
 	// are picked out without decoding the rest, which is most of a span's bytes.
 	stateRaw, runRaw := objectMembers(attrs, "genkit:state", AttrRunID)
@@ -281,7 +283,7 @@ func genkitSpan(traceID, key string, sd *SpanData) (store.Span, error) {
 		if err != nil {
 			return store.Span{}, inputErrorf("spans[%q].timeEvents: %v", key, err)
 		}
-		sp.Events = sanitizeJSON(b)
+		sp.Events = store.CleanJSON(b)
 	}
 	if len(sd.Links) > 0 {
 		links := make([]storedLink, 0, len(sd.Links))
@@ -296,8 +298,9 @@ func genkitSpan(traceID, key string, sd *SpanData) (store.Span, error) {
 		if err != nil {
 			return store.Span{}, inputErrorf("spans[%q].links: %v", key, err)
 		}
-		sp.Links = sanitizeJSON(b)
+		sp.Links = store.CleanJSON(b)
 	}
+	cleanSpanText(&sp)
 	return sp, nil
 }
 
@@ -566,7 +569,11 @@ func ParseGenkitFilter(s string) ([]store.TraceFilter, error) {
 	dec.UseNumber()
 	var raw map[string]map[string]any
 	if err := dec.Decode(&raw); err != nil {
-		return nil, inputErrorf("filter is not a JSON object of operators: %v", err)
+		return nil, inputErrorf("filter is not a JSON object of operators: %s", printable(err.Error()))
+	}
+	if err := store.CheckJSON("filter", json.RawMessage(s)); err != nil {
+		// A client's query, unlike a span, is refused: a replaced character would match nothing.
+		return nil, inputErrorf("%v", err)
 	}
 	ops := make([]string, 0, len(raw))
 	for op := range raw {

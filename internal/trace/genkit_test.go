@@ -75,6 +75,50 @@ func TestDecodeGenkitSanitizesNUL(t *testing.T) {
 	require.JSONEq(t, `{"a":"x\ufffdy","b":"\\u0000"}`, string(spans[0].Attributes))
 }
 
+// TestDecodersReturnStorableSpans checks that both decoders, not only Ingest, replace what
+// PostgreSQL cannot store in every text and JSON field of a span, so what they return can be
+// written as it is.
+func TestDecodersReturnStorableSpans(t *testing.T) {
+	t.Parallel()
+	genkit, err := trace.DecodeGenkit([]byte(`{"traceId":"4c74a721b00e2befd7101e2794d8c4b0","spans":{"6be520f337a0d748":{
+		"spanId":"6be520f337a0d748","startTime":1,"endTime":2,"attributes":{"a\u0000":"\ud800"},
+		"displayName":"n\u0000","instrumentationLibrary":{"name":"g\u0000","version":"` + "\xff" + `"},"spanKind":"INTERNAL",
+		"status":{"code":2,"message":"m\u0000"},
+		"timeEvents":{"timeEvent":[{"time":1,"annotation":{"description":"e\u0000","attributes":{"k":"\udc00"}}}]},
+		"links":[{"context":{"traceId":"4c74a721b00e2befd7101e2794d8c4b1","spanId":"6be520f337a0d749","traceFlags":1},"attributes":{"l":"\u0000"}}]}}}`))
+	require.NoError(t, err)
+	otlp, rejected, _, err := trace.DecodeOTLP([]byte(`{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"s\u0000"}}]},
+		"scopeSpans":[{"scope":{"name":"g\u0000","version":"v\u0000"},"spans":[{"traceId":"4c74a721b00e2befd7101e2794d8c4b0","spanId":"6be520f337a0d748",
+		"name":"n\u0000","startTimeUnixNano":"1","endTimeUnixNano":"2","status":{"code":2,"message":"m\u0000"},
+		"attributes":[{"key":"a\u0000","value":{"stringValue":"\ud800"}}],
+		"events":[{"timeUnixNano":"1","name":"e\u0000","attributes":[{"key":"k","value":{"stringValue":"\u0000"}}]}],
+		"links":[{"traceId":"4c74a721b00e2befd7101e2794d8c4b1","spanId":"6be520f337a0d749","traceState":"t\u0000"}]}]}]}]}`), trace.ContentTypeJSON)
+	require.NoError(t, err)
+	require.Zero(t, rejected)
+	for _, sp := range append(genkit, otlp...) {
+		require.Equal(t, "n\uFFFD", sp.Name)
+		require.Equal(t, "m\uFFFD", sp.StatusMessage)
+		require.Equal(t, "g\uFFFD", sp.Scope)
+		require.NoError(t, store.CheckText("scope_version", sp.ScopeVersion))
+		for name, doc := range map[string]json.RawMessage{"attributes": sp.Attributes, "events": sp.Events, "links": sp.Links, "resource": sp.Resource} {
+			require.NoError(t, store.CheckJSON(name, doc), "%s: %s", name, doc)
+		}
+		require.Contains(t, string(sp.Events), "e\\ufffd")
+	}
+}
+
+func TestParseGenkitFilterRefusesTextPostgreSQLCannotStore(t *testing.T) {
+	t.Parallel()
+	_, err := trace.ParseGenkitFilter(`{"eq":{"name":"a\u0000b"}}`)
+	require.True(t, trace.IsInputError(err), "%v", err)
+	require.EqualError(t, err, "filter/eq/name contains U+0000, which PostgreSQL cannot store")
+	_, err = trace.ParseGenkitFilter(`{"contains":{"genkit:input":["ok","\udfff"]}}`)
+	require.EqualError(t, err, `filter/contains/genkit:input/1 contains a lone UTF-16 surrogate (\udfff), which PostgreSQL cannot store`)
+	fs, err := trace.ParseGenkitFilter(`{"eq":{"name":"\\u0000"}}`)
+	require.NoError(t, err, "an escaped backslash is text")
+	require.Equal(t, `\u0000`, fs[0].Value)
+}
+
 func TestDecodeGenkitPicksStateAndRunIDOutOfAttributes(t *testing.T) {
 	t.Parallel()
 	decode := func(attrs string) store.Span {

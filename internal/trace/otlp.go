@@ -29,11 +29,11 @@ func DecodeOTLP(body []byte, contentType string) (spans []store.Span, rejected i
 	switch contentType {
 	case ContentTypeProtobuf:
 		if err := req.UnmarshalProto(body); err != nil {
-			return nil, 0, "", inputErrorf("malformed OTLP protobuf: %v", err)
+			return nil, 0, "", inputErrorf("malformed OTLP protobuf: %s", printable(err.Error()))
 		}
 	case ContentTypeJSON:
 		if err := req.UnmarshalJSON(body); err != nil {
-			return nil, 0, "", inputErrorf("malformed OTLP JSON: %v", err)
+			return nil, 0, "", inputErrorf("malformed OTLP JSON: %s", printable(err.Error()))
 		}
 	default:
 		return nil, 0, "", inputErrorf("unsupported content type %q (want %s or %s)", contentType, ContentTypeProtobuf, ContentTypeJSON)
@@ -48,7 +48,8 @@ const maxRejectReasons = 3
 // FromOTLP converts pdata traces to stored spans. Spans that cannot be stored are counted in
 // rejected, and reason says how many and why, for the first few: `2 spans rejected: span "a"
 // (00f067aa0ba902b7): start_time_unix_nano is 0 or missing; span "b" ...`, ending "and N more"
-// past maxRejectReasons. A span with end time 0 is still running and is kept.
+// past maxRejectReasons. A span with end time 0 is still running and is kept. Text that
+// PostgreSQL cannot store becomes U+FFFD, as in DecodeGenkit.
 func FromOTLP(td ptrace.Traces) (spans []store.Span, rejected int64, reason string) {
 	spans = make([]store.Span, 0, td.SpanCount())
 	var reasons []string
@@ -133,6 +134,7 @@ func FromOTLP(td ptrace.Traces) (spans []store.Span, rejected int64, reason stri
 					}
 					sp.Links = mustJSON(links)
 				}
+				cleanSpanText(&sp)
 				spans = append(spans, sp)
 			}
 		}
@@ -174,7 +176,7 @@ func mustJSON(v any) json.RawMessage {
 		// Only NaN and infinities fail; they have no JSON form.
 		b, _ = json.Marshal(map[string]string{"loupe.encoding_error": err.Error()})
 	}
-	return sanitizeJSON(b)
+	return store.CleanJSON(b)
 }
 
 // OTLPResponse encodes an ExportTraceServiceResponse in the request's content type, with a

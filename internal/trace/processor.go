@@ -282,7 +282,7 @@ func (p *Processor) export(ctx context.Context, batch []sdktrace.ReadOnlySpan) e
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	sanitizeSpans(spans)
+	cleanSpans(spans)
 	_, err := p.store.SpanIngestCopy(ctx, spans)
 	p.metrics.exportSeconds.Observe(time.Since(start).Seconds())
 	if err == nil {

@@ -116,7 +116,7 @@ func (s *Service) Ingest(ctx context.Context, source string, spans []store.Span)
 	if err := ctx.Err(); err != nil {
 		return store.SpanIngestResult{}, err
 	}
-	sanitizeSpans(spans)
+	cleanSpans(spans)
 	if s.starts != nil && !slices.ContainsFunc(spans, ended) && s.starts.hold(source, spans) {
 		s.publish(spans)
 		return store.SpanIngestResult{}, nil

@@ -10,11 +10,12 @@
 package trace
 
 import (
-	"bytes"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/loupe-dev/loupe/internal/store"
@@ -40,6 +41,16 @@ func (e *InputError) Error() string { return e.msg }
 
 func inputErrorf(format string, args ...any) error {
 	return &InputError{msg: fmt.Sprintf(format, args...)}
+}
+
+// printable is s as it is when every character of it prints, and quoted in Go syntax otherwise.
+// The decoders' messages can quote the client's bytes raw (the OTLP JSON decoder shows the
+// context of a syntax error), and an InputError's message goes to a log line and to the client.
+func printable(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || !unicode.IsPrint(r) }) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
 }
 
 // IsInputError reports whether err is the client's mistake.
@@ -100,90 +111,18 @@ func normalizeID(id string) string {
 
 func hexID(b []byte) string { return hex.EncodeToString(b) }
 
-// sanitizeJSON makes JSON storable and queryable in PostgreSQL, which refuses invalid UTF-8, and
-// refuses the escape \u0000 and lone UTF-16 surrogate escapes wherever it turns JSON into text or
-// jsonb (->>, jsonb_to_record). Invalid bytes become U+FFFD and those escapes \ufffd, as
-// encoding/json does when it decodes them. Valid JSON without them is returned as is.
-func sanitizeJSON(raw []byte) []byte {
-	if !utf8.Valid(raw) {
-		raw = bytes.ToValidUTF8(raw, []byte("\uFFFD"))
-	}
-	if !bytes.Contains(raw, []byte(`\u`)) {
-		return raw
-	}
-	var out []byte // nil until the first replacement
-	done := 0      // raw[:done] is in out
-	replace := func(from, to int) {
-		out = append(append(out, raw[done:from]...), `\ufffd`...)
-		done = to
-	}
-	for i := 0; i < len(raw); i++ {
-		if raw[i] != '\\' || i+1 >= len(raw) {
-			continue
-		}
-		if raw[i+1] != 'u' {
-			i++ // an escaped character, possibly a backslash
-			continue
-		}
-		r, ok := hex4(raw, i+2)
-		switch {
-		case !ok:
-		case r == 0:
-			replace(i, i+6)
-		case r >= 0xd800 && r < 0xdc00: // a high surrogate needs a low one right after it
-			if lo, ok := hex4(raw, i+8); ok && raw[i+6] == '\\' && raw[i+7] == 'u' && lo >= 0xdc00 && lo < 0xe000 {
-				i += 6
-			} else {
-				replace(i, i+6)
-			}
-		case r >= 0xdc00 && r < 0xe000:
-			replace(i, i+6)
-		}
-		i += 5
-	}
-	if out == nil {
-		return raw
-	}
-	return append(out, raw[done:]...)
-}
-
-// hex4 decodes the four hex digits at b[i:i+4].
-func hex4(b []byte, i int) (rune, bool) {
-	if i+4 > len(b) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
-}
-
-// sanitizeText makes a string storable as PostgreSQL text, which holds neither NUL nor invalid
-// UTF-8: each becomes U+FFFD.
-func sanitizeText(s string) string {
-	if strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
-		return s
-	}
-	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
-}
-
-// sanitizeSpans makes the text fields of spans storable (see sanitizeText), in place.
-func sanitizeSpans(spans []store.Span) {
+// cleanSpans makes the text fields of spans storable in place: each U+0000 and invalid UTF-8
+// becomes U+FFFD (store.CleanText). The decoders already return spans so cleaned, JSON included;
+// this is for spans handed to Ingest by other callers, and costs next to nothing on clean text.
+func cleanSpans(spans []store.Span) {
 	for i := range spans {
-		sp := &spans[i]
-		sp.Name, sp.StatusMessage = sanitizeText(sp.Name), sanitizeText(sp.StatusMessage)
-		sp.Scope, sp.ScopeVersion = sanitizeText(sp.Scope), sanitizeText(sp.ScopeVersion)
+		cleanSpanText(&spans[i])
 	}
+}
+
+func cleanSpanText(sp *store.Span) {
+	sp.Name, sp.StatusMessage = store.CleanText(sp.Name), store.CleanText(sp.StatusMessage)
+	sp.Scope, sp.ScopeVersion = store.CleanText(sp.Scope), store.CleanText(sp.ScopeVersion)
 }
 
 // truncateString cuts s to at most n runes, as Genkit's list does with long attributes.

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -279,4 +280,22 @@ func TestDecodeGenkitRefusesUnknownStatusCodes(t *testing.T) {
 		_, err := trace.DecodeGenkit(genkitBody(validTraceID, "", key, `"spanId":"`+key+`","startTime":1,"endTime":2,"status":{"code":`+code+`}`))
 		require.NoError(t, err, code)
 	}
+}
+
+// TestDecodeErrorsQuoteTheClientsBytes checks that a decoder's message, which can quote the
+// body it failed on (OTLP/JSON's decoder shows the bytes around the error), holds no raw NUL or
+// invalid UTF-8: the message is logged and sent back. Found by FuzzDecodeOTLPJSON.
+func TestDecodeErrorsQuoteTheClientsBytes(t *testing.T) {
+	t.Parallel()
+	_, _, _, err := trace.DecodeOTLP([]byte("{\"resourceSpans\":[{\"x\":\"\xff\x00\"}"), trace.ContentTypeJSON)
+	require.True(t, trace.IsInputError(err))
+	require.NotContains(t, err.Error(), "\x00")
+	require.True(t, utf8.ValidString(err.Error()), err.Error())
+	require.Contains(t, err.Error(), `malformed OTLP JSON: "`)
+	require.Contains(t, err.Error(), `\xff\x00`)
+
+	_, err = trace.DecodeGenkit([]byte("{\"traceId\":\"\xff\x00\"}"))
+	require.True(t, trace.IsInputError(err))
+	require.NotContains(t, err.Error(), "\x00")
+	require.True(t, utf8.ValidString(err.Error()), err.Error())
 }

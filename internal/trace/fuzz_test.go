@@ -1,0 +1,249 @@
+package trace_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/trace"
+)
+
+// The decoders take bytes from programs nobody here wrote. The fuzz targets check that they never
+// panic, that what they refuse is the client's mistake (a 400, never a 500), and that what they
+// return is spans the database takes as they are. They need no database; `make fuzz` runs each
+// for FUZZTIME.
+
+// fixtureBodies returns the request bodies of the captures in testdata/fixtures whose name
+// matches pattern, in file and line order.
+func fixtureBodies(f *testing.F, pattern string) [][]byte {
+	files, err := filepath.Glob(filepath.Join("testdata", "fixtures", pattern))
+	require.NoError(f, err)
+	require.NotEmpty(f, files, pattern)
+	var bodies [][]byte
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		require.NoError(f, err)
+		for line := range bytes.Lines(b) {
+			var req struct{ Body string }
+			require.NoError(f, json.Unmarshal(line, &req))
+			bodies = append(bodies, []byte(req.Body))
+		}
+	}
+	return bodies
+}
+
+// requireStorable checks what the database and the trace reads rely on in a decoded span.
+func requireStorable(t *testing.T, sp store.Span, source string) {
+	t.Helper()
+	require.True(t, trace.ValidTraceID(sp.TraceID), sp.TraceID)
+	require.True(t, trace.ValidSpanID(sp.SpanID), sp.SpanID)
+	if sp.ParentSpanID != nil {
+		require.True(t, trace.ValidSpanID(*sp.ParentSpanID), *sp.ParentSpanID)
+	}
+	require.Positive(t, sp.StartTime)
+	require.True(t, sp.EndTime == 0 || sp.EndTime >= sp.StartTime, "end %d before start %d", sp.EndTime, sp.StartTime)
+	if source == store.SpanSourceGenkit {
+		// DecodeGenkit refuses other codes; OTLP's are stored as sent (see FromOTLP).
+		require.Contains(t, []int16{store.StatusUnset, store.StatusOK, store.StatusError}, sp.StatusCode)
+	}
+	require.Equal(t, source, sp.Source)
+	for name, text := range map[string]string{"name": sp.Name, "status_message": sp.StatusMessage, "scope": sp.Scope, "scope_version": sp.ScopeVersion} {
+		require.NoError(t, store.CheckText(name, text))
+	}
+	for name, doc := range map[string]json.RawMessage{"attributes": sp.Attributes, "events": sp.Events, "links": sp.Links, "resource": sp.Resource} {
+		if doc == nil && name != "attributes" {
+			continue // the column's default
+		}
+		require.True(t, json.Valid(doc), "%s: %q", name, doc)
+		require.NoError(t, store.CheckJSON(name, doc))
+	}
+	require.Equal(t, byte('{'), bytes.TrimSpace(sp.Attributes)[0], "attributes are an object")
+}
+
+// FuzzDecodeGenkit decodes POST /api/traces bodies, then renders what it accepted as Genkit's
+// TraceData (as GET /api/traces/{id} does) and decodes that again: the same spans come back.
+func FuzzDecodeGenkit(f *testing.F) {
+	files, err := filepath.Glob(filepath.Join("testdata", "genkit-go-1.4.0", "*.json"))
+	require.NoError(f, err)
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	for _, b := range fixtureBodies(f, "genkit-*.jsonl") {
+		f.Add(b)
+	}
+	f.Add(genkitBody(validTraceID, "", "6be520f337a0d748", `"spanId":"6be520f337a0d748","startTime":1,"endTime":0,"status":{"code":1,"message":"m\u0000"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		spans, err := trace.DecodeGenkit(body)
+		if err != nil {
+			require.True(t, trace.IsInputError(err), "%T %v", err, err)
+			require.NoError(t, store.CheckText("message", err.Error()), "the 400's message is safe to log")
+			return
+		}
+		if len(spans) == 0 {
+			return // an empty spans object: nothing to store
+		}
+		ids := map[string]bool{}
+		for _, sp := range spans {
+			requireStorable(t, sp, store.SpanSourceGenkit)
+			ids[sp.SpanID] = true
+		}
+		if len(ids) < len(spans) {
+			return // two keys with one spanId: a rendering holds one of them
+		}
+		rendered, err := json.Marshal(trace.ToGenkit(&store.Trace{TraceID: spans[0].TraceID}, spans))
+		require.NoError(t, err)
+		again, err := trace.DecodeGenkit(rendered)
+		require.NoError(t, err, "%s", rendered)
+		require.Len(t, again, len(spans))
+		byID := map[string]store.Span{}
+		for _, sp := range again {
+			byID[sp.SpanID] = sp
+		}
+		for _, want := range spans {
+			got := byID[want.SpanID]
+			for _, sp := range []*store.Span{&want, &got} {
+				// Rendering compacts the JSON (and escapes <, > and & as encoding/json does).
+				sp.Attributes, sp.Events, sp.Links = compact(t, sp.Attributes), compact(t, sp.Events), compact(t, sp.Links)
+			}
+			require.Equal(t, want, got, "%s", rendered)
+		}
+	})
+}
+
+func compact(t *testing.T, doc json.RawMessage) json.RawMessage {
+	if doc == nil {
+		return nil
+	}
+	b, err := json.Marshal(doc)
+	require.NoError(t, err)
+	return b
+}
+
+// otlpSeeds are the OTLP/JSON bodies of the captures, and a few made here.
+func otlpSeeds(f *testing.F) [][]byte {
+	seeds := fixtureBodies(f, "otel-*.jsonl")
+	return append(seeds,
+		[]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"`+validTraceID+`","spanId":"0000000000000001","name":"n\u0000","startTimeUnixNano":"1","status":{"message":"\ud800"}}]}]}]}`),
+		[]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"","spanId":"0000000000000001","name":"j","startTimeUnixNano":"1000"}]}]}]}`),
+		[]byte(`{}`))
+}
+
+// checkOTLP checks one decoded OTLP request: every span accepted or counted as rejected, and each
+// accepted one storable. It returns the spans, or nil when the request was refused.
+func checkOTLP(t *testing.T, body []byte, contentType string) ([]store.Span, ptraceotlp.ExportRequest) {
+	t.Helper()
+	spans, rejected, reason, err := trace.DecodeOTLP(body, contentType)
+	if err != nil {
+		require.True(t, trace.IsInputError(err), "%T %v", err, err)
+		require.NoError(t, store.CheckText("message", err.Error()))
+		return nil, ptraceotlp.ExportRequest{}
+	}
+	req := ptraceotlp.NewExportRequest()
+	if contentType == trace.ContentTypeJSON {
+		require.NoError(t, req.UnmarshalJSON(body))
+	} else {
+		require.NoError(t, req.UnmarshalProto(body))
+	}
+	require.EqualValues(t, req.Traces().SpanCount(), int64(len(spans))+rejected, "every span is stored or counted as rejected")
+	require.Equal(t, rejected == 0, reason == "", reason)
+	for _, sp := range spans {
+		requireStorable(t, sp, store.SpanSourceOTLP)
+	}
+	return spans, req
+}
+
+// FuzzDecodeOTLPJSON decodes OTLP/JSON requests, and checks that the same request in protobuf
+// decodes to the same spans.
+func FuzzDecodeOTLPJSON(f *testing.F) {
+	for _, b := range otlpSeeds(f) {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		spans, req := checkOTLP(t, body, trace.ContentTypeJSON)
+		if spans == nil {
+			return
+		}
+		pb, err := req.MarshalProto()
+		require.NoError(t, err)
+		fromProto, _, _, err := trace.DecodeOTLP(pb, trace.ContentTypeProtobuf)
+		require.NoError(t, err)
+		require.Equal(t, spans, fromProto)
+	})
+}
+
+// FuzzDecodeOTLPProto decodes OTLP protobuf requests, seeded with the captured JSON requests
+// encoded in protobuf, and checks that decoding is stable: the request re-encoded decodes to the
+// same spans.
+func FuzzDecodeOTLPProto(f *testing.F) {
+	for _, b := range otlpSeeds(f) {
+		req := ptraceotlp.NewExportRequest()
+		require.NoError(f, req.UnmarshalJSON(b))
+		pb, err := req.MarshalProto()
+		require.NoError(f, err)
+		f.Add(pb)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		spans, req := checkOTLP(t, body, trace.ContentTypeProtobuf)
+		if spans == nil {
+			return
+		}
+		pb, err := req.MarshalProto()
+		require.NoError(t, err)
+		again, _, _, err := trace.DecodeOTLP(pb, trace.ContentTypeProtobuf)
+		require.NoError(t, err)
+		require.Equal(t, spans, again)
+	})
+}
+
+// FuzzParseGenkitFilter parses GET /api/traces's filter: it is refused as the client's mistake,
+// or every filter has a known operator and values the store can bind (numbers, storable strings,
+// booleans, flat lists), times as integer nanoseconds.
+func FuzzParseGenkitFilter(f *testing.F) {
+	for _, s := range []string{
+		`{"eq":{"genkitx:type":"flow"}}`,
+		`{"eq":{"name":"agentFlow","status":2},"gte":{"start":1796002421789.917},"lt":{"end":1796002421810}}`,
+		`{"neq":{"source":"genkit"},"contains":{"genkit:input":"Lisbon"}}`,
+		`{"eq":{"genkit:name":["a","b"]},"gt":{"start":0}}`,
+		`{"eq":{"name":"a\u0000b"}}`, `{"eq":{"start":"x"}}`, `{"between":{}}`, `[]`, `{"eq":{"x":[[1]]}}`, `{"eq":{"x":null}}`,
+		`{"lte":{"end":1e400}}`, `{"eq":{"x":1.5e308,"y":-9223372036854775809}}`,
+	} {
+		f.Add(s)
+	}
+	ops := []string{store.FilterEq, store.FilterNeq, store.FilterGt, store.FilterGte, store.FilterLt, store.FilterLte, store.FilterContains}
+	f.Fuzz(func(t *testing.T, s string) {
+		filters, err := trace.ParseGenkitFilter(s)
+		if err != nil {
+			require.True(t, trace.IsInputError(err), "%T %v", err, err)
+			require.NoError(t, store.CheckText("message", err.Error()))
+			return
+		}
+		for _, fl := range filters {
+			require.Contains(t, ops, fl.Op)
+			require.NoError(t, store.CheckText("field", fl.Field))
+			values := []any{fl.Value}
+			if list, ok := fl.Value.([]any); ok {
+				values = list
+			}
+			for _, v := range values {
+				switch x := v.(type) {
+				case int64, bool:
+				case float64:
+					require.NotEqual(t, store.TraceFieldStart, fl.Field, "times are integer nanoseconds")
+					require.NotEqual(t, store.TraceFieldEnd, fl.Field, "times are integer nanoseconds")
+				case string:
+					require.NoError(t, store.CheckText(fl.Field, x))
+				default:
+					t.Fatalf("filter %s %s: value %#v of type %T", fl.Field, fl.Op, v, v)
+				}
+			}
+		}
+	})
+}
