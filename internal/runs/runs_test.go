@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/engine/scripted"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/internal/store/storetest"
@@ -449,4 +450,46 @@ func TestCancelRacingAnApprovalNeverLetsAToolRunUnrecorded(t *testing.T) {
 		require.Equal(t, end.Version, after.Version, "run %s changed after it was cancelled", run.ID)
 	}
 	t.Logf("the tool acted before the cancel in %d of 12 races", ran)
+}
+
+// TestRunGoesOnWhenItsModelAndToolsPrintNUL proves that text PostgreSQL cannot store, produced by
+// a model or a tool (U+0000 here, which jsonb refuses), never fails a run: it is stored with
+// U+FFFD in its place, in the history, the ledgers and the outcome.
+func TestRunGoesOnWhenItsModelAndToolsPrintNUL(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 0)
+	reg := engine.NewRegistry()
+	echo := engine.DefineTool(reg, "echoNUL", "Answers with a NUL.", func(tc *engine.ToolContext, in struct {
+		Q string `json:"q"`
+	}) (string, error) {
+		return "tool\x00said " + in.Q, nil
+	})
+	scripted.DefineFunc(reg, "nul/model", func(req *engine.ModelRequest) (scripted.Turn, error) {
+		if scripted.ModelTurns(req.Messages) == 0 {
+			return scripted.Reply(engine.NewTextPart("thinking\x00aloud"), scripted.ToolCall("echoNUL", "n1", map[string]any{"q": "a\x00b"})), nil
+		}
+		return scripted.Text("done\x00"), nil
+	})
+	engine.DefineFlow(reg, "nulAgent", func(ctx context.Context, _ struct{}) (string, error) {
+		resp, err := engine.Generate(ctx, reg, engine.WithModelName("nul/model"), engine.WithPrompt("go"), engine.WithTools(echo))
+		if err != nil {
+			return "", err
+		}
+		return resp.Text(), nil
+	})
+	svc, err := runs.New(runs.Config{Workers: 1, LeaseTTL: time.Second, Logger: testLogger()}, b.store, reg)
+	require.NoError(t, err)
+	require.NoError(t, svc.Start(context.Background()))
+	t.Cleanup(svc.Stop)
+	run, err := svc.StartRun(context.Background(), runs.StartParams{Action: "nulAgent", Input: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	done := b.wait(t, run.ID, store.RunSucceeded)
+	require.JSONEq(t, `"done\ufffd"`, string(done.Output))
+	call, err := b.store.ToolCallGet(context.Background(), run.ID, 0, "n1")
+	require.NoError(t, err)
+	require.Contains(t, string(call.Output), "tool\ufffdsaid a\ufffdb")
+	calls, err := b.store.ModelCallList(context.Background(), run.ID)
+	require.NoError(t, err)
+	require.Len(t, calls, 2)
+	require.Contains(t, string(calls[0].Response), "thinking\ufffdaloud")
 }

@@ -53,7 +53,7 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*Checkpoint
 	if n := len(p.Messages); n > 0 {
 		seqs, turns, roles, contents, gens := make([]int, n), make([]int, n), make([]string, n), make([]json.RawMessage, n), make([]int, n)
 		for i, m := range p.Messages {
-			seqs[i], turns[i], roles[i], contents[i], gens[i] = m.Seq, m.Turn, m.Role, m.Content, m.Generation
+			seqs[i], turns[i], roles[i], contents[i], gens[i] = m.Seq, m.Turn, m.Role, CleanJSON(m.Content), m.Generation
 		}
 		b.Queue(`INSERT INTO run_messages (run_id, seq, turn, role, content, generation)
 			SELECT $1, * FROM unnest($2::int[], $3::int[], $4::text[], $5::json[], $6::int[])
@@ -64,7 +64,7 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*Checkpoint
 	if n := len(p.Chunks); n > 0 {
 		seqs, turns, idxs, roles, contents := make([]int64, n), make([]int, n), make([]int, n), make([]string, n), make([]json.RawMessage, n)
 		for i, c := range p.Chunks {
-			seqs[i], turns[i], idxs[i], roles[i], contents[i] = c.Seq, c.Turn, c.Index, c.Role, c.Content
+			seqs[i], turns[i], idxs[i], roles[i], contents[i] = c.Seq, c.Turn, c.Index, c.Role, CleanJSON(c.Content)
 		}
 		b.Queue(`INSERT INTO run_chunks (run_id, seq, turn, idx, role, content)
 			SELECT $1, * FROM unnest($2::bigint[], $3::int[], $4::int[], $5::text[], $6::json[])
@@ -75,7 +75,7 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*Checkpoint
 		b.Queue(`INSERT INTO model_calls (run_id, turn, model, request, response, latency_ms)
 			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, turn) DO UPDATE SET model = excluded.model,
 			request = excluded.request, response = excluded.response, latency_ms = excluded.latency_ms, created_at = now()`,
-			p.RunID, c.Turn, c.Model, c.Request, c.Response, c.LatencyMs)
+			p.RunID, c.Turn, c.Model, CleanJSON(c.Request), CleanJSON(c.Response), c.LatencyMs)
 	}
 	if g := p.Progress; g != nil && p.Finish == nil {
 		b.Queue(`UPDATE runs SET turns = greatest(turns, $2), model = coalesce(NULLIF($3, ''), model),
@@ -85,7 +85,7 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*Checkpoint
 	if n := len(p.Intents); n > 0 {
 		turns, refs, tools, inputs, keys := make([]int, n), make([]string, n), make([]string, n), make([]json.RawMessage, n), make([]string, n)
 		for i, c := range p.Intents {
-			turns[i], refs[i], tools[i], inputs[i], keys[i] = c.Turn, c.Ref, c.Tool, c.Input, c.IdempotencyKey
+			turns[i], refs[i], tools[i], inputs[i], keys[i] = c.Turn, c.Ref, c.Tool, CleanJSON(c.Input), c.IdempotencyKey
 		}
 		b.Queue(`INSERT INTO tool_calls (run_id, turn, ref, tool, input, idempotency_key)
 			SELECT $1, * FROM unnest($2::int[], $3::text[], $4::text[], $5::jsonb[], $6::text[])

@@ -111,7 +111,7 @@ func (s *Store) InterruptCreate(ctx context.Context, list []InterruptCreateParam
 			VALUES ($10, $1, $2, $3, $4, $5, $6, $7, $8, $9)
 			ON CONFLICT (run_id, turn, ref, round) DO UPDATE SET tool = interrupts.tool
 			RETURNING `+interruptColumns,
-			p.RunID, p.Turn, p.Round, p.Tool, p.Ref, p.Input, md, nullJSON(p.InputSchema), nullJSON(p.OutputSchema), NewID())
+			p.RunID, p.Turn, p.Round, p.Tool, p.Ref, CleanJSON(p.Input), CleanJSON(md), nullJSON(p.InputSchema), nullJSON(p.OutputSchema), NewID())
 	}
 	br := s.db.SendBatch(ctx, batch)
 	defer br.Close()

@@ -399,12 +399,12 @@ func (s *Store) RunListOrphaned(ctx context.Context, p RunListOrphanedParams) ([
 	return ids, nil
 }
 
-// nullJSON stores an empty raw message as SQL NULL.
+// nullJSON stores an empty raw message as SQL NULL, and any other as CleanJSON makes it storable.
 func nullJSON(raw json.RawMessage) any {
 	if len(raw) == 0 {
 		return nil
 	}
-	return raw
+	return CleanJSON(raw)
 }
 
 // RunReleaseLease gives up the lease of the execution fenced by f, so that another execution may

@@ -67,7 +67,7 @@ func (s *Store) ToolCallStart(ctx context.Context, f Fence, p ToolCallStartParam
 				source = CASE WHEN tool_calls.status = 'started' THEN 'reexecuted' ELSE tool_calls.source END,
 				status = 'started', input = excluded.input, started_at = now(), finished_at = NULL
 			WHERE tool_calls.status <> 'completed'
-			RETURNING `+toolCallColumns, p.RunID, p.Turn, p.Ref, p.Tool, p.Input, p.IdempotencyKey).
+			RETURNING `+toolCallColumns, p.RunID, p.Turn, p.Ref, p.Tool, CleanJSON(p.Input), p.IdempotencyKey).
 			Query(func(rows pgx.Rows) error {
 				var err error
 				call, err = pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[ToolCall])
