@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/pflag"
 	oteltrace "go.opentelemetry.io/otel/trace"
 
+	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/internal/bridge"
 	"github.com/loupe-dev/loupe/internal/demo"
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/engine/openai"
@@ -60,7 +62,7 @@ func newRegistry(o engineOptions, tp oteltrace.TracerProvider, log *slog.Logger)
 		}
 		cfg.ToolDelay = delay
 	}
-	if err := demo.Register(reg, cfg); err != nil {
+	if err := demo.Register(bridge.NewApp(reg).(*loupe.App), cfg); err != nil {
 		return nil, fmt.Errorf("register demo agents: %w", err)
 	}
 	if cfg.OpenAI.BaseURL != "" || cfg.OpenAI.APIKey != "" {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe"
 )
 
 // CountdownInput is the countdown flow's input.
@@ -17,8 +17,8 @@ type Tick struct {
 	N int `json:"n"`
 }
 
-func defineCountdown(r *engine.Registry) {
-	engine.DefineStreamingFlow(r, "countdown", func(ctx context.Context, in CountdownInput, send func(Tick) error) (string, error) {
+func defineCountdown(app *loupe.App) {
+	loupe.DefineStreamingFlow(app, "countdown", func(ctx context.Context, in CountdownInput, send func(Tick) error) (string, error) {
 		t := time.NewTicker(200 * time.Millisecond)
 		defer t.Stop()
 		for n := in.From; n > 0; n-- {

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loupe-dev/loupe/internal/engine"
-	"github.com/loupe-dev/loupe/internal/engine/openai"
-	"github.com/loupe-dev/loupe/internal/engine/scripted"
+	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/openai"
+	"github.com/loupe-dev/loupe/scripted"
 )
 
 // Config chooses the demos' model.
@@ -29,15 +29,16 @@ type Config struct {
 	ToolDelay time.Duration
 }
 
-// Register defines the demo flows, their tools and their models on r.
-func Register(r *engine.Registry, cfg Config) error {
+// Register defines the demo flows, their tools and their models on app, with Loupe's public API
+// only: they are what a user's own agent looks like.
+func Register(app *loupe.App, cfg Config) error {
 	models := map[string]string{}
 	if cfg.OpenAI.BaseURL != "" || cfg.OpenAI.APIKey != "" {
 		name := cfg.Model
 		if name == "" {
 			name = "gpt-4o-mini"
 		}
-		m, err := openai.Define(r, cfg.OpenAI, name)
+		m, err := openai.Define(app, cfg.OpenAI, name)
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
@@ -45,27 +46,27 @@ func Register(r *engine.Registry, cfg Config) error {
 			models[k] = m.Name()
 		}
 	} else {
-		models["travel"] = scripted.DefineFunc(r, "demo/travel", travelScript).Name()
-		models["transfer"] = scripted.DefineFunc(r, "demo/transfer", transferScript).Name()
-		models["research"] = scripted.DefineFunc(r, "demo/research", researchScript).Name()
+		models["travel"] = scripted.Define(app, "demo/travel", travelScript).Name()
+		models["transfer"] = scripted.Define(app, "demo/transfer", transferScript).Name()
+		models["research"] = scripted.Define(app, "demo/research", researchScript).Name()
 	}
 	fx, err := newEffects(cfg)
 	if err != nil {
 		return fmt.Errorf("demo: effects log: %w", err)
 	}
-	defineTravel(r, models["travel"], fx)
-	defineTransfer(r, models["transfer"], fx)
-	defineCountdown(r)
-	defineResearch(r, models["research"], fx)
+	defineTravel(app, models["travel"], fx)
+	defineTransfer(app, models["transfer"], fx)
+	defineCountdown(app)
+	defineResearch(app, models["research"], fx)
 	return nil
 }
 
 // words streams a text as one chunk per word, as a real model does.
-func words(text string) [][]*engine.Part {
-	var chunks [][]*engine.Part
+func words(text string) [][]*loupe.Part {
+	var chunks [][]*loupe.Part
 	fields := strings.SplitAfter(text, " ")
 	for _, w := range fields {
-		chunks = append(chunks, []*engine.Part{engine.NewTextPart(w)})
+		chunks = append(chunks, []*loupe.Part{loupe.NewTextPart(w)})
 	}
 	return chunks
 }
@@ -76,11 +77,11 @@ func say(text string) scripted.Turn {
 }
 
 // toolResponses returns the tool responses in the last message of a request.
-func toolResponses(req *engine.ModelRequest) []*engine.ToolResponse {
+func toolResponses(req *loupe.ModelRequest) []*loupe.ToolResponse {
 	if len(req.Messages) == 0 {
 		return nil
 	}
-	var out []*engine.ToolResponse
+	var out []*loupe.ToolResponse
 	for _, p := range req.Messages[len(req.Messages)-1].Content {
 		if p.ToolResponse != nil {
 			out = append(out, p.ToolResponse)
@@ -107,7 +108,7 @@ func asMap(v any) (map[string]any, bool) {
 }
 
 // denied reports whether a tool response is a reviewer's denial.
-func denied(resp *engine.ToolResponse) (string, bool) {
+func denied(resp *loupe.ToolResponse) (string, bool) {
 	m, ok := asMap(resp.Output)
 	if !ok || m["denied"] != true {
 		return "", false
@@ -117,9 +118,9 @@ func denied(resp *engine.ToolResponse) (string, bool) {
 }
 
 // firstUserText is the prompt of a conversation.
-func firstUserText(req *engine.ModelRequest) string {
+func firstUserText(req *loupe.ModelRequest) string {
 	for _, m := range req.Messages {
-		if m.Role == engine.RoleUser {
+		if m.Role == loupe.RoleUser {
 			return m.Text()
 		}
 	}

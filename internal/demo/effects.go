@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe"
 )
 
 // effects records each time a demo tool acts (a transfer sent, a flight booked, a search run):
@@ -43,7 +43,7 @@ func newEffects(cfg Config) (*effects, error) {
 
 // act records that tc's tool starts acting, waits the configured delay (a tool takes time, and a
 // crash may land in the middle of it), and returns what records the end.
-func (fx *effects) act(tc *engine.ToolContext) (end func()) {
+func (fx *effects) act(tc *loupe.ToolContext) (end func()) {
 	fx.write(tc, "start")
 	if fx.delay > 0 {
 		select {
@@ -54,7 +54,7 @@ func (fx *effects) act(tc *engine.ToolContext) (end func()) {
 	return func() { fx.write(tc, "end") }
 }
 
-func (fx *effects) write(tc *engine.ToolContext, event string) {
+func (fx *effects) write(tc *loupe.ToolContext, event string) {
 	if fx.f == nil {
 		return
 	}

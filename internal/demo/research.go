@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/loupe-dev/loupe/internal/engine"
-	"github.com/loupe-dev/loupe/internal/engine/scripted"
+	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/scripted"
 )
 
 // ResearchInput is the research agent's input.
@@ -25,22 +25,22 @@ type Finding struct {
 // researchFanout is how many searches the scripted researcher runs in parallel each turn.
 const researchFanout = 6
 
-func defineResearch(r *engine.Registry, model string, fx *effects) {
-	search := engine.DefineTool(r, "search", "Searches the library for a query.",
-		func(tc *engine.ToolContext, in struct {
+func defineResearch(app *loupe.App, model string, fx *effects) {
+	search := loupe.DefineTool(app, "search", "Searches the library for a query.",
+		func(tc *loupe.ToolContext, in struct {
 			Query string `json:"query"`
 		}) (Finding, error) {
 			defer fx.act(tc)()
 			return Finding{Query: in.Query, Source: fmt.Sprintf("doc-%04d", hash(in.Query)%10000),
 				Summary: "Notes on " + in.Query + ": " + strings.Repeat("evidence ", 8)}, nil
 		})
-	engine.DefineFlow(r, "researchAgent", func(ctx context.Context, in ResearchInput) (string, error) {
-		resp, err := engine.Generate(ctx, r,
-			engine.WithModelName(model),
-			engine.WithSystem("You are a researcher. Search in rounds, then write a summary."),
-			engine.WithPrompt(fmt.Sprintf("Research %q in %d rounds.", in.Topic, in.Depth)),
-			engine.WithTools(search),
-			engine.WithMaxTurns(in.Depth+1),
+	loupe.DefineFlow(app, "researchAgent", func(ctx context.Context, in ResearchInput) (string, error) {
+		resp, err := loupe.Generate(ctx, app,
+			loupe.WithModelName(model),
+			loupe.WithSystem("You are a researcher. Search in rounds, then write a summary."),
+			loupe.WithPrompt(fmt.Sprintf("Research %q in %d rounds.", in.Topic, in.Depth)),
+			loupe.WithTools(search),
+			loupe.WithMaxTurns(in.Depth+1),
 		)
 		if err != nil {
 			return "", err
@@ -50,7 +50,7 @@ func defineResearch(r *engine.Registry, model string, fx *effects) {
 }
 
 // researchScript searches researchFanout queries in parallel for depth rounds, then summarises.
-func researchScript(req *engine.ModelRequest) (scripted.Turn, error) {
+func researchScript(req *loupe.ModelRequest) (scripted.Turn, error) {
 	var topic string
 	var depth int
 	if _, err := fmt.Sscanf(firstUserText(req), "Research %q in %d rounds.", &topic, &depth); err != nil {
@@ -58,7 +58,7 @@ func researchScript(req *engine.ModelRequest) (scripted.Turn, error) {
 	}
 	turn := scripted.ModelTurns(req.Messages)
 	if turn < depth {
-		parts := []*engine.Part{engine.NewTextPart(fmt.Sprintf("Round %d: searching.", turn+1))}
+		parts := []*loupe.Part{loupe.NewTextPart(fmt.Sprintf("Round %d: searching.", turn+1))}
 		for i := range researchFanout {
 			parts = append(parts, scripted.ToolCall("search", fmt.Sprintf("r%d-%d", turn, i),
 				map[string]any{"query": fmt.Sprintf("%s, angle %d.%d", topic, turn+1, i+1)}))

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/loupe-dev/loupe/internal/engine"
-	"github.com/loupe-dev/loupe/internal/engine/scripted"
+	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/scripted"
 )
 
 // TransferInput is the money transfer flow's input.
@@ -26,9 +26,9 @@ type TransferResult struct {
 
 var symbols = map[string]string{"CNY": "¥", "JPY": "¥", "EUR": "€", "USD": "$", "GBP": "£"}
 
-func defineTransfer(r *engine.Registry, model string, fx *effects) {
-	transfer := engine.DefineTool(r, "transfer", "Transfers money. It asks for confirmation, and executes when restarted.",
-		func(tc *engine.ToolContext, in TransferInput) (TransferResult, error) {
+func defineTransfer(app *loupe.App, model string, fx *effects) {
+	transfer := loupe.DefineTool(app, "transfer", "Transfers money. It asks for confirmation, and executes when restarted.",
+		func(tc *loupe.ToolContext, in TransferInput) (TransferResult, error) {
 			if !tc.IsResumed() {
 				sym := symbols[in.Currency]
 				if sym == "" {
@@ -43,16 +43,16 @@ func defineTransfer(r *engine.Registry, model string, fx *effects) {
 				Status: "sent", Confirmation: fmt.Sprintf("TX-%08d", hash(tc.IdempotencyKey)%100000000),
 				To: in.To, Amount: in.Amount, Currency: in.Currency,
 			}, nil
-		}, engine.WithDenial(func(by, reason string) any {
+		}, loupe.WithDenial(func(by, reason string) any {
 			// The transfer's own denial shape: what the bank would say.
 			return map[string]any{"denied": true, "status": "not sent", "reason": reason, "declined_by": by}
 		}))
-	engine.DefineFlow(r, "transferMoney", func(ctx context.Context, in TransferInput) (string, error) {
-		resp, err := engine.Generate(ctx, r,
-			engine.WithModelName(model),
-			engine.WithSystem("You move money for the user with the transfer tool, then confirm what happened."),
-			engine.WithPrompt(fmt.Sprintf("Send %g %s to %s.", in.Amount, in.Currency, in.To)),
-			engine.WithTools(transfer),
+	loupe.DefineFlow(app, "transferMoney", func(ctx context.Context, in TransferInput) (string, error) {
+		resp, err := loupe.Generate(ctx, app,
+			loupe.WithModelName(model),
+			loupe.WithSystem("You move money for the user with the transfer tool, then confirm what happened."),
+			loupe.WithPrompt(fmt.Sprintf("Send %g %s to %s.", in.Amount, in.Currency, in.To)),
+			loupe.WithTools(transfer),
 		)
 		if err != nil {
 			return "", err
@@ -62,7 +62,7 @@ func defineTransfer(r *engine.Registry, model string, fx *effects) {
 }
 
 // transferScript: one transfer call, then an answer from its result.
-func transferScript(req *engine.ModelRequest) (scripted.Turn, error) {
+func transferScript(req *loupe.ModelRequest) (scripted.Turn, error) {
 	if scripted.ModelTurns(req.Messages) == 0 {
 		var to, cur string
 		var amount float64

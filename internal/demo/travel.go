@@ -6,8 +6,8 @@ import (
 	"hash/fnv"
 	"strings"
 
-	"github.com/loupe-dev/loupe/internal/engine"
-	"github.com/loupe-dev/loupe/internal/engine/scripted"
+	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/scripted"
 )
 
 // TravelInput is the travel agent's input.
@@ -38,9 +38,9 @@ type Booking struct {
 	PriceEUR     int    `json:"priceEUR"`
 }
 
-func defineTravel(r *engine.Registry, model string, fx *effects) {
-	weather := engine.DefineTool(r, "getWeather", "Looks up the current weather of a city.",
-		func(tc *engine.ToolContext, in struct {
+func defineTravel(app *loupe.App, model string, fx *effects) {
+	weather := loupe.DefineTool(app, "getWeather", "Looks up the current weather of a city.",
+		func(tc *loupe.ToolContext, in struct {
 			City string `json:"city"`
 		}) (Weather, error) {
 			defer fx.act(tc)()
@@ -48,8 +48,8 @@ func defineTravel(r *engine.Registry, model string, fx *effects) {
 			h := hash(in.City)
 			return Weather{City: in.City, Conditions: conditions[h%4], TempC: 8 + int(h%20)}, nil
 		})
-	book := engine.DefineTool(r, "bookFlight", "Books a flight. A person must approve each booking.",
-		func(tc *engine.ToolContext, in FlightRequest) (Booking, error) {
+	book := loupe.DefineTool(app, "bookFlight", "Books a flight. A person must approve each booking.",
+		func(tc *loupe.ToolContext, in FlightRequest) (Booking, error) {
 			if !tc.IsResumed() {
 				return Booking{}, tc.Interrupt(map[string]any{
 					"message": fmt.Sprintf("Approve booking a %s flight to %s on %s for €%d?", in.Class, in.Destination, in.Date, price(in)),
@@ -62,12 +62,12 @@ func defineTravel(r *engine.Registry, model string, fx *effects) {
 				Destination:  in.Destination, Date: in.Date, Class: in.Class, PriceEUR: price(in),
 			}, nil
 		})
-	engine.DefineFlow(r, "travelAgent", func(ctx context.Context, in TravelInput) (string, error) {
-		resp, err := engine.Generate(ctx, r,
-			engine.WithModelName(model),
-			engine.WithSystem("You are a travel agent. Check the weather at the destination, then book a flight, then answer briefly."),
-			engine.WithPrompt("Plan a trip to "+in.Destination+" next Friday."),
-			engine.WithTools(weather, book),
+	loupe.DefineFlow(app, "travelAgent", func(ctx context.Context, in TravelInput) (string, error) {
+		resp, err := loupe.Generate(ctx, app,
+			loupe.WithModelName(model),
+			loupe.WithSystem("You are a travel agent. Check the weather at the destination, then book a flight, then answer briefly."),
+			loupe.WithPrompt("Plan a trip to "+in.Destination+" next Friday."),
+			loupe.WithTools(weather, book),
 		)
 		if err != nil {
 			return "", err
@@ -77,11 +77,11 @@ func defineTravel(r *engine.Registry, model string, fx *effects) {
 }
 
 // travelScript: weather, then booking, then an answer that reads the booking (or its denial).
-func travelScript(req *engine.ModelRequest) (scripted.Turn, error) {
+func travelScript(req *loupe.ModelRequest) (scripted.Turn, error) {
 	dest := strings.TrimSuffix(strings.TrimPrefix(firstUserText(req), "Plan a trip to "), " next Friday.")
 	switch scripted.ModelTurns(req.Messages) {
 	case 0:
-		return scripted.Reply(engine.NewTextPart("Let me check the weather first."),
+		return scripted.Reply(loupe.NewTextPart("Let me check the weather first."),
 			scripted.ToolCall("getWeather", "weather-1", map[string]any{"city": dest})).WithUsage(120, 18), nil
 	case 1:
 		return scripted.Reply(scripted.ToolCall("bookFlight", "book-1",

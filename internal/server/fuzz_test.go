@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/internal/bridge"
 	"github.com/loupe-dev/loupe/internal/demo"
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/runs"
@@ -68,7 +70,7 @@ func requireClientError(t *testing.T, err error) {
 // schema accepts the input or refuses it with a validation error, never anything else.
 func FuzzRunStartBody(f *testing.F) {
 	reg := engine.NewRegistry()
-	require.NoError(f, demo.Register(reg, demo.Config{}))
+	require.NoError(f, demo.Register(bridge.NewApp(reg).(*loupe.App), demo.Config{}))
 	actions := []string{"/flow/travelAgent", "/flow/transferMoney", "/flow/countdown", "/flow/researchAgent"}
 	for _, body := range []string{
 		`{"action":"/flow/travelAgent","input":{"destination":"Lisbon"}}`,

@@ -16,6 +16,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/internal/bridge"
 	"github.com/loupe-dev/loupe/internal/browsertest"
 	"github.com/loupe-dev/loupe/internal/demo"
 	"github.com/loupe-dev/loupe/internal/engine"
@@ -49,7 +51,7 @@ func liveSetup(t *testing.T, withRuns bool) *liveBundle {
 			Processor: trace.ProcessorConfig{Store: st, Publisher: hub.Spans(), FlushInterval: 50 * time.Millisecond}})
 		require.NoError(t, err)
 		reg := engine.NewRegistry(engine.WithTracerProvider(prov.TracerProvider()))
-		require.NoError(t, demo.Register(reg, demo.Config{}))
+		require.NoError(t, demo.Register(bridge.NewApp(reg).(*loupe.App), demo.Config{}))
 		svc, err := runs.New(runs.Config{Workers: 4, LeaseTTL: 5 * time.Second}, st, reg)
 		require.NoError(t, err)
 		svc.SetPublisher(hub)

@@ -15,7 +15,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loupe-dev/loupe"
 	"github.com/loupe-dev/loupe/internal/auth"
+	"github.com/loupe-dev/loupe/internal/bridge"
 	"github.com/loupe-dev/loupe/internal/demo"
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/live"
@@ -47,7 +49,7 @@ func uiSetup(t testing.TB, dev bool) *uiBundle {
 		Processor: trace.ProcessorConfig{Store: st, Publisher: hub.Spans(), FlushInterval: 50 * time.Millisecond}})
 	require.NoError(t, err)
 	reg := engine.NewRegistry(engine.WithTracerProvider(prov.TracerProvider()))
-	require.NoError(t, demo.Register(reg, demo.Config{}))
+	require.NoError(t, demo.Register(bridge.NewApp(reg).(*loupe.App), demo.Config{}))
 	svc, err := runs.New(runs.Config{Workers: 4, LeaseTTL: 5 * time.Second}, st, reg)
 	require.NoError(t, err)
 	svc.SetPublisher(hub)

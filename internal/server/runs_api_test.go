@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/internal/bridge"
 	"github.com/loupe-dev/loupe/internal/demo"
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/runs"
@@ -29,7 +31,7 @@ func setupRuns(t *testing.T, dev bool, define ...func(*engine.Registry)) *testBu
 	t.Cleanup(pool.Close)
 	st := store.New(pool)
 	reg := engine.NewRegistry()
-	require.NoError(t, demo.Register(reg, demo.Config{}))
+	require.NoError(t, demo.Register(bridge.NewApp(reg).(*loupe.App), demo.Config{}))
 	for _, d := range define {
 		d(reg)
 	}

@@ -21,6 +21,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
+	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/internal/bridge"
 	"github.com/loupe-dev/loupe/internal/demo"
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/runs"
@@ -67,7 +69,7 @@ func textSetup(t *testing.T, dev bool) *textBundle {
 	t.Cleanup(pool.Close)
 	st := store.New(pool)
 	reg := engine.NewRegistry()
-	require.NoError(t, demo.Register(reg, demo.Config{}))
+	require.NoError(t, demo.Register(bridge.NewApp(reg).(*loupe.App), demo.Config{}))
 	svc, err := runs.New(runs.Config{Workers: 2, LeaseTTL: time.Second}, st, reg)
 	require.NoError(t, err)
 	require.NoError(t, svc.Start(context.Background()))

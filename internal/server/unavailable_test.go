@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/internal/bridge"
 	"github.com/loupe-dev/loupe/internal/demo"
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/runs"
@@ -47,7 +49,7 @@ func setupGone(t *testing.T, dev bool, monitor DatabaseMonitor) string {
 	t.Cleanup(pool.Close)
 	st := store.New(pool)
 	reg := engine.NewRegistry()
-	require.NoError(t, demo.Register(reg, demo.Config{}))
+	require.NoError(t, demo.Register(bridge.NewApp(reg).(*loupe.App), demo.Config{}))
 	svc, err := runs.New(runs.Config{}, st, reg)
 	require.NoError(t, err)
 	srv, err := New(Config{Addr: "127.0.0.1:0", Dev: dev, Version: "test"}, Deps{Store: st, Runs: svc, Database: monitor})
