@@ -13,7 +13,7 @@ import (
 func ExampleDefine() {
 	app := loupe.New()
 	scripted.Define(app, "greeter", func(req *loupe.ModelRequest) (scripted.Turn, error) {
-		return scripted.Text("Hello, " + req.Messages[len(req.Messages)-1].Text() + "!").WithUsage(3, 2), nil
+		return scripted.Text("Hello, "+req.Messages[len(req.Messages)-1].Text()+"!").WithUsage(3, 2), nil
 	})
 	resp, err := loupe.Generate(context.Background(), app, loupe.WithModelName("greeter"), loupe.WithPrompt("Ada"))
 	fmt.Println(resp.Text(), resp.Usage.InputTokens, err)

@@ -37,4 +37,3 @@ func ToolCall(name, ref string, input any) *loupe.Part { return scripted.ToolCal
 
 // ModelTurns counts the model's messages in a conversation: the turn a request is at.
 func ModelTurns(msgs []*loupe.Message) int { return scripted.ModelTurns(msgs) }
-
