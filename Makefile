@@ -35,10 +35,14 @@ test: ## run every test, database and browser tests included, with -race
 	exit $$status
 
 .PHONY: lint
-lint: ## gofmt and go vet
+lint: ## gofmt and go vet, and the example modules are tidy and vetted
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	@for m in examples/*/; do \
+		(cd "$$m" && $(GO) mod tidy -diff >/dev/null) || { echo "$$m: go.mod or go.sum is not tidy: run go mod tidy there"; exit 1; }; \
+		(cd "$$m" && $(GO) vet ./...) || exit 1; \
+	done
 
 .PHONY: templ-fresh
 templ-fresh: ## fail when the committed templ output is stale

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -56,16 +57,28 @@ type Action interface {
 type Registry struct {
 	mu        sync.RWMutex
 	actions   map[string]Action
-	tracer    trace.Tracer
+	tracer    atomic.Pointer[tracerRef]
 	attrLimit int
 }
+
+// tracerRef holds the registry's tracer, which SetTracerProvider may replace while actions run.
+type tracerRef struct{ trace.Tracer }
+
+// tracerName is the instrumentation scope of the engine's spans.
+const tracerName = "github.com/loupe-dev/loupe/internal/engine"
 
 // RegistryOption configures a Registry.
 type RegistryOption func(*Registry)
 
 // WithTracerProvider makes the registry's actions report spans to tp. Without it spans are no-ops.
 func WithTracerProvider(tp trace.TracerProvider) RegistryOption {
-	return func(r *Registry) { r.tracer = tp.Tracer("github.com/loupe-dev/loupe/internal/engine") }
+	return func(r *Registry) { r.SetTracerProvider(tp) }
+}
+
+// SetTracerProvider makes the registry's actions report spans to tp from now on: a program defines
+// its actions first, and the command that runs them sets up tracing afterwards.
+func (r *Registry) SetTracerProvider(tp trace.TracerProvider) {
+	r.tracer.Store(&tracerRef{tp.Tracer(tracerName)})
 }
 
 // WithAttributeLimit sets the byte limit of genkit:input and genkit:output span attributes; longer
@@ -78,9 +91,9 @@ func WithAttributeLimit(n int) RegistryOption {
 func NewRegistry(opts ...RegistryOption) *Registry {
 	r := &Registry{
 		actions:   make(map[string]Action),
-		tracer:    noop.NewTracerProvider().Tracer(""),
 		attrLimit: 32 << 10,
 	}
+	r.tracer.Store(&tracerRef{noop.NewTracerProvider().Tracer("")})
 	for _, o := range opts {
 		o(r)
 	}

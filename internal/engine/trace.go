@@ -64,7 +64,7 @@ func (r *Registry) startSpan(ctx context.Context, name, typ, subtype string, ext
 			opts = append(opts, trace.WithLinks(links...))
 		}
 	}
-	ctx, span := r.tracer.Start(ctx, name, opts...)
+	ctx, span := r.tracer.Load().Start(ctx, name, opts...)
 	if span.IsRecording() {
 		attrs := make([]attribute.KeyValue, 0, 6+len(extra))
 		attrs = append(attrs,

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -21,11 +21,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// buildDevui compiles this package into a real devui binary for tests that run it as a process.
+// buildDevui compiles cmd/devui into a real devui binary for tests that run it as a process.
 func buildDevui(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "devui")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/devui").CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 	return bin
 }

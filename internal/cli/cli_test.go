@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 func TestHelpNeverPrintsTheDatabasePassword(t *testing.T) {
 	t.Setenv("DATABASE_URL", "postgres://loupe:hunter2-secret@db.example:5432/loupe")
 	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"replay", "--help"}, {"db", "--help"}} {
-		cmd := newRootCommand()
+		cmd := newRootCommand(demoProgram())
 		var out bytes.Buffer
 		cmd.SetOut(&out)
 		cmd.SetErr(&out)
@@ -38,7 +38,7 @@ func TestCLIRefusesUnknownSubcommandsAndValues(t *testing.T) {
 		{[]string{"interrupts", "list", "--status", "bogus", "--database-url", "postgres://unused"}, `--status "bogus": want one of pending, approved`},
 		{[]string{"run", "travelAgent", `{"destination":"Lisbon"}`}, `pass its input with --input "{\"destination\":\"Lisbon\"}"`},
 	} {
-		cmd := newRootCommand()
+		cmd := newRootCommand(demoProgram())
 		cmd.SetOut(&bytes.Buffer{})
 		cmd.SetErr(&bytes.Buffer{})
 		cmd.SetArgs(tc.args)
@@ -47,7 +47,7 @@ func TestCLIRefusesUnknownSubcommandsAndValues(t *testing.T) {
 		require.Contains(t, err.Error(), tc.want, tc.args)
 		require.Equal(t, 1, exitCode(err))
 	}
-	cmd := newRootCommand()
+	cmd := newRootCommand(demoProgram())
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetArgs([]string{"db"})

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -9,12 +9,14 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
+// version is the running program's version (Program.Version), set once by Run before any command
+// runs.
 var version = "dev"
 
 // config is devui's configuration, parsed once from flags and the environment and passed down
 // explicitly. Flags win over environment variables, which win over defaults.
 type config struct {
+	program     *Program
 	DatabaseURL string
 	Addr        string
 	DataDir     string

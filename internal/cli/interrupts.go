@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -90,7 +90,7 @@ func newInterruptsCommand(cfg *config) *cobra.Command {
 				return errors.New("give exactly one of --approve, --edit JSON, --respond JSON, --deny")
 			}
 			return withStore(cmd, cfg, func(st *store.Store) error {
-				reg, err := newRegistry(engineOptions{}, nil, nopLogger())
+				reg, err := newRegistry(cfg.program, engineOptions{}, nil, nopLogger())
 				if err != nil {
 					return err
 				}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -11,11 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	oteltrace "go.opentelemetry.io/otel/trace"
 
-	"github.com/loupe-dev/loupe"
-	"github.com/loupe-dev/loupe/internal/bridge"
-	"github.com/loupe-dev/loupe/internal/demo"
 	"github.com/loupe-dev/loupe/internal/engine"
-	"github.com/loupe-dev/loupe/internal/engine/openai"
 	"github.com/loupe-dev/loupe/internal/live"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
@@ -39,38 +35,21 @@ func (o *engineOptions) bind(fs *pflag.FlagSet, defaultWorkers int) {
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", ttl, "how long a run stays with a worker that stopped answering before another takes it over (env LOUPE_LEASE_TTL)")
 }
 
-// newRegistry builds the action registry: the demo agents unless turned off, on the scripted models
-// or, when OPENAI_BASE_URL or OPENAI_API_KEY is set, on that endpoint.
-func newRegistry(o engineOptions, tp oteltrace.TracerProvider, log *slog.Logger) (*engine.Registry, error) {
-	var opts []engine.RegistryOption
+// newRegistry is the program's registry, reporting its spans to tp, with the demo agents when
+// the program has them and --no-demo was not given. The demo agents are registered once per
+// process.
+func newRegistry(p *Program, o engineOptions, tp oteltrace.TracerProvider, log *slog.Logger) (*engine.Registry, error) {
 	if tp != nil {
-		opts = append(opts, engine.WithTracerProvider(tp))
+		p.Registry.SetTracerProvider(tp)
 	}
-	reg := engine.NewRegistry(opts...)
-	if o.noDemo {
-		return reg, nil
+	if p.Demo == nil || o.noDemo {
+		return p.Registry, nil
 	}
-	cfg := demo.Config{
-		OpenAI:     openai.Config{BaseURL: os.Getenv("OPENAI_BASE_URL"), APIKey: os.Getenv("OPENAI_API_KEY")},
-		Model:      os.Getenv("OPENAI_MODEL"),
-		EffectsLog: os.Getenv("LOUPE_DEMO_EFFECTS_LOG"),
+	p.demoOnce.Do(func() { p.demoErr = p.Demo(p.Registry, log) })
+	if p.demoErr != nil {
+		return nil, fmt.Errorf("register demo agents: %w", p.demoErr)
 	}
-	if d := os.Getenv("LOUPE_DEMO_TOOL_DELAY"); d != "" {
-		delay, err := time.ParseDuration(d)
-		if err != nil {
-			return nil, fmt.Errorf("LOUPE_DEMO_TOOL_DELAY: %w", err)
-		}
-		cfg.ToolDelay = delay
-	}
-	if err := demo.Register(bridge.NewApp(reg).(*loupe.App), cfg); err != nil {
-		return nil, fmt.Errorf("register demo agents: %w", err)
-	}
-	if cfg.OpenAI.BaseURL != "" || cfg.OpenAI.APIKey != "" {
-		log.Info("demo agents use the OpenAI-compatible endpoint", "base_url", cfg.OpenAI.BaseURL, "model", cfg.Model)
-	} else {
-		log.Info("demo agents use scripted models (set OPENAI_BASE_URL / OPENAI_API_KEY for a real one)")
-	}
-	return reg, nil
+	return p.Registry, nil
 }
 
 // newRuns builds the run service.
@@ -93,7 +72,7 @@ func newRuns(o engineOptions, st *store.Store, reg *engine.Registry, log *slog.L
 // newExecutor builds what a process that executes runs needs without serving HTTP (devui worker,
 // devui run --wait): a TracerProvider exporting to PostgreSQL, the registry on it, and the run
 // service. stop flushes the spans after the runs stop.
-func newExecutor(ctx context.Context, o engineOptions, st *store.Store, log *slog.Logger) (*runs.Service, func(), error) {
+func newExecutor(ctx context.Context, p *Program, o engineOptions, st *store.Store, log *slog.Logger) (*runs.Service, func(), error) {
 	// A hub without WebSocket clients still sends its events to the other instances, so pages
 	// served by devui serve update live for runs executed here.
 	hub, err := live.New(live.Config{Pool: st.Pool(), Logger: log})
@@ -118,7 +97,7 @@ func newExecutor(ctx context.Context, o engineOptions, st *store.Store, log *slo
 		hub.Stop()
 		return nil, nil, err
 	}
-	reg, err := newRegistry(o, provider.TracerProvider(), log)
+	reg, err := newRegistry(p, o, provider.TracerProvider(), log)
 	if err != nil {
 		return fail(err)
 	}
@@ -140,7 +119,7 @@ func withExecutor(cmd *cobra.Command, cfg *config, o engineOptions, fn func(*run
 	ctx := cmd.Context()
 	return withDatabase(ctx, cfg, true, func(db *database, log *slog.Logger) error {
 		st := store.New(db.pool)
-		svc, stop, err := newExecutor(ctx, o, st, log)
+		svc, stop, err := newExecutor(ctx, cfg.program, o, st, log)
 		if err != nil {
 			return err
 		}

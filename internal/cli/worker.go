@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -22,7 +22,7 @@ func newWorkerCommand(cfg *config) *cobra.Command {
 			tuneGC()
 			ctx := cmd.Context()
 			return withDatabase(ctx, cfg, true, func(db *database, log *slog.Logger) error {
-				_, stop, err := newExecutor(ctx, eng, store.New(db.pool), log)
+				_, stop, err := newExecutor(ctx, cfg.program, eng, store.New(db.pool), log)
 				if err != nil {
 					return err
 				}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -16,11 +16,15 @@ import (
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
-func newRootCommand() *cobra.Command {
-	cfg := &config{}
+func newRootCommand(p *Program) *cobra.Command {
+	cfg := &config{program: p}
+	short := "Loupe: a dev UI and a durable agent engine for Go"
+	if p.Demo == nil {
+		short = "Loupe's dev UI, durable runs and inbox for this program's agents"
+	}
 	root := &cobra.Command{
-		Use:           "devui",
-		Short:         "Loupe: a dev UI and a durable agent engine for Go",
+		Use:           p.name(),
+		Short:         short,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -142,7 +146,7 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 			log.Warn("created the first admin; sign in as 'admin' with the password in the file, then change it", "file", path)
 		}
 	}
-	reg, err := newRegistry(opts.engine, tracing.provider.TracerProvider(), log)
+	reg, err := newRegistry(cfg.program, opts.engine, tracing.provider.TracerProvider(), log)
 	if err != nil {
 		return err
 	}
@@ -259,10 +263,10 @@ func newDBCommand(cfg *config) *cobra.Command {
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print devui's version",
+		Short: "Print the program's version",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "devui", version)
+			fmt.Fprintln(cmd.OutOrStdout(), cmd.Root().Name(), version)
 		},
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 func devui(t *testing.T, dbURL string, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	cmd := newRootCommand()
+	cmd := newRootCommand(demoProgram())
 	cmd.SetArgs(append(args, "--database-url", dbURL, "--log-level", "error"))
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)
