@@ -23,6 +23,10 @@ generate: ## regenerate templ components (web/templates/*_templ.go)
 build: generate ## build bin/devui
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/devui
 
+.PHONY: install
+install: generate ## go install devui into $(go env GOPATH)/bin, so that `devui …` works from any directory
+	$(GO) install -ldflags "$(LDFLAGS)" ./cmd/devui
+
 .PHONY: run
 run: build ## build, then serve the UI at http://127.0.0.1:4000 in local mode on the embedded PostgreSQL
 	./$(BIN) serve --dev
