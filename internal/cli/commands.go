@@ -31,14 +31,16 @@ func newRootCommand(p *Program) *cobra.Command {
 	cfg.bindCommon(root.PersistentFlags())
 	// DATABASE_URL is read here rather than as the flag's default, so that --help never prints it:
 	// it usually holds a password.
-	root.PersistentPreRun = func(*cobra.Command, []string) {
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
 		if cfg.DatabaseURL == "" {
 			cfg.DatabaseURL = os.Getenv("DATABASE_URL")
 		}
+		cfg.dataDirGiven = cmd.Flags().Changed("data-dir") || os.Getenv("LOUPE_DATA_DIR") != ""
 	}
 	root.AddCommand(newServeCommand(cfg), newMigrateCommand(cfg), newDBCommand(cfg), newUserCommand(cfg),
 		newWorkerCommand(cfg), newRunCommand(cfg), newInterruptsCommand(cfg), newVersionCommand())
 	root.AddCommand(newReplayCommand(cfg)) // replay.go
+	root.AddCommand(newRunsCommand(cfg))   // runs.go
 	return root
 }
 
@@ -95,6 +97,7 @@ type serveOptions struct {
 }
 
 func serve(ctx context.Context, cfg *config, opts serveOptions) error {
+	cfg.mayCreate = true
 	log, err := cfg.logger()
 	if err != nil {
 		return err
@@ -211,13 +214,18 @@ func newDBCommand(cfg *config) *cobra.Command {
 		if err != nil {
 			return nil, err
 		}
-		return pgcluster.New(pgcluster.Config{DataDir: cfg.DataDir, Logger: log})
+		dir, err := cfg.dataDir()
+		if err != nil {
+			return nil, err
+		}
+		return pgcluster.New(pgcluster.Config{DataDir: dir, Logger: log})
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "start",
 		Short: "Start the cluster in the background (or reuse it) and print its URL",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.mayCreate = true
 			c, err := cluster()
 			if err != nil {
 				return err

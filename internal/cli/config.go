@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -16,12 +17,16 @@ var version = "dev"
 // config is devui's configuration, parsed once from flags and the environment and passed down
 // explicitly. Flags win over environment variables, which win over defaults.
 type config struct {
-	program     *Program
-	DatabaseURL string
-	Addr        string
-	DataDir     string
-	LogLevel    string
-	LogFormat   string
+	program *Program
+	// mayCreate lets the command create the embedded cluster where none is (serve, db start).
+	mayCreate bool
+	// dataDirGiven is set when --data-dir or LOUPE_DATA_DIR names the data directory.
+	dataDirGiven bool
+	DatabaseURL  string
+	Addr         string
+	DataDir      string
+	LogLevel     string
+	LogFormat    string
 }
 
 func envOr(name, fallback string) string {
@@ -34,7 +39,7 @@ func envOr(name, fallback string) string {
 // bindCommon registers the flags every subcommand shares.
 func (c *config) bindCommon(fs *pflag.FlagSet) {
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "PostgreSQL URL; empty starts the embedded cluster (env DATABASE_URL)")
-	fs.StringVar(&c.DataDir, "data-dir", envOr("LOUPE_DATA_DIR", ".devui"), "data directory, home of the embedded cluster (env LOUPE_DATA_DIR)")
+	fs.StringVar(&c.DataDir, "data-dir", envOr("LOUPE_DATA_DIR", defaultDataDir), "data directory, home of the embedded cluster (env LOUPE_DATA_DIR)")
 	fs.StringVar(&c.LogLevel, "log-level", envOr("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", envOr("LOG_FORMAT", "text"), "text or json (env LOG_FORMAT)")
 }
@@ -57,3 +62,48 @@ func (c *config) logger() (*slog.Logger, error) {
 
 // nopLogger discards logs, for commands whose output is their result.
 func nopLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// defaultDataDir is the data directory's name when none is given.
+const defaultDataDir = ".devui"
+
+// dataDir is the data directory of this command's embedded cluster. serve and db start create a
+// cluster where none is. Every other command uses an existing one, so that a command run from
+// the wrong directory says so instead of starting a new, empty cluster there: the directory given
+// by --data-dir or LOUPE_DATA_DIR, or else the nearest .devui found from the working directory
+// up, the way git finds .git.
+func (c *config) dataDir() (string, error) {
+	if c.mayCreate {
+		return c.DataDir, nil
+	}
+	if c.dataDirGiven || c.DataDir != defaultDataDir {
+		if hasCluster(c.DataDir) {
+			return c.DataDir, nil
+		}
+		return "", fmt.Errorf("no Loupe database in %s: start one there with `serve`, or point --data-dir (LOUPE_DATA_DIR) or DATABASE_URL at yours", c.DataDir)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	return findDataDir(wd)
+}
+
+// findDataDir returns the nearest .devui holding a cluster, from wd up.
+func findDataDir(wd string) (string, error) {
+	for dir := wd; ; {
+		if candidate := filepath.Join(dir, defaultDataDir); hasCluster(candidate) {
+			return candidate, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no Loupe database found: no %s in %s or any directory above it; start one with `serve` in your project's directory, or set --data-dir (LOUPE_DATA_DIR) or DATABASE_URL", defaultDataDir, wd)
+		}
+		dir = parent
+	}
+}
+
+// hasCluster reports whether dir holds an embedded cluster.
+func hasCluster(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "postgres", "PG_VERSION"))
+	return err == nil
+}

@@ -27,7 +27,11 @@ func openDatabase(ctx context.Context, cfg *config, log *slog.Logger) (*database
 	db := &database{}
 	dsn := cfg.DatabaseURL
 	if dsn == "" {
-		cluster, err := pgcluster.New(pgcluster.Config{DataDir: cfg.DataDir, Logger: log})
+		dir, err := cfg.dataDir()
+		if err != nil {
+			return nil, err
+		}
+		cluster, err := pgcluster.New(pgcluster.Config{DataDir: dir, Logger: log})
 		if err != nil {
 			return nil, err
 		}
