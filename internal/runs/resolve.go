@@ -73,6 +73,15 @@ func (s *Service) Resolve(ctx context.Context, p ResolveParams) (*store.Interrup
 		// The comment reaches the model as a denial's reason and every page that shows the run.
 		return nil, &ValidationError{Field: "comment", Message: fmt.Sprintf("is %d bytes; at most %d", len(p.Comment), MaxCommentBytes)}
 	}
+	if err := storableText("comment", p.Comment); err != nil {
+		return nil, err
+	}
+	if err := storable("input", p.Input); err != nil {
+		return nil, err
+	}
+	if err := storable("output", p.Output); err != nil {
+		return nil, err
+	}
 	peek, err := s.store.InterruptGet(ctx, p.InterruptID, false)
 	if err != nil {
 		return nil, err

@@ -493,3 +493,31 @@ func TestRunGoesOnWhenItsModelAndToolsPrintNUL(t *testing.T) {
 	require.Len(t, calls, 2)
 	require.Contains(t, string(calls[0].Response), "thinking\ufffdaloud")
 }
+
+// TestClientTextPostgreSQLCannotStoreIsRefusedByTheService proves every caller of the service
+// (the CLI and library users, not only the API) gets a validation error naming the field for a
+// U+0000 in a run's input or a reviewer's comment or payload, and that nothing is written.
+func TestClientTextPostgreSQLCannotStoreIsRefusedByTheService(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	ctx := context.Background()
+	_, err := b.svc.StartRun(ctx, runs.StartParams{Action: "testAgent", Input: json.RawMessage(`{"scenario":"a\u0000b"}`)})
+	var ve *runs.ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "input/scenario", ve.Field)
+	require.ErrorIs(t, err, runs.ErrInvalid)
+	list, _, err := b.store.RunList(ctx, store.RunListParams{})
+	require.NoError(t, err)
+	require.Empty(t, list, "no run was created")
+
+	run := b.start(t, "approve1")
+	b.wait(t, run.ID, store.RunInterrupted)
+	it := b.pending(t, run.ID)[0]
+	_, err = b.svc.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionApprove, Comment: "ok\x00", Actor: "rita"})
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "comment", ve.Field)
+	_, err = b.svc.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionEdit, Input: json.RawMessage(`{"amount":"\ud800"}`), Actor: "rita"})
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "input/amount", ve.Field)
+	require.Len(t, b.pending(t, run.ID), 1, "the interrupt is still pending")
+}

@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/riverqueue/river"
@@ -31,6 +32,9 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*store.Run, erro
 	}
 	if !json.Valid(input) {
 		return nil, &ValidationError{Field: "input", Message: "not valid JSON"}
+	}
+	if err := storable("input", input); err != nil {
+		return nil, err
 	}
 	if err := s.validateInput(key, input); err != nil {
 		return nil, err
@@ -82,6 +86,26 @@ func (s *Service) validateInput(key string, input json.RawMessage) error {
 	}
 	if err := desc.InputSchema.ValidateJSON(input); err != nil {
 		return fieldError("input", err)
+	}
+	return nil
+}
+
+// storable refuses a client's JSON that PostgreSQL cannot store (U+0000, a lone surrogate, invalid
+// UTF-8), naming the field, for every caller of the service: the API checks it first, the CLI and
+// library callers get the same answer here instead of a database error.
+func storable(field string, raw json.RawMessage) error {
+	var te *store.TextError
+	if err := store.CheckJSON(field, raw); errors.As(err, &te) {
+		return &ValidationError{Field: te.Field, Message: te.Problem + ", which PostgreSQL cannot store", Cause: err}
+	}
+	return nil
+}
+
+// storableText is storable for plain text.
+func storableText(field, s string) error {
+	var te *store.TextError
+	if err := store.CheckText(field, s); errors.As(err, &te) {
+		return &ValidationError{Field: te.Field, Message: te.Problem + ", which PostgreSQL cannot store", Cause: err}
 	}
 	return nil
 }
