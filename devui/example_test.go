@@ -1,0 +1,18 @@
+package devui_test
+
+import (
+	"context"
+
+	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/devui"
+)
+
+// A program with its own flow gets every devui command: here, its version.
+func ExampleRun() {
+	app := loupe.New()
+	loupe.DefineFlow(app, "hello", func(ctx context.Context, name string) (string, error) {
+		return "Hello, " + name, nil
+	})
+	_ = devui.Run(context.Background(), app, []string{"version"}, devui.WithName("myagent"), devui.WithVersion("1.2.3"))
+	// Output: myagent 1.2.3
+}
