@@ -173,3 +173,38 @@ func TestProgramQueueIsAValidRiverQueueName(t *testing.T) {
 	require.LessOrEqual(t, len(long), 64)
 	require.NotEqual(t, long, runs.ProgramQueue(strings.Repeat("x", 201)))
 }
+
+// TestCatalogueResolveChecksAndDeniesAnotherProgramsTool resolves, through a service that lacks
+// the tool, interrupts of runs a worker of another program executes: an edit is checked against the
+// announced tool schema, and a denial reaches the model in the tool's own shape, which only the
+// worker knows.
+func TestCatalogueResolveChecksAndDeniesAnotherProgramsTool(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, pool := catalogueStore(t)
+	reg := engine.NewRegistry()
+	defineTestAgent(reg, pool, "", "")
+	worker, err := runs.New(runs.Config{Workers: 2, LeaseTTL: time.Second, Program: "agents", Logger: testLogger()}, st, reg)
+	require.NoError(t, err)
+	require.NoError(t, worker.Start(ctx))
+	t.Cleanup(worker.Stop)
+	ui := programService(t, st, "ui", 0)
+
+	run, err := ui.StartRun(ctx, runs.StartParams{Action: "testAgent", Input: json.RawMessage(`{"scenario":"approve1"}`)})
+	require.NoError(t, err)
+	waitStatus(t, st, run, store.RunInterrupted)
+	its, err := st.InterruptListByRun(ctx, run.ID)
+	require.NoError(t, err)
+	require.Len(t, its, 1)
+
+	_, err = ui.Resolve(ctx, runs.ResolveParams{InterruptID: its[0].ID, Action: runs.ActionEdit, Input: json.RawMessage(`{"amount":-1}`), Actor: "rev"})
+	var ve *runs.ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "input/amount", ve.Field)
+
+	_, err = ui.Resolve(ctx, runs.ResolveParams{InterruptID: its[0].ID, Action: runs.ActionDeny, Comment: "too much", Actor: "rev"})
+	require.NoError(t, err)
+	done := waitStatus(t, st, run, store.RunSucceeded)
+	require.Contains(t, string(done.Output), `refused_by`, "the denial has the confirm tool's own shape")
+	require.Contains(t, string(done.Output), `too much`)
+}

@@ -199,9 +199,11 @@ func (s *Service) resolution(ctx context.Context, it *store.Interrupt, p Resolve
 				// A number or a list would reach the model as if the tool had answered it.
 				return nil, &ValidationError{Field: "output", Message: "a denial's answer is an object or a string, or omit it for the standard denial"}
 			}
-		} else {
+		} else if _, ok := s.registry.LookupTool(it.Tool); ok {
 			res.Output = s.denial(it.Tool, p.Actor, p.Comment)
 		}
+		// A tool of another program: the worker that resumes the run has the tool, and gives the
+		// denial the tool's own shape then (resume.go).
 	}
 	return res, nil
 }
