@@ -153,7 +153,7 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 	if err != nil {
 		return err
 	}
-	runSvc, err := newRuns(opts.engine, st, reg, log)
+	runSvc, err := newRuns(cfg.program, opts.engine, st, reg, log)
 	if err != nil {
 		return err
 	}

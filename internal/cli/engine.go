@@ -52,8 +52,9 @@ func newRegistry(p *Program, o engineOptions, tp oteltrace.TracerProvider, log *
 	return p.Registry, nil
 }
 
-// newRuns builds the run service.
-func newRuns(o engineOptions, st *store.Store, reg *engine.Registry, log *slog.Logger) (*runs.Service, error) {
+// newRuns builds the run service of program p: its workers announce p's actions in the catalogue
+// under p's name and work p's queue.
+func newRuns(p *Program, o engineOptions, st *store.Store, reg *engine.Registry, log *slog.Logger) (*runs.Service, error) {
 	// LOUPE_FAULTS is the crash harness's (make chaos): the process kills itself at fault points.
 	faults, err := runs.ParseFaults(os.Getenv("LOUPE_FAULTS"))
 	if err != nil {
@@ -66,7 +67,7 @@ func newRuns(o engineOptions, st *store.Store, reg *engine.Registry, log *slog.L
 	if ttl <= 0 {
 		ttl = 15 * time.Second
 	}
-	return runs.New(runs.Config{Workers: o.workers, LeaseTTL: ttl, Faults: faults, Logger: log}, st, reg)
+	return runs.New(runs.Config{Program: p.name(), Workers: o.workers, LeaseTTL: ttl, Faults: faults, Logger: log}, st, reg)
 }
 
 // newExecutor builds what a process that executes runs needs without serving HTTP (devui worker,
@@ -101,7 +102,7 @@ func newExecutor(ctx context.Context, p *Program, o engineOptions, st *store.Sto
 	if err != nil {
 		return fail(err)
 	}
-	svc, err := newRuns(o, st, reg, log)
+	svc, err := newRuns(p, o, st, reg, log)
 	if err != nil {
 		return fail(err)
 	}

@@ -94,7 +94,7 @@ func newInterruptsCommand(cfg *config) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				svc, err := newRuns(engineOptions{}, st, reg, nopLogger())
+				svc, err := newRuns(cfg.program, engineOptions{}, st, reg, nopLogger())
 				if err != nil {
 					return err
 				}

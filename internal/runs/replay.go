@@ -97,7 +97,7 @@ func (s *Service) Replay(ctx context.Context, p ReplayParams) (*store.Run, error
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkReplay(orig, &p); err != nil {
+	if err := s.checkReplay(ctx, orig, &p); err != nil {
 		return nil, err
 	}
 	var fork *forkPlan
@@ -221,7 +221,9 @@ func mergeOverrides(inherited, requested *Overrides, copied bool) *Overrides {
 }
 
 // checkReplay validates the request against the original run and normalises it.
-func (s *Service) checkReplay(orig *store.Run, p *ReplayParams) error {
+// The action and an overriding model may be another program's, announced in the catalogue: the
+// worker that executes the replay has them.
+func (s *Service) checkReplay(ctx context.Context, orig *store.Run, p *ReplayParams) error {
 	switch p.Mode {
 	case store.ReplayExact, store.ReplayRerun, store.ReplayFork:
 	default:
@@ -230,7 +232,9 @@ func (s *Service) checkReplay(orig *store.Run, p *ReplayParams) error {
 	if orig.Status == store.RunQueued || orig.Status == store.RunRunning {
 		return fmt.Errorf("run %s is still %s: replay it once it has ended or waits for a reviewer: %w", orig.ID, orig.Status, ErrConflict)
 	}
-	if s.registry.Lookup(orig.Action) == nil {
+	if d, err := s.lookupAction(ctx, orig.Action); err != nil {
+		return err
+	} else if d == nil {
 		return &ValidationError{Field: "run", Message: fmt.Sprintf("action %s is no longer registered", orig.Action)}
 	}
 	switch p.Tools {
@@ -264,11 +268,11 @@ func (s *Service) checkReplay(orig *store.Run, p *ReplayParams) error {
 			return &ValidationError{Field: "overrides", Message: "an exact replay serves the recorded responses; use mode rerun or fork to override"}
 		}
 		if o.Model != "" {
-			a := s.registry.Lookup(o.Model)
-			if a == nil {
-				a = s.registry.Lookup(engine.ActionKey(engine.ActionTypeModel, o.Model))
+			d, err := s.lookupAction(ctx, o.Model, engine.ActionKey(engine.ActionTypeModel, o.Model))
+			if err != nil {
+				return err
 			}
-			if _, ok := a.(engine.Model); !ok {
+			if d == nil || d.Type != engine.ActionTypeModel {
 				return &ValidationError{Field: "overrides/model", Message: fmt.Sprintf("model %q is not registered", o.Model)}
 			}
 		}

@@ -105,7 +105,7 @@ func (s *Service) Resolve(ctx context.Context, p ResolveParams) (*store.Interrup
 		if p.Version != 0 && p.Version != it.Version {
 			return &ConflictError{Interrupt: it, Reason: fmt.Sprintf("interrupt %s changed since version %d (now %d): reload it", it.ID, p.Version, it.Version)}
 		}
-		res, err := s.resolution(it, p)
+		res, err := s.resolution(ctx, it, p)
 		if err != nil {
 			return err
 		}
@@ -172,15 +172,16 @@ func alreadyResolved(it *store.Interrupt) error {
 	return &ConflictError{Interrupt: it, Reason: fmt.Sprintf("interrupt %s was already %s by %s%s", it.ID, it.Status, who, when)}
 }
 
-// resolution validates the payload of a decision against the tool's schemas.
-func (s *Service) resolution(it *store.Interrupt, p ResolveParams) (*resolution, error) {
+// resolution validates the payload of a decision against the tool's schemas: this program's, or
+// those the program that has the tool announced in the catalogue.
+func (s *Service) resolution(ctx context.Context, it *store.Interrupt, p ResolveParams) (*resolution, error) {
 	res := &resolution{Action: p.Action}
 	switch p.Action {
 	case ActionEdit:
 		if len(p.Input) == 0 || string(p.Input) == "null" {
 			return nil, &ValidationError{Field: "input", Message: "edit needs the replacement input"}
 		}
-		if err := s.validate(it.Tool, "input", p.Input, s.registry.ValidateToolInput); err != nil {
+		if err := s.validate(ctx, it.Tool, "input", p.Input); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal(p.Input, &res.Input); err != nil {
@@ -190,7 +191,7 @@ func (s *Service) resolution(it *store.Interrupt, p ResolveParams) (*resolution,
 		if len(p.Output) == 0 {
 			return nil, &ValidationError{Field: "output", Message: "respond needs the tool's output"}
 		}
-		if err := s.validate(it.Tool, "output", p.Output, s.registry.ValidateToolOutput); err != nil {
+		if err := s.validate(ctx, it.Tool, "output", p.Output); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal(p.Output, &res.Output); err != nil {
@@ -207,9 +208,11 @@ func (s *Service) resolution(it *store.Interrupt, p ResolveParams) (*resolution,
 				// A number or a list would reach the model as if the tool had answered it.
 				return nil, &ValidationError{Field: "output", Message: "a denial's answer is an object or a string, or omit it for the standard denial"}
 			}
-		} else {
+		} else if _, ok := s.registry.LookupTool(it.Tool); ok {
 			res.Output = s.denial(it.Tool, p.Actor, p.Comment)
 		}
+		// A tool of another program: the worker that resumes the run has the tool, and gives the
+		// denial the tool's own shape then (resume.go).
 	}
 	return res, nil
 }
@@ -236,18 +239,26 @@ func Denial(by, reason string) map[string]any {
 		"message": "A reviewer denied this tool call. Do not retry it; tell the user."}
 }
 
-func (s *Service) validate(tool, field string, value json.RawMessage, check func(string, json.RawMessage) error) error {
+func (s *Service) validate(ctx context.Context, tool, field string, value json.RawMessage) error {
 	if !json.Valid(value) {
 		return &ValidationError{Field: field, Message: "not valid JSON"}
 	}
-	err := check(tool, value)
-	if err == nil {
-		return nil
+	in, out, found, err := s.toolSchemas(ctx, tool)
+	if err != nil {
+		return err
 	}
-	if engine.StatusOf(err) == engine.StatusNotFound {
-		return &ValidationError{Field: field, Message: fmt.Sprintf("tool %s is no longer registered, so its schema cannot be checked", tool), Cause: err}
+	if !found {
+		return &ValidationError{Field: field, Message: fmt.Sprintf("tool %s is no longer registered, so its schema cannot be checked", tool),
+			Cause: engine.Errorf(engine.StatusNotFound, "tool %q not found", tool)}
 	}
-	return fieldError(field, err)
+	schema := in
+	if field == "output" {
+		schema = out
+	}
+	if err := schema.ValidateJSON(value); err != nil {
+		return fieldError(field, err)
+	}
+	return nil
 }
 
 // fieldError turns a schema violation into a ValidationError naming the first failing field, as a

@@ -63,6 +63,11 @@ func (s *Service) resumeOptions(ctx context.Context, run *store.Run, l *lease, h
 				return nil, err
 			}
 		case store.InterruptDenied:
+			if res.Output == nil {
+				// Denied by a program that lacks the tool (resolve.go): the standard denial, or the
+				// tool's own.
+				res.Output = s.denial(tr.Name, deref(it.ResolvedBy), deref(it.Comment))
+			}
 			opts = append(opts, engine.WithRespond(engine.DenyPart(tr.Name, tr.Ref, res.Output)))
 			if err := s.answerLedger(ctx, l, it, res.Output); err != nil {
 				return nil, err
@@ -88,4 +93,11 @@ type resolution struct {
 	Action string `json:"action"`
 	Input  any    `json:"input,omitempty"`
 	Output any    `json:"output,omitempty"`
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -35,6 +36,13 @@ type Config struct {
 	LeaseTTL time.Duration
 	// SweepInterval is how often orphaned runs are looked for. Default LeaseTTL/3.
 	SweepInterval time.Duration
+	// Program names the program whose actions this service executes, in the action catalogue
+	// that several programs on one database share; its workers work the program's own queue
+	// (ProgramQueue). Default: the binary's name.
+	Program string
+	// AnnounceInterval is how often a service with workers renews its entry in the catalogue; the
+	// entry is live for three intervals. Default LeaseTTL/3.
+	AnnounceInterval time.Duration
 	// Faults makes the process kill itself at the named fault points (fault.go) with the given
 	// probabilities. It exists for the crash harness (make chaos); leave it nil.
 	Faults map[string]float64
@@ -49,6 +57,8 @@ type Service struct {
 	river    *river.Client[pgx.Tx]
 	log      *slog.Logger
 	owner    string
+	queue    string // the program's River queue
+	descs    descCache
 	// publisher is set before Start and only read after.
 	publisher Publisher
 
@@ -62,6 +72,9 @@ type Service struct {
 // RunArgs is the River job that executes, resumes or recovers one run.
 type RunArgs struct {
 	RunID uuid.UUID `json:"run_id"`
+	// Action is the run's action, so that a worker that lacks it routes the job on without
+	// reading the run; jobs inserted before it existed leave it empty.
+	Action string `json:"action,omitempty"`
 }
 
 // Kind names the job kind in River's tables.
@@ -75,6 +88,12 @@ func New(cfg Config, st *store.Store, reg *engine.Registry) (*Service, error) {
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = cfg.LeaseTTL / 3
 	}
+	if cfg.AnnounceInterval == 0 {
+		cfg.AnnounceInterval = cfg.LeaseTTL / 3
+	}
+	if cfg.Program == "" {
+		cfg.Program = filepath.Base(os.Args[0])
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -82,6 +101,7 @@ func New(cfg Config, st *store.Store, reg *engine.Registry) (*Service, error) {
 	s := &Service{
 		cfg: cfg, store: st, registry: reg, log: cfg.Logger,
 		owner:  fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(4)),
+		queue:  ProgramQueue(cfg.Program),
 		active: map[uuid.UUID]context.CancelFunc{},
 	}
 	rcfg := &river.Config{
@@ -96,7 +116,13 @@ func New(cfg Config, st *store.Store, reg *engine.Registry) (*Service, error) {
 			return nil, fmt.Errorf("runs: register worker: %w", err)
 		}
 		rcfg.Workers = workers
-		rcfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}}
+		// The program's queue gets the workers. The default queue is worked too, for the jobs that
+		// releases before the catalogue inserted there; a job of an action this program lacks is
+		// routed on from it (worker.go).
+		rcfg.Queues = map[string]river.QueueConfig{
+			s.queue:            {MaxWorkers: cfg.Workers},
+			river.QueueDefault: {MaxWorkers: max(1, cfg.Workers/4)},
+		}
 		rcfg.FetchCooldown = 20 * time.Millisecond
 		rcfg.FetchPollInterval = 250 * time.Millisecond
 	}
@@ -111,27 +137,35 @@ func New(cfg Config, st *store.Store, reg *engine.Registry) (*Service, error) {
 // Registry is the engine registry the service runs actions from.
 func (s *Service) Registry() *engine.Registry { return s.registry }
 
-// Start starts the workers and the recovery sweep. It is a no-op for an insert-only service.
+// Start announces the program's actions in the catalogue (taking the runs that waited for them),
+// then starts the workers, the recovery sweep and the announcement's heartbeat. It is a no-op for
+// an insert-only service.
 func (s *Service) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.started || s.cfg.Workers == 0 {
 		return nil
 	}
+	if err := s.announce(ctx); err != nil {
+		return fmt.Errorf("runs: announce actions: %w", err)
+	}
 	if err := s.river.Start(context.WithoutCancel(ctx)); err != nil {
+		s.unannounce()
 		return fmt.Errorf("runs: start workers: %w", err)
 	}
 	s.started = true
 	s.stopped = make(chan struct{})
-	s.sweepWG.Add(1)
+	s.sweepWG.Add(2)
 	go s.sweepLoop()
-	s.log.Info("run workers started", "workers", s.cfg.Workers, "owner", s.owner)
+	go s.announceLoop()
+	s.log.Info("run workers started", "workers", s.cfg.Workers, "owner", s.owner, "program", s.cfg.Program, "queue", s.queue)
 	return nil
 }
 
-// Stop stops fetching jobs and waits for the running ones to finish, up to 30 seconds, then cancels
-// them; cancelled executions keep their checkpoints and are taken over later. It is safe to call
-// twice and without Start.
+// Stop removes the process from the catalogue, so that no more runs are routed to it, stops
+// fetching jobs and waits for the running ones to finish, up to 30 seconds, then cancels them;
+// cancelled executions keep their checkpoints and are taken over later. It is safe to call twice
+// and without Start.
 func (s *Service) Stop() {
 	s.mu.Lock()
 	started := s.started
@@ -142,6 +176,7 @@ func (s *Service) Stop() {
 	}
 	close(s.stopped)
 	s.sweepWG.Wait()
+	s.unannounce()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.river.Stop(ctx); err != nil {

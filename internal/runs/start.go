@@ -8,6 +8,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
@@ -22,7 +23,7 @@ type StartParams struct {
 
 // StartRun inserts a run and its job in one transaction and returns the queued run at once.
 func (s *Service) StartRun(ctx context.Context, p StartParams) (*store.Run, error) {
-	key, err := s.resolveAction(p.Action)
+	key, desc, err := s.resolveAction(ctx, p.Action)
 	if err != nil {
 		return nil, err
 	}
@@ -36,8 +37,8 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*store.Run, erro
 	if err := storable("input", input); err != nil {
 		return nil, err
 	}
-	if err := s.validateInput(key, input); err != nil {
-		return nil, err
+	if err := desc.InputSchema.ValidateJSON(input); err != nil {
+		return nil, fieldError("input", err)
 	}
 	var run *store.Run
 	err = s.store.WithTx(ctx, func(tx *store.Store) error {
@@ -55,39 +56,34 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*store.Run, erro
 	return run, nil
 }
 
-// enqueue inserts the run's job in the store's transaction.
+// enqueue inserts the run's job in the store's transaction, into the queue of a program that has
+// its action (route), or into HeldQueue when no live program has it.
 func (s *Service) enqueue(ctx context.Context, tx *store.Store, run *store.Run) error {
-	if _, err := s.river.InsertTx(ctx, tx.Tx(), RunArgs{RunID: run.ID}, &river.InsertOpts{}); err != nil {
+	queue, err := s.route(ctx, tx, run.Action)
+	if err != nil {
+		return fmt.Errorf("enqueue run %s: %w", run.ID, err)
+	}
+	if _, err := s.river.InsertTx(ctx, tx.Tx(), RunArgs{RunID: run.ID, Action: run.Action}, &river.InsertOpts{Queue: queue}); err != nil {
 		return fmt.Errorf("enqueue run %s: %w", run.ID, err)
 	}
 	return nil
 }
 
-// resolveAction accepts a registry key or a bare flow name.
-func (s *Service) resolveAction(action string) (string, error) {
+// resolveAction accepts a registry key or a bare flow name, of an action this program has or one
+// that a program announced in the catalogue (the run waits when none is live), and returns its
+// description.
+func (s *Service) resolveAction(ctx context.Context, action string) (string, *engine.ActionDesc, error) {
 	if action == "" {
-		return "", fmt.Errorf("action is required: %w", ErrInvalid)
+		return "", nil, fmt.Errorf("action is required: %w", ErrInvalid)
 	}
-	if s.registry.Lookup(action) != nil {
-		return action, nil
+	d, err := s.lookupAction(ctx, action, "/flow/"+action)
+	if err != nil {
+		return "", nil, err
 	}
-	if key := "/flow/" + action; s.registry.Lookup(key) != nil {
-		return key, nil
+	if d == nil {
+		return "", nil, fmt.Errorf("action %q is not registered (see GET /api/v1/actions): %w", action, ErrInvalid)
 	}
-	return "", fmt.Errorf("action %q is not registered (see GET /api/v1/actions): %w", action, ErrInvalid)
-}
-
-// validateInput checks the input against the action's input schema, when it has one.
-func (s *Service) validateInput(key string, input json.RawMessage) error {
-	a := s.registry.Lookup(key)
-	desc := a.Desc()
-	if desc.InputSchema == nil {
-		return nil
-	}
-	if err := desc.InputSchema.ValidateJSON(input); err != nil {
-		return fieldError("input", err)
-	}
-	return nil
+	return d.Key, d, nil
 }
 
 // storable refuses a client's JSON that PostgreSQL cannot store (U+0000, a lone surrogate, invalid

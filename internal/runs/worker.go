@@ -35,6 +35,9 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
 		// again would supersede the live execution.
 		return river.JobSnooze(s.cfg.LeaseTTL)
 	}
+	if moved, err := s.routeOn(ctx, job); moved || err != nil {
+		return err
+	}
 	s.fault(FaultAfterFetch)
 	sent := time.Now()
 	run, err := s.store.RunAcquire(ctx, job.Args.RunID, s.owner, s.cfg.LeaseTTL)
@@ -48,6 +51,41 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
 	}
 	s.publish(run.ID, EventStatus, map[string]any{"status": store.RunRunning})
 	return s.execute(ctx, run, newLease(s, run, sent))
+}
+
+// routeOn puts back a job of an action this program lacks, instead of failing its run: it inserts
+// the job again into the queue of a program that has the action (or HeldQueue) and lets this one
+// complete, or snoozes it when that queue is the one it came from (another process of this
+// program has the action; this one is an older build, say). moved reports that the job is dealt
+// with and must not be executed here.
+func (s *Service) routeOn(ctx context.Context, job *river.Job[RunArgs]) (moved bool, err error) {
+	action := job.Args.Action
+	if action == "" {
+		run, err := s.store.RunGet(ctx, job.Args.RunID)
+		if errors.Is(err, store.ErrNotFound) {
+			return true, nil
+		}
+		if err != nil {
+			return true, err
+		}
+		action = run.Action
+	}
+	if s.registry.Lookup(action) != nil {
+		return false, nil
+	}
+	err = s.store.WithTx(ctx, func(tx *store.Store) error {
+		queue, err := s.route(ctx, tx, action)
+		if err != nil {
+			return err
+		}
+		if queue == job.Queue {
+			return river.JobSnooze(s.cfg.LeaseTTL)
+		}
+		s.log.Info("routing a run to a program that has its action", "run", job.Args.RunID, "action", action, "queue", queue)
+		_, err = s.river.InsertTx(ctx, tx.Tx(), RunArgs{RunID: job.Args.RunID, Action: action}, &river.InsertOpts{Queue: queue})
+		return err
+	})
+	return true, err
 }
 
 // execute runs the action once, from the start or from the run's recorded history, and records the

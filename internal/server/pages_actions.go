@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -24,7 +25,7 @@ func (s *Server) actionsData(c echo.Context) templates.ActionsPage {
 	p := templates.ActionsPage{Page: s.page(c, "Actions", "actions"), CanRun: pr != nil && auth.Allows(pr.Role, store.RoleReviewer)}
 	byType := map[engine.ActionType][]templates.ActionView{}
 	var extra []engine.ActionType
-	for _, a := range s.deps.Runs.Registry().List() {
+	for _, a := range s.actions(c.Request().Context()) {
 		v := templates.ActionView{Key: a.Key, Name: a.Name, Type: string(a.Type), Description: a.Description,
 			Runnable: a.Type == engine.ActionTypeFlow}
 		if a.InputSchema != nil {
@@ -47,6 +48,16 @@ func (s *Server) actionsData(c echo.Context) templates.ActionsPage {
 		}
 	}
 	return p
+}
+
+// actions lists this program's actions and those live workers announce; when the catalogue cannot
+// be read, the page shows this program's own.
+func (s *Server) actions(ctx context.Context) []*engine.ActionDesc {
+	list, err := s.deps.Runs.Actions(ctx)
+	if err != nil {
+		s.log.Warn("list the action catalogue", "err", err)
+	}
+	return list
 }
 
 func containsType(list []engine.ActionType, t engine.ActionType) bool {

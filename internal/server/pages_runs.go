@@ -83,7 +83,7 @@ func (s *Server) runsPage(c echo.Context) error {
 		Page:     s.page(c, "Runs", "runs"),
 		Filter:   templates.RunFilter{Status: q.Get("status"), Action: q.Get("action"), Query: q.Get("q"), Since: q.Get("since"), Until: q.Get("until")},
 		Statuses: store.RunStatuses,
-		Actions:  s.actionKeys("flow"),
+		Actions:  s.actionKeys(c.Request().Context(), "flow"),
 		Live:     q.Get("cursor") == "" && q.Get("status") == "" && q.Get("action") == "" && q.Get("q") == "" && q.Get("until") == "",
 	}
 	pending, err := s.pendingByRun(ctx)
@@ -163,13 +163,13 @@ func runWaitingSince(r *store.Run) time.Time {
 	return r.UpdatedAt
 }
 
-// actionKeys lists registered action keys of a type ("" for all).
-func (s *Server) actionKeys(typ string) []string {
+// actionKeys lists the keys of the actions of a type ("" for all) that runs can be started for.
+func (s *Server) actionKeys(ctx context.Context, typ string) []string {
 	if s.deps.Runs == nil {
 		return nil
 	}
 	var out []string
-	for _, a := range s.deps.Runs.Registry().List() {
+	for _, a := range s.actions(ctx) {
 		if typ == "" || string(a.Type) == typ {
 			out = append(out, a.Key)
 		}
@@ -199,6 +199,7 @@ func (s *Server) runPageData(c echo.Context, id uuid.UUID, withTrace bool) (temp
 		since := runWaitingSince(r)
 		p.Run.WaitingSince = &since
 	}
+	p.Run.WaitingReason = d.WaitingReason
 	if r.ReplayOf != nil {
 		p.Run.ReplayOf = r.ReplayOf.String()
 	}

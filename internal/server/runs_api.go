@@ -232,6 +232,8 @@ type RunDetail struct {
 	Messages   []*store.RunMessage `json:"messages"`
 	Interrupts []*store.Interrupt  `json:"interrupts"`
 	ToolCalls  []*store.ToolCall   `json:"tool_calls"`
+	// WaitingReason says why a queued run is not executing: no live worker has its action.
+	WaitingReason string `json:"waiting_reason,omitempty"`
 }
 
 func (s *Server) runDetail(c echo.Context, id uuid.UUID) (*RunDetail, error) {
@@ -249,6 +251,11 @@ func (s *Server) runDetail(c echo.Context, id uuid.UUID) (*RunDetail, error) {
 	}
 	if d.ToolCalls, err = s.store.ToolCallList(ctx, id); err != nil {
 		return nil, err
+	}
+	if s.deps.Runs != nil {
+		if d.WaitingReason, err = s.deps.Runs.WaitingReason(ctx, run); err != nil {
+			return nil, err
+		}
 	}
 	return d, nil
 }
@@ -420,6 +427,11 @@ func decodeResolve(body []byte) (resolveRequest, error) {
 	return req, nil
 }
 
+// apiActionList is GET /api/v1/actions: this program's actions and those live workers announce.
 func (s *Server) apiActionList(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]any{"actions": s.deps.Runs.Registry().List()})
+	list, err := s.deps.Runs.Actions(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"actions": list})
 }

@@ -69,6 +69,8 @@ type RunHeader struct {
 	// WaitingSince is when an interrupted run stopped to wait for a reviewer; Duration is then the
 	// time it ran until that moment.
 	WaitingSince *time.Time
+	// WaitingReason says why a queued run is not executing: no live worker has its action.
+	WaitingReason string
 	// CompareWith is the run this one replays or forks ("" for an original): the compare page's A.
 	CompareWith string
 	// Divergence is the first difference an exact replay found from its original, nil when none
