@@ -60,9 +60,12 @@ export class Live {
 // of triggers (2,000 span events) is a handful of runs. The first run waits lead ms, so that a
 // burst starts as one; with settle, fn runs once more settle ms after the last trigger, because a
 // span is announced a moment before it is written. fn returning false means "not now": it runs
-// again later.
+// again later. A run that fails (the server busy or restarting) is tried again, ms later each time,
+// up to maxRetries times in a row, so that the last change of a burst is never lost to one failed
+// reload.
+const maxRetries = 5;
 function throttled(fn, ms, lead = 150, settle = 0) {
-  let timer = null, settleTimer = null, running = false, again = false, last = 0;
+  let timer = null, settleTimer = null, running = false, again = false, last = 0, failures = 0;
   const run = async () => {
     timer = null;
     running = true;
@@ -70,8 +73,11 @@ function throttled(fn, ms, lead = 150, settle = 0) {
     last = Date.now();
     try {
       if ((await fn()) === false) again = true;
+      failures = 0;
     } catch {
-      // a failed reload leaves the page as it was; the next trigger or the settle run tries again
+      // a failed reload leaves the page as it was, and is tried again
+      failures++;
+      if (failures <= maxRetries) again = true;
     }
     running = false;
     if (again) schedule();
@@ -443,11 +449,14 @@ function initRun() {
     return reloadTree(`/runs/${encodeURIComponent(page.dataset.run)}/trace`, params);
   }, 500, 150, 1500);
 
+  let snapshots = 0;
   const live = new Live((m, l) => {
     if (m.topic !== topic) return;
     switch (m.kind) {
       case "snapshot":
         if (m.data.status !== status) { status = m.data.status; refreshSections(); refreshTrace(); showStreamState(); }
+        else if (snapshots > 0) refreshTrace(); // a reconnect: span events may have been missed meanwhile
+        snapshots++;
         break;
       case "run.chunks": {
         for (const ch of m.data.chunks) {
