@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +25,7 @@ type chaosCounts struct {
 	faults          map[string]int // deaths at a fault point, by role
 	otherExits      map[string]int // other exits, by role (a start while the database was down, say)
 	pauses          int
+	pausedMidTool   int // pauses that stopped a worker just after one of its tools started
 	pausedTakenOver int // runs of paused workers that another execution took over meanwhile
 }
 
@@ -60,6 +64,7 @@ type chaos struct {
 	pause   [2]time.Duration // how long a paused worker stays stopped: from, to
 	stats   *chaosStats
 	checks  *checker
+	effects string // the effects log
 }
 
 // event is one chaos action.
@@ -140,25 +145,37 @@ func (c *chaos) busiest(ctx context.Context) *process {
 }
 
 // pauseWorker stops a worker for longer than the lease TTL, so that its runs are taken over, and
-// lets it go on. For a second after it goes on, it must act in none of the runs taken over: the
-// checker looks for its tools' starts in the effects log (a window in which none of those runs
-// changed hands again, so no start there can be a legitimate new execution of its own).
+// lets it go on. It stops it just after one of its tools started, when it can, so that the tool's
+// result arrives after the takeover. For a second after it goes on, it must act in none of the
+// runs taken over: the checker looks for its tools' starts in the effects log (a window in which
+// none of those runs changed hands again, so no start there can be a legitimate new execution of
+// its own).
 func (c *chaos) pauseWorker(ctx context.Context, w *process) {
 	pid, ok := w.running()
 	if !ok {
 		return
 	}
+	midTool := c.waitToolStart(ctx, pid, 2*time.Second)
+	if !w.pause(pid) {
+		return
+	}
 	held, err := heldBy(ctx, c.pool, pid)
-	if err != nil || !w.pause(pid) {
+	if err != nil {
+		w.resume(pid)
 		return
 	}
 	d := c.pause[0] + time.Duration(c.rng.Int64N(int64(c.pause[1]-c.pause[0])+1))
-	c.stats.add(func(s *chaosCounts) { s.pauses++ })
-	c.log.Info("paused a worker", "process", w.name, "pid", pid, "for", d, "runs", len(held))
+	c.stats.add(func(s *chaosCounts) {
+		s.pauses++
+		if midTool {
+			s.pausedMidTool++
+		}
+	})
+	c.log.Info("paused a worker", "process", w.name, "pid", pid, "for", d, "runs", len(held), "mid_tool", midTool)
 	sleepCtx(ctx, d)
 	w.resume(pid)
 	from := time.Now()
-	after, err := epochs(ctx, c.pool, keys(held))
+	after, err := epochsElsewhere(ctx, c.pool, keys(held), pid)
 	if err != nil {
 		return
 	}
@@ -170,38 +187,82 @@ func (c *chaos) pauseWorker(ctx context.Context, w *process) {
 	}
 	c.stats.add(func(s *chaosCounts) { s.pausedTakenOver += len(takenOver) })
 	sleepCtx(ctx, time.Second)
-	again, err := epochs(ctx, c.pool, takenOver)
+	again, err := epochsElsewhere(ctx, c.pool, takenOver, pid)
 	if err != nil {
 		return
 	}
 	to := time.Now()
 	var stable []string
 	for _, id := range takenOver {
-		if again[id] == after[id] {
+		if e, ok := again[id]; ok && e == after[id] {
 			stable = append(stable, id)
 		}
 	}
 	c.checks.addPause(pauseWindow{pid: pid, from: from, to: to, runs: stable})
 }
 
-// heldBy returns the running runs whose lease the worker with pid holds, with their epochs. An
-// owner is "<host>-<pid>-<random hex>".
+// waitToolStart follows the effects log until a tool of pid starts, for up to max, and reports
+// whether one did.
+func (c *chaos) waitToolStart(ctx context.Context, pid int, max time.Duration) bool {
+	f, err := os.Open(c.effects)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if _, err := f.Seek(0, io.SeekEnd); err != nil {
+		return false
+	}
+	needle := []byte(`"event":"start"`)
+	suffix := []byte(`"pid":` + strconv.Itoa(pid) + `}`)
+	var buf []byte
+	chunk := make([]byte, 64<<10)
+	for deadline := time.Now().Add(max); time.Now().Before(deadline); {
+		n, _ := f.Read(chunk)
+		if n == 0 {
+			if !sleepCtx(ctx, 2*time.Millisecond) {
+				return false
+			}
+			continue
+		}
+		buf = append(buf, chunk[:n]...)
+		for {
+			i := bytes.IndexByte(buf, '\n')
+			if i < 0 {
+				break
+			}
+			line := buf[:i]
+			buf = buf[i+1:]
+			if bytes.Contains(line, needle) && bytes.HasSuffix(line, suffix) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// heldBy returns the running runs whose lease the worker with pid holds, with their epochs.
 func heldBy(ctx context.Context, pool *pgxpool.Pool, pid int) (map[string]int64, error) {
 	rows, err := pool.Query(ctx, `SELECT id::text, lease_epoch FROM runs
-		WHERE status = 'running' AND lease_owner ~ $1`, "-"+strconv.Itoa(pid)+"-[0-9a-f]+$")
+		WHERE status = 'running' AND lease_owner ~ $1`, ownerPattern(pid))
 	if err != nil {
 		return nil, err
 	}
 	return collectEpochs(rows)
 }
 
-func epochs(ctx context.Context, pool *pgxpool.Pool, ids []string) (map[string]int64, error) {
-	rows, err := pool.Query(ctx, `SELECT id::text, lease_epoch FROM runs WHERE id::text = ANY($1)`, ids)
+// epochsElsewhere returns the epochs of the runs ids that the worker with pid does not hold: an
+// acquisition it sent just before it was paused may still have landed.
+func epochsElsewhere(ctx context.Context, pool *pgxpool.Pool, ids []string, pid int) (map[string]int64, error) {
+	rows, err := pool.Query(ctx, `SELECT id::text, lease_epoch FROM runs WHERE id::text = ANY($1)
+		AND (lease_owner IS NULL OR lease_owner !~ $2)`, ids, ownerPattern(pid))
 	if err != nil {
 		return nil, err
 	}
 	return collectEpochs(rows)
 }
+
+// ownerPattern matches the lease owners of the process pid: "<host>-<pid>-<random hex>".
+func ownerPattern(pid int) string { return "-" + strconv.Itoa(pid) + "-[0-9a-f]+$" }
 
 func collectEpochs(rows pgx.Rows) (map[string]int64, error) {
 	type idEpoch struct {
@@ -256,7 +317,7 @@ func (t *takeovers) measure(dead *process, pid int, at time.Time) {
 			t.skip()
 			return
 		}
-		for len(held) > 0 && sleepCtx(ctx, 50*time.Millisecond) {
+		for len(held) > 0 && sleepCtx(ctx, 10*time.Millisecond) {
 			rows, err := t.pool.Query(ctx, `SELECT id::text, lease_epoch, status FROM runs WHERE id::text = ANY($1)`, keys(held))
 			if err != nil {
 				continue

@@ -167,7 +167,7 @@ func (h *harness) run(ctx context.Context) (int, error) {
 	}
 	h.takes.workers = h.workers
 	h.chaos = &chaos{rng: rand.New(rand.NewPCG(o.seed, 2)), log: h.log, pool: h.pool, cluster: h.cluster, serve: h.serve, workers: h.workers,
-		pause: [2]time.Duration{o.pause, o.pause + 2*time.Second}, stats: h.stats, checks: h.checks}
+		pause: [2]time.Duration{o.pause, o.pause + 2*time.Second}, stats: h.stats, checks: h.checks, effects: h.checks.effects}
 	go h.work.review(ctx)
 
 	// The clean runs: no faults, no chaos.
@@ -424,7 +424,7 @@ func (h *harness) summary(last *report, all []violation) []violation {
 	fmt.Println("\nsummary")
 	fmt.Printf("  rounds          %d (seed %d)\n", h.o.rounds, h.o.seed)
 	fmt.Printf("  kills           worker %d, serve %d, postmaster %d (by the harness)\n", c.kills["worker"], c.kills["serve"], c.kills["postmaster"])
-	fmt.Printf("  pauses          %d (runs taken over while paused: %d)\n", c.pauses, c.pausedTakenOver)
+	fmt.Printf("  pauses          %d (%d just after a tool started; runs taken over while paused: %d)\n", c.pauses, c.pausedMidTool, c.pausedTakenOver)
 	fmt.Printf("  faults fired    %d exits (worker %d, serve %d); by point: %s\n", sum(c.faults), c.faults["worker"], c.faults["serve"], countLine(faults))
 	fmt.Printf("  other exits     worker %d, serve %d (a start while the database was down, say)\n", c.otherExits["worker"], c.otherExits["serve"])
 	fmt.Printf("  requests        %d runs started (%d retries), %d approved, %d denied, %d conflicts, %d failed resolves\n",
