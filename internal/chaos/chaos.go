@@ -410,19 +410,22 @@ func (t *takeovers) report() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var all, helped []time.Duration
-	over := 0
+	over, worst := 0, time.Duration(0)
 	for _, s := range t.samples {
 		all = append(all, s.d)
 		if s.helped {
 			helped = append(helped, s.d)
 			if s.d > t.bound {
-				over++
+				over, worst = over+1, max(worst, s.d-t.bound)
 			}
 		}
 	}
 	out := fmt.Sprintf("%s over %d runs of killed workers (%d left out: the postmaster was down meanwhile)", quantiles(all), len(all), t.skipped)
 	out += fmt.Sprintf("\n                  %s over the %d with another worker up throughout; %d of them over TTL + sweep = %s",
 		quantiles(helped), len(helped), over, t.bound)
+	if over > 0 {
+		out += fmt.Sprintf(", by at most %s", worst.Round(time.Millisecond))
+	}
 	if len(t.lost) > 0 {
 		out += fmt.Sprintf("\n                  %d never taken over within 90s: %v", len(t.lost), t.lost)
 	}

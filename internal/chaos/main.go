@@ -64,7 +64,7 @@ func main() {
 	flag.StringVar(&o.serveFaults, "serve-faults", "after-resolve=0.05", "LOUPE_FAULTS of the serve")
 	flag.StringVar(&o.devui, "devui", "", "a devui binary to use instead of building ./cmd/devui")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (data, logs, effects log); it is kept anyway on a violation")
-	flag.BoolVar(&o.verbose, "v", false, "log every kill, pause and restart")
+	flag.BoolVar(&o.verbose, "v", false, "log every kill, pause, restart and slow takeover")
 	flag.Parse()
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano())
