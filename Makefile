@@ -55,6 +55,14 @@ templ-fresh: ## fail when the committed templ output is stale
 	@untracked=$$(git ls-files --others --exclude-standard -- '*_templ.go'); \
 	if [ -n "$$untracked" ]; then echo "uncommitted templ output: $$untracked"; exit 1; fi
 
+.PHONY: chaos
+chaos: ## crash harness, long form (a few minutes): kill workers, the serve and PostgreSQL under load, then check every run (internal/chaos)
+	$(GO) run ./internal/chaos -rounds 10 -runs-per-round 24 -round-time 15s
+
+.PHONY: chaos-short
+chaos-short: ## crash harness, CI's short form (under 3 minutes)
+	$(GO) run ./internal/chaos -rounds 4 -runs-per-round 16 -round-time 10s -postmaster-every 2
+
 .PHONY: compat
 compat: ## a real Genkit Go v1.4.0 app sends its traces to a throwaway Loupe (bench/genkit-telemetry.sh)
 	bench/genkit-telemetry.sh
@@ -64,7 +72,7 @@ bench-smoke: ## run every benchmark and bench/ script once, tiny, so none rots (
 	bench/smoke.sh
 
 .PHONY: ci
-ci: lint templ-fresh test compat bench-smoke ## what CI runs: lint, templ freshness, every test, the Genkit compatibility check, every benchmark once
+ci: lint templ-fresh test chaos-short compat bench-smoke ## what CI runs: lint, templ freshness, every test, the crash harness, the Genkit compatibility check, every benchmark once
 
 .PHONY: bench
 bench: ## Go benchmarks, and Loupe's engine against Genkit Go v1.4.0 (bench/compare.sh)

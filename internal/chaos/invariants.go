@@ -1,0 +1,516 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// violation is one broken invariant. kind, run and subject identify it across checks (each
+// check looks at every run so far); detail says what the database shows.
+type violation struct {
+	kind, run, subject, detail string
+}
+
+func (v violation) id() string { return v.kind + "|" + v.run + "|" + v.subject }
+
+func (v violation) String() string {
+	return fmt.Sprintf("%s: run %s: %s", v.kind, v.run, v.detail)
+}
+
+// totals is a finished run's outcome and token usage; a clean run's are the reference.
+type totals struct {
+	run                    string
+	status                 string
+	inputTokens, outTokens int64
+}
+
+// pauseWindow is a moment after a paused worker went on when it must not act in runs: those that
+// another execution had taken over while it was stopped, and that did not change hands again
+// within the window.
+type pauseWindow struct {
+	pid      int
+	from, to time.Time
+	runs     []string
+}
+
+// checker checks the invariants from the database and the effects log.
+type checker struct {
+	pool      *pgxpool.Pool
+	effects   string        // the demo tools' effects log
+	tolerance time.Duration // clock tolerance between the processes and the database
+
+	mu       sync.Mutex
+	baseline map[string]totals // by runKey
+	pauses   []pauseWindow
+	seen     map[string]bool // violations reported already
+}
+
+func newChecker(pool *pgxpool.Pool, effects string, tolerance time.Duration) *checker {
+	return &checker{pool: pool, effects: effects, tolerance: tolerance, baseline: map[string]totals{}, seen: map[string]bool{}}
+}
+
+func (c *checker) addPause(w pauseWindow) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pauses = append(c.pauses, w)
+}
+
+// instrumentSQL keeps the history the ledger overwrites, in the throwaway database only: every
+// time a tool call is completed (a completed call re-executed and completed again would otherwise
+// leave only its last finish), and every change to a run that had finished.
+const instrumentSQL = `
+CREATE TABLE chaos_completions (key text NOT NULL, run_id uuid NOT NULL, tool text NOT NULL, source text NOT NULL,
+	finished_at timestamptz NOT NULL);
+CREATE FUNCTION chaos_note_completion() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO chaos_completions VALUES (NEW.idempotency_key, NEW.run_id, NEW.tool, NEW.source, NEW.finished_at);
+	RETURN NULL;
+END $$;
+CREATE TRIGGER chaos_completions AFTER INSERT OR UPDATE ON tool_calls
+	FOR EACH ROW WHEN (NEW.status = 'completed') EXECUTE FUNCTION chaos_note_completion();
+
+CREATE TABLE chaos_reopened (run_id uuid NOT NULL, old_status text NOT NULL, new_status text NOT NULL,
+	old_finished_at timestamptz, new_finished_at timestamptz, at timestamptz NOT NULL DEFAULT clock_timestamp());
+CREATE FUNCTION chaos_note_reopen() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO chaos_reopened (run_id, old_status, new_status, old_finished_at, new_finished_at)
+		VALUES (NEW.id, OLD.status, NEW.status, OLD.finished_at, NEW.finished_at);
+	RETURN NULL;
+END $$;
+CREATE TRIGGER chaos_reopened AFTER UPDATE ON runs FOR EACH ROW
+	WHEN (OLD.status IN ('succeeded', 'failed', 'aborted', 'cancelled')
+		AND (NEW.status IS DISTINCT FROM OLD.status OR NEW.finished_at IS DISTINCT FROM OLD.finished_at))
+	EXECUTE FUNCTION chaos_note_reopen();
+`
+
+// instrument installs instrumentSQL, once the serve has migrated the database.
+func (c *checker) instrument(ctx context.Context) error {
+	if _, err := c.pool.Exec(ctx, instrumentSQL); err != nil {
+		return fmt.Errorf("instrument the database: %w", err)
+	}
+	return nil
+}
+
+// finalStatuses are the statuses a run ends in.
+const finalStatuses = `('succeeded', 'failed', 'aborted', 'cancelled')`
+
+// runKeySQL is a run's action, input and reviewers' decisions (in interrupt order): runs with the
+// same key must end as the same clean run did.
+const runKeySQL = `r.action || ' ' || r.input::text || ' [' || coalesce((SELECT string_agg(i.status, ',' ORDER BY i.turn, i.round, i.ref)
+	FROM interrupts i WHERE i.run_id = r.id), '') || ']'`
+
+type finishedRun struct {
+	ID     string
+	Key    string
+	Status string
+	In     int64
+	Out    int64
+}
+
+func (c *checker) finishedRuns(ctx context.Context, ids []string) ([]finishedRun, error) {
+	q := `SELECT r.id::text, ` + runKeySQL + `, r.status, r.input_tokens, r.output_tokens FROM runs r
+		WHERE r.status IN ` + finalStatuses
+	args := []any{}
+	if ids != nil {
+		q += ` AND r.id::text = ANY($1)`
+		args = append(args, ids)
+	}
+	rows, err := c.pool.Query(ctx, q+` ORDER BY r.created_at`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("finished runs: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[finishedRun])
+}
+
+// recordBaseline keeps the outcomes of the clean runs ids as the reference. Two clean runs of
+// one key that disagree are a violation already.
+func (c *checker) recordBaseline(ctx context.Context, ids []string) ([]violation, error) {
+	runs, err := c.finishedRuns(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []violation
+	for _, r := range runs {
+		t := totals{run: r.ID, status: r.Status, inputTokens: r.In, outTokens: r.Out}
+		if b, ok := c.baseline[r.Key]; ok && (b.status != t.status || b.inputTokens != t.inputTokens || b.outTokens != t.outTokens) {
+			out = append(out, violation{"clean runs disagree", r.ID, "", fmt.Sprintf("%s: %s with %d/%d tokens, clean run %s %s with %d/%d",
+				r.Key, t.status, t.inputTokens, t.outTokens, b.run, b.status, b.inputTokens, b.outTokens)})
+			continue
+		}
+		c.baseline[r.Key] = t
+	}
+	if len(runs) != len(ids) {
+		out = append(out, violation{"clean runs unfinished", "-", "", fmt.Sprintf("%d of %d clean runs finished", len(runs), len(ids))})
+	}
+	return out, nil
+}
+
+// report is what one check found.
+type report struct {
+	runs           int
+	byStatus       map[string]int
+	executions     int         // tool starts in the effects log
+	reexecutions   int         // starts of a call beyond its first: in flight at a crash
+	superseded     int         // results refused because their execution had lost the run
+	supersededLate int         // of which arrived after the run had finished
+	violations     []violation // every violation found
+	fresh          []violation // those not reported by an earlier check
+}
+
+// check checks every run in the database.
+func (c *checker) check(ctx context.Context) (*report, error) {
+	r := &report{byStatus: map[string]int{}}
+	steps := []func(context.Context, *report) error{
+		c.countRuns, c.checkSettled, c.checkFailed, c.checkTotals, c.checkEffects,
+		c.checkReopened, c.checkWritesAfterFinish, c.checkInterruptRows,
+	}
+	for _, step := range steps {
+		if err := step(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, v := range r.violations {
+		if !c.seen[v.id()] {
+			c.seen[v.id()] = true
+			r.fresh = append(r.fresh, v)
+		}
+	}
+	return r, nil
+}
+
+func (c *checker) countRuns(ctx context.Context, r *report) error {
+	rows, err := c.pool.Query(ctx, `SELECT status, count(*)::int FROM runs GROUP BY status`)
+	if err != nil {
+		return fmt.Errorf("count runs: %w", err)
+	}
+	type count struct {
+		Status string
+		N      int
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[count])
+	if err != nil {
+		return fmt.Errorf("count runs: %w", err)
+	}
+	for _, s := range list {
+		r.byStatus[s.Status] = s.N
+		r.runs += s.N
+	}
+	return c.pool.QueryRow(ctx, `SELECT count(*)::int, count(*) FILTER (WHERE s.finished_at > r.finished_at)::int
+		FROM superseded_tool_calls s JOIN runs r ON r.id = s.run_id`).Scan(&r.superseded, &r.supersededLate)
+}
+
+// checkSettled: every run is final, or interrupted with a pending interrupt; none is stuck
+// queued or running.
+func (c *checker) checkSettled(ctx context.Context, r *report) error {
+	rows, err := c.pool.Query(ctx, `SELECT r.id::text, r.action, r.status,
+			(SELECT count(*)::int FROM interrupts i WHERE i.run_id = r.id AND i.status = 'pending'),
+			r.lease_epoch, coalesce(r.lease_owner, ''), coalesce(to_char(r.lease_expires_at, 'HH24:MI:SS.MS'), ''),
+			to_char(r.updated_at, 'HH24:MI:SS.MS'),
+			coalesce((SELECT string_agg(j.state::text || ' attempt ' || j.attempt || ' at ' || to_char(j.scheduled_at, 'HH24:MI:SS'), ', ')
+				FROM river_job j WHERE j.kind = 'loupe.run' AND j.args->>'run_id' = r.id::text), '')
+		FROM runs r WHERE r.status IN ('queued', 'running', 'interrupted')`)
+	if err != nil {
+		return fmt.Errorf("unfinished runs: %w", err)
+	}
+	type unfinished struct {
+		ID, Action, Status string
+		Pending            int
+		Epoch              int64
+		Owner, Expires     string
+		Updated, Jobs      string
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[unfinished])
+	if err != nil {
+		return fmt.Errorf("unfinished runs: %w", err)
+	}
+	for _, u := range list {
+		switch {
+		case u.Status == "interrupted" && u.Pending == 0:
+			r.violations = append(r.violations, violation{"interrupted without a pending interrupt", u.ID, "",
+				fmt.Sprintf("%s is interrupted, but none of its interrupts is pending: nothing will resume it", u.Action)})
+		case u.Status != "interrupted":
+			r.violations = append(r.violations, violation{"stuck", u.ID, "", fmt.Sprintf(
+				"%s still %s after the settle bound (lease epoch %d, owner %q, expires %s, updated %s; jobs: %s)",
+				u.Action, u.Status, u.Epoch, u.Owner, u.Expires, u.Updated, u.Jobs)})
+		}
+	}
+	return nil
+}
+
+// checkFailed: no run fails; the demo inputs cannot fail in a clean run.
+func (c *checker) checkFailed(ctx context.Context, r *report) error {
+	rows, err := c.pool.Query(ctx, `SELECT id::text, action, coalesce(error::text, '') FROM runs WHERE status = 'failed'`)
+	if err != nil {
+		return fmt.Errorf("failed runs: %w", err)
+	}
+	type failed struct{ ID, Action, Error string }
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[failed])
+	if err != nil {
+		return fmt.Errorf("failed runs: %w", err)
+	}
+	for _, f := range list {
+		r.violations = append(r.violations, violation{"failed", f.ID, "", f.Action + " failed: " + f.Error})
+	}
+	return nil
+}
+
+// checkTotals: every finished run ends as the clean run of its action, input and decisions did,
+// with the same token totals.
+func (c *checker) checkTotals(ctx context.Context, r *report) error {
+	runs, err := c.finishedRuns(ctx, nil)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, run := range runs {
+		if run.Status == "failed" {
+			continue // checkFailed reports it
+		}
+		b, ok := c.baseline[run.Key]
+		switch {
+		case !ok:
+			r.violations = append(r.violations, violation{"no clean run to compare with", run.ID, "", fmt.Sprintf(
+				"%s %s: no clean run has this action, input and these decisions (a decision repeated or missing?)", run.Key, run.Status)})
+		case b.status != run.Status:
+			r.violations = append(r.violations, violation{"outcome differs from the clean run", run.ID, "", fmt.Sprintf(
+				"%s ended %s; clean run %s ended %s", run.Key, run.Status, b.run, b.status)})
+		case b.inputTokens != run.In || b.outTokens != run.Out:
+			r.violations = append(r.violations, violation{"token totals differ from the clean run", run.ID, "", fmt.Sprintf(
+				"%s: %d input / %d output tokens; clean run %s: %d / %d", run.Key, run.In, run.Out, b.run, b.inputTokens, b.outTokens)})
+		}
+	}
+	return nil
+}
+
+// effectLine is one line of the demo tools' effects log (internal/demo/effects.go).
+type effectLine struct {
+	Key   string `json:"key"`
+	Tool  string `json:"tool"`
+	Event string `json:"event"`
+	At    int64  `json:"at"`
+	PID   int    `json:"pid"`
+}
+
+func (c *checker) readEffects() ([]effectLine, error) {
+	f, err := os.Open(c.effects)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []effectLine
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var l effectLine
+		if json.Unmarshal(sc.Bytes(), &l) != nil {
+			continue // a line being written right now
+		}
+		out = append(out, l)
+	}
+	return out, sc.Err()
+}
+
+// checkEffects: a tool call the ledger completed (by running it, or by a reviewer's answer)
+// never started again after that; every tool that acted had its intent in the ledger first;
+// every call the ledger holds as completed by running acted. And a paused worker acted in none of
+// the runs taken over from it.
+func (c *checker) checkEffects(ctx context.Context, r *report) error {
+	lines, err := c.readEffects()
+	if err != nil {
+		return fmt.Errorf("effects log: %w", err)
+	}
+	starts := map[string][]effectLine{}
+	for _, l := range lines {
+		if l.Event == "start" {
+			starts[l.Key] = append(starts[l.Key], l)
+			r.executions++
+		}
+	}
+	for _, ls := range starts {
+		r.reexecutions += len(ls) - 1
+	}
+	// The first completion of each call, from the history the ledger overwrites.
+	rows, err := c.pool.Query(ctx, `SELECT key, run_id::text, tool, min(finished_at) FROM chaos_completions GROUP BY key, run_id, tool`)
+	if err != nil {
+		return fmt.Errorf("tool call completions: %w", err)
+	}
+	type completion struct {
+		Key, Run, Tool string
+		First          time.Time
+	}
+	completions, err := pgx.CollectRows(rows, pgx.RowToStructByPos[completion])
+	if err != nil {
+		return fmt.Errorf("tool call completions: %w", err)
+	}
+	for _, tc := range completions {
+		for _, l := range starts[tc.Key] {
+			if at := time.Unix(0, l.At); at.After(tc.First.Add(c.tolerance)) {
+				r.violations = append(r.violations, violation{"completed tool call executed again", tc.Run, tc.Key + fmt.Sprint(l.At), fmt.Sprintf(
+					"%s (%s) started at %s in pid %d, %s after the ledger first completed it at %s",
+					tc.Tool, tc.Key, stamp(at), l.PID, at.Sub(tc.First).Round(time.Microsecond), stamp(tc.First))})
+			}
+		}
+	}
+	rows, err = c.pool.Query(ctx, `SELECT idempotency_key, run_id::text, tool, status, source, finished_at FROM tool_calls`)
+	if err != nil {
+		return fmt.Errorf("tool calls: %w", err)
+	}
+	type call struct {
+		Key, Run, Tool, Status, Source string
+		FinishedAt                     *time.Time
+	}
+	calls, err := pgx.CollectRows(rows, pgx.RowToStructByPos[call])
+	if err != nil {
+		return fmt.Errorf("tool calls: %w", err)
+	}
+	ledger := map[string]bool{}
+	for _, tc := range calls {
+		ledger[tc.Key] = true
+		if tc.Status == "completed" && tc.Source != "reviewer" && len(starts[tc.Key]) == 0 {
+			r.violations = append(r.violations, violation{"completed without acting", tc.Run, tc.Key, fmt.Sprintf(
+				"the ledger holds %s (%s) as completed, but the tool never started", tc.Tool, tc.Key)})
+		}
+	}
+	for key, ls := range starts {
+		if !ledger[key] {
+			r.violations = append(r.violations, violation{"acted without a ledger intent", runOf(key), key, fmt.Sprintf(
+				"%s (%s) started %d times (first at %s in pid %d) but the ledger has no such call", ls[0].Tool, key, len(ls), stamp(time.Unix(0, ls[0].At)), ls[0].PID)})
+		}
+	}
+	c.mu.Lock()
+	pauses := append([]pauseWindow(nil), c.pauses...)
+	c.mu.Unlock()
+	for _, w := range pauses {
+		for _, run := range w.runs {
+			for key, ls := range starts {
+				if runOf(key) != run {
+					continue
+				}
+				for _, l := range ls {
+					if at := time.Unix(0, l.At); l.PID == w.pid && !at.Before(w.from) && !at.After(w.to) {
+						r.violations = append(r.violations, violation{"paused worker acted in a run taken over", run, key + fmt.Sprint(l.At), fmt.Sprintf(
+							"pid %d, paused until %s while another execution took the run over, started %s (%s) at %s",
+							w.pid, stamp(w.from), l.Tool, key, stamp(at))})
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkReopened: a run that finished never changes its status or its finish again.
+func (c *checker) checkReopened(ctx context.Context, r *report) error {
+	rows, err := c.pool.Query(ctx, `SELECT run_id::text, old_status, new_status, coalesce(to_char(old_finished_at, 'HH24:MI:SS.US'), ''),
+		coalesce(to_char(new_finished_at, 'HH24:MI:SS.US'), ''), at FROM chaos_reopened ORDER BY at`)
+	if err != nil {
+		return fmt.Errorf("reopened runs: %w", err)
+	}
+	type change struct {
+		Run, Old, New, OldAt, NewAt string
+		At                          time.Time
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[change])
+	if err != nil {
+		return fmt.Errorf("reopened runs: %w", err)
+	}
+	for _, ch := range list {
+		r.violations = append(r.violations, violation{"finished run changed", ch.Run, fmt.Sprint(ch.At.UnixNano()), fmt.Sprintf(
+			"at %s it went from %s (finished %s) to %s (finished %s)", stamp(ch.At), ch.Old, ch.OldAt, ch.New, ch.NewAt)})
+	}
+	return nil
+}
+
+// runOf is the run of an idempotency key, "<run id>:<ref>".
+func runOf(key string) string {
+	run, _, _ := strings.Cut(key, ":")
+	return run
+}
+
+// checkWritesAfterFinish: nothing is written into a run after it finished, beyond the clock
+// tolerance: no model call, tool call start or result, message, chunk or interrupt.
+func (c *checker) checkWritesAfterFinish(ctx context.Context, r *report) error {
+	rows, err := c.pool.Query(ctx, `SELECT r.id::text, w.what, w.at, r.finished_at FROM runs r
+		JOIN LATERAL (
+			SELECT 'model call of turn ' || m.turn AS what, m.created_at AS at FROM model_calls m WHERE m.run_id = r.id
+			UNION ALL SELECT 'start of tool call ' || t.ref || ' (turn ' || t.turn || ')', t.started_at FROM tool_calls t WHERE t.run_id = r.id
+			UNION ALL SELECT 'result of tool call ' || t.ref || ' (turn ' || t.turn || ')', t.finished_at FROM tool_calls t
+				WHERE t.run_id = r.id AND t.finished_at IS NOT NULL
+			UNION ALL SELECT 'message ' || m.seq, m.created_at FROM run_messages m WHERE m.run_id = r.id
+			UNION ALL SELECT 'chunk ' || ch.seq, ch.created_at FROM run_chunks ch WHERE ch.run_id = r.id
+			UNION ALL SELECT 'interrupt ' || i.ref || ' (turn ' || i.turn || ')', i.created_at FROM interrupts i WHERE i.run_id = r.id
+		) w ON w.at > r.finished_at + $1::interval
+		WHERE r.status IN `+finalStatuses, c.tolerance)
+	if err != nil {
+		return fmt.Errorf("writes after finish: %w", err)
+	}
+	type write struct {
+		Run, What    string
+		At, Finished time.Time
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[write])
+	if err != nil {
+		return fmt.Errorf("writes after finish: %w", err)
+	}
+	for _, w := range list {
+		r.violations = append(r.violations, violation{"write into a finished run", w.Run, w.What, fmt.Sprintf(
+			"%s written at %s, %s after the run finished at %s", w.What, stamp(w.At), w.At.Sub(w.Finished).Round(time.Microsecond), stamp(w.Finished))})
+	}
+	return nil
+}
+
+// checkInterruptRows: every tool call of an interrupted run's last turn that the ledger holds as
+// interrupted has its interrupt row.
+func (c *checker) checkInterruptRows(ctx context.Context, r *report) error {
+	rows, err := c.pool.Query(ctx, `SELECT t.run_id::text, t.turn, t.ref, t.tool FROM runs r JOIN tool_calls t ON t.run_id = r.id
+		WHERE r.status = 'interrupted' AND t.status = 'interrupted'
+			AND t.turn = (SELECT max(t2.turn) FROM tool_calls t2 WHERE t2.run_id = r.id)
+			AND NOT EXISTS (SELECT 1 FROM interrupts i WHERE i.run_id = t.run_id AND i.turn = t.turn AND i.ref = t.ref)`)
+	if err != nil {
+		return fmt.Errorf("interrupt rows: %w", err)
+	}
+	type missing struct {
+		Run       string
+		Turn      int
+		Ref, Tool string
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[missing])
+	if err != nil {
+		return fmt.Errorf("interrupt rows: %w", err)
+	}
+	for _, m := range list {
+		r.violations = append(r.violations, violation{"interrupted tool call without an interrupt", m.Run, m.Ref, fmt.Sprintf(
+			"%s (ref %s, turn %d) is interrupted in the ledger, but the run has no interrupt for it", m.Tool, m.Ref, m.Turn)})
+	}
+	return nil
+}
+
+func stamp(t time.Time) string { return t.Local().Format("15:04:05.000000") }
+
+// sortViolations orders violations by kind, then run.
+func sortViolations(vs []violation) {
+	sort.Slice(vs, func(i, j int) bool {
+		if vs[i].kind != vs[j].kind {
+			return vs[i].kind < vs[j].kind
+		}
+		return vs[i].run < vs[j].run
+	})
+}
