@@ -60,6 +60,9 @@ func Run(ctx context.Context, p *Program, args []string) error {
 	if p.Registry == nil {
 		p.Registry = engine.NewRegistry()
 	}
+	if len(args) == 0 && os.Getenv(startEnv) != "" {
+		args = []string{"worker"} // devui start runs the program as its worker
+	}
 	cmd := newRootCommand(p)
 	cmd.SetArgs(args)
 	return cmd.ExecuteContext(ctx)

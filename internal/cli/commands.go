@@ -41,6 +41,7 @@ func newRootCommand(p *Program) *cobra.Command {
 		newWorkerCommand(cfg), newRunCommand(cfg), newInterruptsCommand(cfg), newVersionCommand())
 	root.AddCommand(newReplayCommand(cfg)) // replay.go
 	root.AddCommand(newRunsCommand(cfg))   // runs.go
+	root.AddCommand(newStartCommand(cfg))  // start.go
 	return root
 }
 
@@ -94,6 +95,8 @@ type serveOptions struct {
 	migrate   bool
 	bodyLimit int64
 	engine    engineOptions
+	// ready, when set, is called once the server listens, with its address and the database's URL.
+	ready func(addr, databaseURL string)
 }
 
 func serve(ctx context.Context, cfg *config, opts serveOptions) error {
@@ -170,6 +173,9 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 	defer runSvc.Stop()
 	if err := srv.Start(ctx); err != nil {
 		return err
+	}
+	if opts.ready != nil {
+		opts.ready(srv.Addr(), db.url)
 	}
 	err = db.wait(ctx)
 	if err != nil {

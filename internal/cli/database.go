@@ -20,6 +20,7 @@ import (
 type database struct {
 	pool    *pgxpool.Pool
 	cluster *pgcluster.Cluster
+	url     string // what the pool connects to, for programs devui start runs
 }
 
 // openDatabase connects to DATABASE_URL, or starts the embedded cluster when it is empty.
@@ -43,6 +44,7 @@ func openDatabase(ctx context.Context, cfg *config, log *slog.Logger) (*database
 	} else {
 		log.Info("using DATABASE_URL", "url", redactURL(dsn))
 	}
+	db.url = dsn
 	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		db.close()

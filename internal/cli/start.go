@@ -1,0 +1,199 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// startEnv tells a Loupe program that devui start runs it: run without a command, it works as a
+// worker (see Run).
+const startEnv = "LOUPE_START"
+
+func newStartCommand(cfg *config) *cobra.Command {
+	var (
+		demo bool
+		eng  engineOptions
+	)
+	cmd := &cobra.Command{
+		Use:   "start [--addr A] [--demo] -- <command> [args...]",
+		Short: "Serve the UI on the embedded PostgreSQL and run your program beside it, restarted when it exits",
+		Long: `Serve the UI and the APIs in local mode (the embedded PostgreSQL unless DATABASE_URL is set),
+then run your program with the database and telemetry settings it needs, show its output, and run it
+again when it exits (or when devui start gets SIGHUP), as genkit start does:
+
+  devui start -- go run .
+
+Your program gets DATABASE_URL (the same database), LOUPE_START=1, GENKIT_ENV=dev and
+GENKIT_TELEMETRY_SERVER (this server, for a Genkit app's traces). A Loupe program (devui.Main) run
+without a command then works as a worker: it executes the runs of its actions, and a restart takes
+over their checkpoints, so edit, save and restart keep every durable run. The code of a flow between
+its generate calls must be deterministic for that (see the README's "Durability").`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 0 {
+				return errors.New("start runs the command after --, as in: devui start -- go run .")
+			}
+			addr, _ := cmd.Flags().GetString("addr")
+			eng.noDemo = !demo
+			if !demo {
+				eng.workers = 0 // your program is the worker
+			}
+			return start(cmd.Context(), cfg, addr, eng, args, cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().String("addr", envOr("LOUPE_ADDR", "127.0.0.1:4000"), "listen address, loopback (env LOUPE_ADDR)")
+	cmd.Flags().BoolVar(&demo, "demo", false, "also register and execute the demo agents")
+	eng.bind(cmd.Flags(), 8)
+	return cmd
+}
+
+// start serves in local mode and supervises the user's command until ctx ends.
+func start(ctx context.Context, cfg *config, addr string, eng engineOptions, argv []string, out io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type ready struct{ addr, url string }
+	readyCh := make(chan ready, 1)
+	served := make(chan error, 1)
+	go func() {
+		served <- serve(ctx, cfg, serveOptions{addr: addr, dev: true, migrate: true, bodyLimit: 16 << 20, engine: eng,
+			ready: func(addr, url string) { readyCh <- ready{addr, url} }})
+	}()
+	var r ready
+	select {
+	case r = <-readyCh:
+	case err := <-served:
+		return err
+	}
+	log, err := cfg.logger()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Loupe is at http://%s; running %s (SIGHUP restarts it)\n", r.addr, strings.Join(argv, " "))
+	sup := &supervisor{argv: argv, out: out, log: log, env: append(os.Environ(),
+		"DATABASE_URL="+r.url, startEnv+"=1", "GENKIT_ENV=dev", "GENKIT_TELEMETRY_SERVER=http://"+r.addr)}
+	supervised := make(chan struct{})
+	go func() { defer close(supervised); sup.run(ctx) }()
+	err = <-served // until ctx ends (Ctrl-C) or the database is lost for good
+	cancel()
+	<-supervised
+	return err
+}
+
+// supervisor runs a command, and runs it again after it exits or when asked (SIGHUP), with a
+// growing pause while it keeps exiting at once.
+type supervisor struct {
+	argv []string
+	env  []string
+	out  io.Writer
+	log  *slog.Logger
+}
+
+func (s *supervisor) run(ctx context.Context) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	pause := time.Second
+	for ctx.Err() == nil {
+		began := time.Now()
+		cmd := exec.Command(s.argv[0], s.argv[1:]...)
+		cmd.Env = s.env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // stop `go run`'s child too
+		stdout, stderr := prefixed(s.out, "app | "), prefixed(s.out, "app | ")
+		cmd.Stdout, cmd.Stderr = stdout, stderr
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintf(s.out, "devui start: cannot run %s: %v\n", s.argv[0], err)
+		} else {
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			select {
+			case err := <-exited:
+				stdout.Flush()
+				stderr.Flush()
+				fmt.Fprintf(s.out, "devui start: %s exited (%v); running it again\n", s.argv[0], exitText(err))
+			case <-hup:
+				fmt.Fprintf(s.out, "devui start: restarting %s\n", s.argv[0])
+				stopGroup(cmd, exited)
+				pause = 0
+			case <-ctx.Done():
+				stopGroup(cmd, exited)
+				return
+			}
+		}
+		if time.Since(began) > 10*time.Second {
+			pause = time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(max(pause*2, time.Second), 10*time.Second)
+	}
+}
+
+// stopGroup asks the command's process group to stop (SIGTERM: a Loupe worker keeps its runs'
+// checkpoints), and kills it after ten seconds.
+func stopGroup(cmd *exec.Cmd, exited <-chan error) {
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	}
+}
+
+func exitText(err error) string {
+	if err == nil {
+		return "status 0"
+	}
+	return err.Error()
+}
+
+// lineWriter writes each whole line it is given to out with a prefix.
+type lineWriter struct {
+	mu     sync.Mutex
+	out    io.Writer
+	prefix string
+	buf    []byte
+}
+
+func prefixed(out io.Writer, prefix string) *lineWriter { return &lineWriter{out: out, prefix: prefix} }
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		fmt.Fprintf(w.out, "%s%s\n", w.prefix, w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+// Flush writes a last line that had no newline.
+func (w *lineWriter) Flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) > 0 {
+		fmt.Fprintf(w.out, "%s%s\n", w.prefix, w.buf)
+		w.buf = w.buf[:0]
+	}
+}
