@@ -115,38 +115,77 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 	if err := startProfiler(ctx, log); err != nil {
 		return err
 	}
-	db, err := openDatabase(ctx, cfg, log)
+	st, err := newStack(ctx, cfg, opts, log)
 	if err != nil {
 		return err
 	}
-	defer db.close()
+	defer st.Stop()
+	if err := st.srv.Start(ctx); err != nil {
+		return err
+	}
+	if opts.ready != nil {
+		opts.ready(st.srv.Addr(), st.db.url)
+	}
+	err = st.db.wait(ctx)
+	if err != nil {
+		log.Error("shutting down: the database cannot be restarted", "err", err)
+	} else {
+		log.Info("shutting down")
+	}
+	st.srv.Stop()
+	return err
+}
+
+// stack is everything a serving process runs, from the database to the HTTP handler, started
+// in order and stopped in reverse: the database, the live hub, tracing, the run service and the
+// server. serve listens with it; a program that mounts Loupe in its own HTTP server (devui.Handler)
+// serves st.srv.Handler() itself.
+type stack struct {
+	db    *database
+	srv   *server.Server
+	stops []func()
+}
+
+func newStack(ctx context.Context, cfg *config, opts serveOptions, log *slog.Logger) (_ *stack, err error) {
+	st := &stack{}
+	defer func() {
+		if err != nil {
+			st.Stop()
+		}
+	}()
+	db, err := openDatabase(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	st.db = db
+	st.stops = append(st.stops, db.close)
 	if opts.migrate {
 		if err := db.migrate(ctx, log); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	st := store.New(db.pool)
+	data := store.New(db.pool)
 	// The hub stops last: tracing and the runs publish to it until they stop.
 	hub, err := live.New(live.Config{Pool: db.pool, Logger: log})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := hub.Start(ctx); err != nil {
-		return err
+		return nil, err
 	}
-	defer hub.Stop()
-	tracing, err := newTracing(ctx, st, log, hub.Spans())
+	st.stops = append(st.stops, hub.Stop)
+	tracing, err := newTracing(ctx, data, log, hub.Spans())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := tracing.Start(ctx); err != nil {
-		return err
+		return nil, err
 	}
-	defer tracing.Stop() // after the runs stop (defers run last in, first out), so their spans are flushed
+	st.stops = append(st.stops, tracing.Stop) // after the runs stop, so their spans are flushed
 	if !opts.dev {
-		path, err := auth.New(st).Bootstrap(ctx, cfg.DataDir)
+		path, err := auth.New(data).Bootstrap(ctx, cfg.DataDir)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if path != "" {
 			log.Warn("created the first admin; sign in as 'admin' with the password in the file, then change it", "file", path)
@@ -154,37 +193,33 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 	}
 	reg, err := newRegistry(cfg.program, opts.engine, tracing.provider.TracerProvider(), log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	runSvc, err := newRuns(cfg.program, opts.engine, st, reg, log)
+	runSvc, err := newRuns(cfg.program, opts.engine, data, reg, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	runSvc.SetPublisher(hub)
 	srv, err := server.New(server.Config{
 		Addr: opts.addr, Dev: opts.dev, Version: version, BodyLimit: opts.bodyLimit, Logger: log,
-	}, server.Deps{Store: st, Runs: runSvc, Traces: tracing.service, Live: hub, Database: db.monitor()})
+	}, server.Deps{Store: data, Runs: runSvc, Traces: tracing.service, Live: hub, Database: db.monitor()})
 	if err != nil {
-		return err
+		return nil, err
 	}
+	st.srv = srv
 	if err := runSvc.Start(ctx); err != nil {
-		return err
+		return nil, err
 	}
-	defer runSvc.Stop()
-	if err := srv.Start(ctx); err != nil {
-		return err
+	st.stops = append(st.stops, runSvc.Stop)
+	return st, nil
+}
+
+// Stop stops what newStack started, the last first. It is safe to call twice.
+func (st *stack) Stop() {
+	for i := len(st.stops) - 1; i >= 0; i-- {
+		st.stops[i]()
 	}
-	if opts.ready != nil {
-		opts.ready(srv.Addr(), db.url)
-	}
-	err = db.wait(ctx)
-	if err != nil {
-		log.Error("shutting down: the database cannot be restarted", "err", err)
-	} else {
-		log.Info("shutting down")
-	}
-	srv.Stop()
-	return err
+	st.stops = nil
 }
 
 func newMigrateCommand(cfg *config) *cobra.Command {

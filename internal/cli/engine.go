@@ -28,11 +28,7 @@ type engineOptions struct {
 func (o *engineOptions) bind(fs *pflag.FlagSet, defaultWorkers int) {
 	fs.BoolVar(&o.noDemo, "no-demo", false, "do not register the demo agents")
 	fs.IntVar(&o.workers, "workers", defaultWorkers, "runs this process executes at once (0: none, only start, resolve and cancel)")
-	ttl, err := time.ParseDuration(envOr("LOUPE_LEASE_TTL", "15s"))
-	if err != nil || ttl <= 0 {
-		ttl = 15 * time.Second
-	}
-	fs.DurationVar(&o.leaseTTL, "lease-ttl", ttl, "how long a run stays with a worker that stopped answering before another takes it over (env LOUPE_LEASE_TTL)")
+	fs.DurationVar(&o.leaseTTL, "lease-ttl", defaultLeaseTTL(), "how long a run stays with a worker that stopped answering before another takes it over (env LOUPE_LEASE_TTL)")
 }
 
 // newRegistry is the program's registry, reporting its spans to tp, with the demo agents when
@@ -127,4 +123,13 @@ func withExecutor(cmd *cobra.Command, cfg *config, o engineOptions, fn func(*run
 		defer stop()
 		return fn(svc, st)
 	})
+}
+
+// defaultLeaseTTL is LOUPE_LEASE_TTL, or 15 seconds.
+func defaultLeaseTTL() time.Duration {
+	ttl, err := time.ParseDuration(envOr("LOUPE_LEASE_TTL", "15s"))
+	if err != nil || ttl <= 0 {
+		return 15 * time.Second
+	}
+	return ttl
 }
