@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -40,7 +38,7 @@ func TestStartRunsTheProgramBesideTheUIAndRestartsIt(t *testing.T) {
 	require.NoError(t, l.Close())
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncWriter
+	var logs syncBuffer
 	cmd := newRootCommand(demoProgram())
 	cmd.SetOut(&logs)
 	cmd.SetErr(&logs)
@@ -140,22 +138,4 @@ func getJSON(t *testing.T, url string, out any) {
 	if resp.StatusCode == http.StatusOK {
 		require.NoError(t, json.Unmarshal(raw, out), "%s", raw)
 	}
-}
-
-// syncWriter is a bytes.Buffer safe for the writers of several goroutines.
-type syncWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
 }
