@@ -62,10 +62,7 @@ func Generate(ctx context.Context, r *Registry, opts ...GenerateOption) (*ModelR
 }
 
 func (r *Registry) newGeneration(cfg *generateConfig) (*generation, error) {
-	g := &generation{r: r, cfg: cfg, model: cfg.model, maxTurns: cfg.opts.MaxTurns}
-	if g.maxTurns <= 0 {
-		g.maxTurns = DefaultMaxTurns
-	}
+	g := &generation{r: r, cfg: cfg, model: cfg.model, maxTurns: cfg.opts.TurnLimit()}
 	if cfg.hooks != nil {
 		g.hooks = *cfg.hooks
 	}

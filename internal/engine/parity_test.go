@@ -1,0 +1,93 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/engine/scripted"
+)
+
+// TestParity_MaxTurnsZeroAbortsBeforeAnyTool follows seed 001 (generate and the tool loop), §3.3
+// "出口 B —— 循环上限 maxTurns (action.ts:514)": maxIterations = rawRequest.maxTurns ?? 5, and
+// currentTurn + 1 > maxIterations throws ABORTED before the turn's tools run. With an explicit 0
+// the first tool request is ABORTED at turn 0 and no tool runs; ?? keeps 0, only an absent field
+// (or a Go zero value) means 5.
+func TestParity_MaxTurnsZeroAbortsBeforeAnyTool(t *testing.T) {
+	t.Parallel()
+
+	t.Run("WithMaxTurns(0)", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		calls := 0
+		w := weather(b, &calls)
+		m := scripted.New("m", scripted.Reply(call("getWeather", "r0", map[string]any{"city": "x"})), scripted.Text("done"))
+		_, err := engine.Generate(context.Background(), b.r, engine.WithModel(m), engine.WithPrompt("q"), engine.WithTools(w), engine.WithMaxTurns(0))
+		require.Equal(t, engine.StatusAborted, statusOf(t, err))
+		require.Contains(t, err.Error(), "(0)")
+		var ee *engine.Error
+		require.True(t, errors.As(err, &ee))
+		require.Equal(t, "r0", ee.Response.ToolRequests()[0].ToolRequest.Ref, "ABORTED carries the response that asked")
+		require.Equal(t, 1, m.Calls())
+		require.Zero(t, calls, "no tool runs")
+	})
+
+	t.Run("WithMaxTurns(0) without tool requests answers", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		m := scripted.New("m", scripted.Text("done"))
+		resp, err := engine.Generate(context.Background(), b.r, engine.WithModel(m), engine.WithPrompt("q"), engine.WithMaxTurns(0))
+		require.NoError(t, err)
+		require.Equal(t, "done", resp.Text())
+	})
+
+	for _, tt := range []struct {
+		name      string
+		maxTurns  string // the JSON field, or "" when absent
+		wantErr   bool
+		wantTools int
+	}{
+		{name: "json maxTurns 0", maxTurns: `,"maxTurns":0`, wantErr: true, wantTools: 0},
+		{name: "json maxTurns absent", maxTurns: "", wantTools: 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			calls := 0
+			weather(b, &calls)
+			scripted.Define(b.r, "m", scripted.Reply(call("getWeather", "r0", map[string]any{"city": "x"})), scripted.Text("done"))
+			_, err := b.r.Run(context.Background(), "/util/generate",
+				json.RawMessage(`{"model":"m","messages":[{"role":"user","content":[{"text":"q"}]}],"tools":["getWeather"]`+tt.maxTurns+`}`), nil)
+			if tt.wantErr {
+				require.Equal(t, engine.StatusAborted, statusOf(t, err))
+			} else {
+				require.NoError(t, err)
+			}
+			require.Equal(t, tt.wantTools, calls)
+		})
+	}
+
+	t.Run("wire form round-trips an explicit 0", func(t *testing.T) {
+		t.Parallel()
+		var opts engine.GenerateActionOptions
+		require.NoError(t, json.Unmarshal([]byte(`{"messages":[],"maxTurns":0}`), &opts))
+		require.Equal(t, 0, opts.TurnLimit())
+		out, err := json.Marshal(&opts)
+		require.NoError(t, err)
+		require.JSONEq(t, `{"messages":[],"maxTurns":0}`, string(out))
+
+		var absent engine.GenerateActionOptions
+		require.NoError(t, json.Unmarshal([]byte(`{"messages":[]}`), &absent))
+		require.Equal(t, engine.DefaultMaxTurns, absent.TurnLimit())
+		out, err = json.Marshal(absent)
+		require.NoError(t, err)
+		require.JSONEq(t, `{"messages":[]}`, string(out))
+
+		require.Equal(t, engine.DefaultMaxTurns, (&engine.GenerateActionOptions{}).TurnLimit(), "a Go zero value keeps the default")
+		require.Equal(t, 3, (&engine.GenerateActionOptions{MaxTurns: 3}).TurnLimit())
+	})
+}
