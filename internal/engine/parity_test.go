@@ -91,3 +91,32 @@ func TestParity_MaxTurnsZeroAbortsBeforeAnyTool(t *testing.T) {
 		require.Equal(t, 3, (&engine.GenerateActionOptions{MaxTurns: 3}).TurnLimit())
 	})
 }
+
+// TestParity_ToolObjectsReachGenerateMiddlewareAsActionRefs follows seed 001 (generate and the tool
+// loop), §3.1 "选项规整": toGenerateActionOptions turns tool objects into ref strings with
+// toolsToActionRefs (generate.ts:303), "形如 /tool/getWeather", so generate-level middleware sees
+// serializable refs. Names given as strings stay as given; a multipart tool's ref is its
+// /tool.v2/ key.
+func TestParity_ToolObjectsReachGenerateMiddlewareAsActionRefs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := weather(b, nil)
+	dyn, err := engine.NewTool("lookup", "A dynamic tool.", func(tc *engine.ToolContext, in WeatherIn) (string, error) { return in.City, nil })
+	require.NoError(t, err)
+	mp := engine.DefineMultipartTool(b.r, "snapshot", "A multipart tool.", func(tc *engine.ToolContext, in WeatherIn) (*engine.ToolOutput, error) {
+		return &engine.ToolOutput{Output: in.City}, nil
+	})
+	engine.DefineTool(b.r, "named", "Given by name.", func(tc *engine.ToolContext, in WeatherIn) (string, error) { return "", nil })
+	m := scripted.New("m", scripted.Reply(call("getWeather", "r0", map[string]any{"city": "x"})), scripted.Text("done"))
+	var seen [][]string
+	mw := &engine.Middleware{Generate: func(ctx context.Context, turn *engine.GenerateTurn, next engine.GenerateNext) (*engine.ModelResponse, error) {
+		seen = append(seen, append([]string(nil), turn.Request.Tools...))
+		return next(ctx, turn)
+	}}
+	_, err = engine.Generate(context.Background(), b.r, engine.WithModel(m), engine.WithPrompt("q"),
+		engine.WithToolNames("named"), engine.WithTools(w, dyn, mp), engine.WithMiddleware(mw))
+	require.NoError(t, err)
+	want := []string{"named", "/tool/getWeather", "/tool/lookup", "/tool.v2/snapshot"}
+	require.Equal(t, [][]string{want, want}, seen, "every turn's options carry the refs")
+	require.Len(t, m.Requests()[0].Tools, 4, "the model is offered each tool once")
+}
