@@ -120,3 +120,58 @@ func TestParity_ToolObjectsReachGenerateMiddlewareAsActionRefs(t *testing.T) {
 	require.Equal(t, [][]string{want, want}, seen, "every turn's options carry the refs")
 	require.Len(t, m.Requests()[0].Tools, 4, "the model is offered each tool once")
 }
+
+// TestParity_NonMultipartToolAlsoUnderToolV2 follows seed 000 (tools, interrupts, resume), §3.1
+// "一个反直觉的细节:注册两次" (js/ai/src/tool.ts:341-348 defineTool): a non-multipart tool is
+// registered as tool and as tool.v2, the latter built by basicToolV2 (tool.ts:602), which wraps the
+// ToolFn's result as { output: ... }. Short names still resolve to /tool/ first (lookupToolByName),
+// an explicit /tool.v2/ registration wins over the implicit one, and catalogues list the tool once.
+func TestParity_NonMultipartToolAlsoUnderToolV2(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	calls := 0
+	weather(b, &calls)
+	engine.DefineInterrupt[WeatherIn, WeatherOut](b.r, "confirm", "Asks a person.")
+
+	out, err := b.r.Run(context.Background(), "/tool.v2/getWeather", json.RawMessage(`{"city":"Lima"}`), nil)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"output":{"tempC":4}}`, string(out))
+	out, err = b.r.Run(context.Background(), "/tool/getWeather", json.RawMessage(`{"city":"Lima"}`), nil)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"tempC":4}`, string(out), "the /tool/ form returns the bare output")
+	_, err = b.r.Run(context.Background(), "/tool.v2/getWeather", json.RawMessage(`{"town":"Lima"}`), nil)
+	require.Equal(t, engine.StatusInvalidArgument, statusOf(t, err))
+
+	v2 := b.r.Lookup("/tool.v2/getWeather").Desc()
+	require.Equal(t, engine.ActionTypeToolV2, v2.Type)
+	require.Equal(t, "getWeather", v2.Name)
+	require.NoError(t, v2.OutputSchema.ValidateJSON(json.RawMessage(`{"output":{"tempC":1}}`)))
+	require.NotNil(t, b.r.Lookup("/tool.v2/confirm"), "defineInterrupt goes through defineTool")
+
+	got, ok := b.r.LookupTool("getWeather")
+	require.True(t, ok)
+	require.Equal(t, "/tool/getWeather", got.Desc().Key)
+	got, ok = b.r.LookupTool("/tool.v2/getWeather")
+	require.True(t, ok)
+	require.Equal(t, "/tool.v2/getWeather", got.Desc().Key)
+
+	// Generate with the /tool.v2/ ref: the model sees the short name and the plain output.
+	m := scripted.New("m", scripted.Reply(call("getWeather", "r0", map[string]any{"city": "Oslo"})), scripted.Text("done"))
+	_, err = engine.Generate(context.Background(), b.r, engine.WithModel(m), engine.WithPrompt("q"), engine.WithToolNames("/tool.v2/getWeather"))
+	require.NoError(t, err)
+	require.Equal(t, "getWeather", m.Requests()[0].Tools[0].Name)
+	require.JSONEq(t, `{"tempC":4}`, string(m.Requests()[1].Messages[2].Content[0].ToolResponse.Output.(json.RawMessage)))
+	require.Equal(t, 3, calls)
+
+	mp := engine.DefineMultipartTool(b.r, "snapshot", "Multipart.", func(tc *engine.ToolContext, in WeatherIn) (*engine.ToolOutput, error) {
+		return &engine.ToolOutput{Output: in.City}, nil
+	})
+	require.Equal(t, "/tool.v2/snapshot", mp.Desc().Key)
+	require.Nil(t, b.r.Lookup("/tool/snapshot"), "a multipart tool is registered once")
+
+	var keys []string
+	for _, d := range b.r.List() {
+		keys = append(keys, d.Key)
+	}
+	require.Equal(t, []string{"/tool.v2/snapshot", "/tool/confirm", "/tool/getWeather", "/util/generate"}, keys)
+}
