@@ -175,3 +175,41 @@ func TestParity_NonMultipartToolAlsoUnderToolV2(t *testing.T) {
 	}
 	require.Equal(t, []string{"/tool.v2/snapshot", "/tool/confirm", "/tool/getWeather", "/util/generate"}, keys)
 }
+
+// TestParity_RestartedToolSpanRecordsResumedMetadata follows seed 000 (tools, interrupts, resume),
+// §3.4 "重启后怎么真跑?": toRunOptions (resolve-tool-requests.ts:71) carries metadata.resumed into
+// the run options, and recordResumedMetadata (tool.ts:566) records it in the trace, which Genkit
+// does with setCustomMetadataAttributes({resumed: JSON.stringify(resumed)}): the tool span's
+// genkit:metadata:resumed. A first run records nothing.
+func TestParity_RestartedToolSpanRecordsResumedMetadata(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		metadata map[string]any
+		want     string
+	}{
+		{name: "with metadata", metadata: map[string]any{"by": "alice"}, want: `{"by":"alice"}`},
+		{name: "without metadata", want: `true`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := setupHITL(t)
+			resp, _ := h.interrupted(t, call("transferMoney", "t1", map[string]any{"to": "bob", "amount": 500}))
+			first := spanByName(h.exp.GetSpans(), "transferMoney")
+			require.Len(t, first, 1)
+			_, ok := attr(first[0], engine.AttrResumed)
+			require.False(t, ok, "the interrupted first run is not resumed")
+
+			restart, err := h.transfer.Restart(resp.Interrupts()[0], &engine.RestartOptions{ResumedMetadata: tt.metadata})
+			require.NoError(t, err)
+			_, err = engine.Generate(context.Background(), h.r, engine.WithModel(scripted.New("m", scripted.Text("sent"))),
+				engine.WithMessages(resp.History()...), engine.WithTools(h.transfer), engine.WithRestart(restart))
+			require.NoError(t, err)
+			spans := spanByName(h.exp.GetSpans(), "transferMoney")
+			require.Len(t, spans, 2)
+			got, ok := attr(spans[1], engine.AttrResumed)
+			require.True(t, ok)
+			require.JSONEq(t, tt.want, got.(string))
+		})
+	}
+}
