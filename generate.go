@@ -59,7 +59,7 @@ func WithConfig(cfg any) GenerateOption { return engine.WithConfig(cfg) }
 func WithDocs(docs ...*Document) GenerateOption { return engine.WithDocs(docs...) }
 
 // WithMaxTurns sets the turn limit: how many times tools may run before Generate gives up with
-// ABORTED (default 5).
+// ABORTED (default 5). 0 allows no tool turn: the first tool request is ABORTED.
 func WithMaxTurns(n int) GenerateOption { return engine.WithMaxTurns(n) }
 
 // WithReturnToolRequests stops at the model's tool requests instead of running them.

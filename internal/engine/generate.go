@@ -62,10 +62,7 @@ func Generate(ctx context.Context, r *Registry, opts ...GenerateOption) (*ModelR
 }
 
 func (r *Registry) newGeneration(cfg *generateConfig) (*generation, error) {
-	g := &generation{r: r, cfg: cfg, model: cfg.model, maxTurns: cfg.opts.MaxTurns}
-	if g.maxTurns <= 0 {
-		g.maxTurns = DefaultMaxTurns
-	}
+	g := &generation{r: r, cfg: cfg, model: cfg.model, maxTurns: cfg.opts.TurnLimit()}
 	if cfg.hooks != nil {
 		g.hooks = *cfg.hooks
 	}
@@ -158,6 +155,16 @@ func (g *generation) resolveTools() error {
 
 func (g *generation) run(ctx context.Context) (*ModelResponse, error) {
 	req := g.cfg.opts
+	if len(g.cfg.tools) > 0 {
+		// Genkit's toolsToActionRefs: tools given as objects reach the action options as refs.
+		// The tools are resolved already, so middleware sees the refs without their being looked up.
+		tools := make([]string, 0, len(req.Tools)+len(g.cfg.tools))
+		tools = append(tools, req.Tools...)
+		for _, t := range g.cfg.tools {
+			tools = append(tools, toolRef(t))
+		}
+		req.Tools = tools
+	}
 	if g.hooks.OnMessage != nil {
 		for i, m := range req.Messages {
 			if err := g.hooks.OnMessage(ctx, &MessageEvent{Index: i, Source: SourceInput, Message: m}); err != nil {
@@ -279,6 +286,15 @@ func (g *generation) turnBody(ctx context.Context, t *GenerateTurn) (*ModelRespo
 	next.Resume = nil
 	next.Messages = append(msgs[:len(msgs):len(msgs)], resp.Message, toolMsg)
 	return g.turn(ctx, &GenerateTurn{Request: &next, Turn: t.Turn + 1, MessageIndex: g.msgIndex})
+}
+
+// toolRef is the action ref of a tool given as an object, as Genkit's toolsToActionRefs writes it
+// ("/<action type>/<name>"): its registry key, /tool/<name> for a tool without one.
+func toolRef(t Tool) string {
+	if d := t.Desc(); d != nil && d.Key != "" {
+		return d.Key
+	}
+	return ActionKey(ActionTypeTool, t.Name())
 }
 
 func (g *generation) appendMessage(ctx context.Context, turn, index int, src MessageSource, m *Message) error {

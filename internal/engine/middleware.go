@@ -7,6 +7,10 @@ import (
 
 // GenerateTurn is what generate-level middleware sees: the request of a turn and where it stands.
 type GenerateTurn struct {
+	// Request is the turn's action options. Its Tools hold the names given by WithToolNames, then
+	// the refs ("/tool/<name>", "/tool.v2/<name>") of the tools given by WithTools, as Genkit's
+	// toolsToActionRefs does; Middleware.Tools are not among them. The tools are resolved once per
+	// Generate, so changing Tools here does not change what the model is offered.
 	Request *GenerateActionOptions
 	// Turn is the 0-based turn of this Generate call.
 	Turn int

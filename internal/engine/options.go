@@ -85,8 +85,9 @@ func WithDocs(docs ...*Document) GenerateOption {
 }
 
 // WithMaxTurns sets the turn limit (default 5): the model is called at most n+1 times and tools run
-// in at most n rounds.
-func WithMaxTurns(n int) GenerateOption { return func(c *generateConfig) { c.opts.MaxTurns = n } }
+// in at most n rounds. n is honoured as given, as Genkit's maxTurns is: with 0 (or less) the first
+// tool request is ABORTED before any tool runs.
+func WithMaxTurns(n int) GenerateOption { return func(c *generateConfig) { c.opts.SetMaxTurns(n) } }
 
 // WithReturnToolRequests makes the model's tool requests come back in the response instead of
 // running them.

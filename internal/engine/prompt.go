@@ -15,7 +15,8 @@ type PromptConfig struct {
 	System string
 	// Tools are registered tools by name.
 	Tools []string
-	// MaxTurns is the turn limit (default 5).
+	// MaxTurns is the turn limit; zero (or less) means DefaultMaxTurns, so a prompt cannot forbid
+	// tool turns through it (pass WithMaxTurns(0) to Generate for that).
 	MaxTurns int
 	// Config is passed to the model.
 	Config any
@@ -58,7 +59,10 @@ func (p *Prompt[In]) Generate(ctx context.Context, in In, opts ...GenerateOption
 		p.r.endSpan(span, err)
 		return nil, err
 	}
-	all := []GenerateOption{WithModelName(p.cfg.Model), WithPrompt(text), WithMaxTurns(p.cfg.MaxTurns)}
+	all := []GenerateOption{WithModelName(p.cfg.Model), WithPrompt(text)}
+	if p.cfg.MaxTurns > 0 {
+		all = append(all, WithMaxTurns(p.cfg.MaxTurns))
+	}
 	if p.cfg.System != "" {
 		all = append(all, WithSystem(p.cfg.System))
 	}

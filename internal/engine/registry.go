@@ -55,8 +55,11 @@ type Action interface {
 
 // Registry holds actions by key and the tracer they report spans to. It is safe for concurrent use.
 type Registry struct {
-	mu        sync.RWMutex
-	actions   map[string]Action
+	mu      sync.RWMutex
+	actions map[string]Action
+	// aliases are actions registered implicitly (the /tool.v2/ form of a non-multipart tool). An
+	// action registered under the same key wins, and List leaves them out.
+	aliases   map[string]Action
 	tracer    atomic.Pointer[tracerRef]
 	attrLimit int
 }
@@ -91,6 +94,7 @@ func WithAttributeLimit(n int) RegistryOption {
 func NewRegistry(opts ...RegistryOption) *Registry {
 	r := &Registry{
 		actions:   make(map[string]Action),
+		aliases:   make(map[string]Action),
 		attrLimit: 32 << 10,
 	}
 	r.tracer.Store(&tracerRef{noop.NewTracerProvider().Tracer("")})
@@ -119,14 +123,46 @@ func (r *Registry) mustRegister(a Action) {
 	}
 }
 
-// Lookup returns the action with the key, or nil.
+// registerAlias adds an implicit action unless the key is taken.
+func (r *Registry) registerAlias(a Action) {
+	key := a.Desc().Key
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.actions[key]; ok {
+		return
+	}
+	if _, ok := r.aliases[key]; ok {
+		return
+	}
+	r.aliases[key] = a
+}
+
+// registerTool registers a tool and, for a non-multipart one, its /tool.v2/ form, as Genkit's
+// defineTool does.
+func (r *Registry) registerTool(t Tool) {
+	r.mustRegister(t)
+	if t.Desc().Type == ActionTypeTool {
+		r.registerAlias(newToolV2(t))
+	}
+}
+
+// Lookup returns the action with the key, or nil. It finds the /tool.v2/ form of a non-multipart
+// tool too.
 func (r *Registry) Lookup(key string) Action {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.actions[key]
+	return r.lookupLocked(key)
 }
 
-// List returns the descriptions of all actions, sorted by key.
+func (r *Registry) lookupLocked(key string) Action {
+	if a, ok := r.actions[key]; ok {
+		return a
+	}
+	return r.aliases[key]
+}
+
+// List returns the descriptions of all actions, sorted by key. The implicit /tool.v2/ forms of
+// non-multipart tools are left out (Genkit lists them), so catalogues show each tool once.
 func (r *Registry) List() []*ActionDesc {
 	r.mu.RLock()
 	out := make([]*ActionDesc, 0, len(r.actions))
@@ -157,7 +193,7 @@ func (r *Registry) LookupTool(name string) (Tool, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for _, p := range toolLookupPrefixes {
-		if t, ok := r.actions[p+name].(Tool); ok {
+		if t, ok := r.lookupLocked(p + name).(Tool); ok {
 			return t, true
 		}
 	}

@@ -76,8 +76,10 @@ func (g *generation) resume(ctx context.Context, raw *GenerateActionOptions) (*G
 			}
 			c.pos = i
 			c.resumed = map[string]any{}
+			c.resumedValue = true
 			if m, ok := sp.Metadata[MetaResumed].(map[string]any); ok {
 				c.resumed = m
+				c.resumedValue = m
 			}
 			c.originalInput = original
 			restarts = append(restarts, c)

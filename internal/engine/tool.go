@@ -135,14 +135,15 @@ func NewTool[In, Out any](name, description string, fn ToolFunc[In, Out], opts .
 	return t, nil
 }
 
-// DefineTool makes a typed tool and registers it under /tool/<name>. Like http.Handle, it panics on
+// DefineTool makes a typed tool and registers it under /tool/<name>, and under /tool.v2/<name> in
+// the multipart form (its run by key returns {"output": …}), as Genkit does. Like http.Handle, it panics on
 // programmer errors: a bad schema or a duplicate name.
 func DefineTool[In, Out any](r *Registry, name, description string, fn ToolFunc[In, Out], opts ...ToolOption) *TypedTool[In, Out] {
 	t, err := NewTool(name, description, fn, opts...)
 	if err != nil {
 		panic(err)
 	}
-	r.mustRegister(t)
+	r.registerTool(t)
 	return t
 }
 
@@ -161,7 +162,8 @@ func DefineMultipartTool[In any](r *Registry, name, description string, fn Multi
 
 // DefineInterrupt registers an interrupt-only tool: it has no implementation, always interrupts
 // (with the metadata from WithRequestMetadata, or true) and is marked restartable=false, so it is
-// answered with Respond. It panics on programmer errors.
+// answered with Respond. Like DefineTool, it registers /tool/<name> and /tool.v2/<name>. It panics
+// on programmer errors.
 func DefineInterrupt[In, Out any](r *Registry, name, description string, opts ...ToolOption) *TypedTool[In, Out] {
 	t, err := newTool[In, Out](name, description, ActionTypeTool, opts)
 	if err != nil {
@@ -183,7 +185,7 @@ func DefineInterrupt[In, Out any](r *Registry, name, description string, opts ..
 		}
 		return nil, tc.Interrupt(md)
 	}
-	r.mustRegister(t)
+	r.registerTool(t)
 	return t
 }
 
@@ -335,4 +337,50 @@ func (t *TypedTool[In, Out]) Restart(interrupt *Part, opts *RestartOptions) (*Pa
 		}
 	}
 	return restartOf(interrupt, opts)
+}
+
+// toolV2 is the /tool.v2/ form of a non-multipart tool (Genkit's basicToolV2): the same tool whose
+// run by key wraps the output as {"output": …}, the multipart tool response shape.
+type toolV2 struct {
+	Tool
+	desc ActionDesc
+}
+
+func newToolV2(t Tool) *toolV2 {
+	d := *t.Desc()
+	d.Key = ActionKey(ActionTypeToolV2, d.Name)
+	d.Type = ActionTypeToolV2
+	if out := d.OutputSchema; out != nil {
+		if s, err := NewSchema(map[string]any{"type": "object", "properties": map[string]any{"output": out.Raw()}}); err == nil {
+			d.OutputSchema = s
+		}
+	}
+	return &toolV2{Tool: t, desc: d}
+}
+
+// Desc implements Action.
+func (t *toolV2) Desc() *ActionDesc { return &t.desc }
+
+// Denial implements Denier for the tools that do.
+func (t *toolV2) Denial(by, reason string) (any, bool) {
+	if d, ok := t.Tool.(Denier); ok {
+		return d.Denial(by, reason)
+	}
+	return nil, false
+}
+
+// RunJSON implements Action: the tool's output as {"output": …}.
+func (t *toolV2) RunJSON(ctx context.Context, input json.RawMessage, _ StreamFunc) (json.RawMessage, error) {
+	name := t.desc.Name
+	if err := t.Definition().InputSchema.ValidateJSON(input); err != nil {
+		return nil, Errorf(StatusInvalidArgument, "tool %s input: %w", name, err)
+	}
+	res, err := t.RunTool(&ToolContext{Context: ctx, Name: name}, input)
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		res = &ToolOutput{}
+	}
+	return json.Marshal(res)
 }

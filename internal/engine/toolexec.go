@@ -16,6 +16,7 @@ type pendingCall struct {
 	pos           int   // position of part in the model message
 	input         json.RawMessage
 	resumed       map[string]any
+	resumedValue  any // the restart part's metadata.resumed (true or an object), for the span
 	originalInput any
 
 	out       *ToolOutput
@@ -136,6 +137,10 @@ func (g *generation) execCall(ctx context.Context, turn int, c *pendingCall) err
 		attribute.Int(AttrTurnIndex, g.spanTurn),
 	)
 	g.r.setJSONAttr(span, AttrInput, c.input)
+	if c.resumed != nil {
+		// Genkit's recordResumedMetadata: setCustomMetadataAttributes({resumed: JSON.stringify(…)}).
+		g.r.setJSONAttr(span, AttrResumed, c.resumedValue)
+	}
 	call := &ToolCall{
 		Tool: c.tool, Name: tr.Name, Ref: tr.Ref, Input: c.input,
 		IdempotencyKey: IdempotencyKey(ctx, tr.Ref), Turn: turn,

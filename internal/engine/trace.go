@@ -30,6 +30,9 @@ const (
 	AttrGenAIInTok    = "gen_ai.usage.input_tokens"
 	AttrGenAIOutTok   = "gen_ai.usage.output_tokens"
 	AttrGenAIFinish   = "gen_ai.response.finish_reasons"
+	// AttrResumed is set on a restarted tool's span to the JSON of its resume metadata (true when
+	// none was given), as Genkit's recordResumedMetadata sets the span's "resumed" metadata.
+	AttrResumed = "genkit:metadata:resumed"
 )
 
 // Span states written to genkit:state.
