@@ -474,16 +474,10 @@ func (s *Server) spanDetail(ctx context.Context, traceID, spanID, link string) (
 	_ = json.Unmarshal(sp.Attributes, &attrs)
 	var state string
 	_ = json.Unmarshal(attrs["genkit:state"], &state)
-	switch {
-	case sp.StatusCode == store.StatusError:
-		d.Status = "error"
-	case state == "interrupted":
-		// A tool that raised an interrupt: not an error, and not done either.
-		d.Status = "interrupted"
-	case sp.StatusCode == store.StatusOK:
-		d.Status = "ok"
-	default:
-		d.Status = "unset"
+	// A tool that raised an interrupt is not an error, and not done either.
+	d.Status = trace.StatusName(sp.StatusCode, state)
+	if d.Status == "interrupted" {
+		d.Interrupt = s.spanInterrupt(ctx, sp, attrs)
 	}
 	if !d.Running {
 		d.Duration = fmtNanos(sp.EndTime - sp.StartTime)
