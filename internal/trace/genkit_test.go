@@ -2,6 +2,7 @@ package trace_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -241,4 +242,35 @@ func TestDecodeReadsGenkitInterruptsAsInterrupts(t *testing.T) {
 		}
 	}
 	require.Positive(t, failed, "a real error stays an error")
+}
+
+// TestDecodeGenkitReadsAParentFailedByAnInterruptAsInterrupted: a root span whose error is the
+// interrupt that went through it (JS's exception type, or Go's message under another type) is
+// interrupted too, so its trace is not an error trace; an ordinary error is untouched.
+func TestDecodeGenkitReadsAParentFailedByAnInterruptAsInterrupted(t *testing.T) {
+	t.Parallel()
+	decode := func(code int, msg, exceptionAttrs string) store.Span {
+		t.Helper()
+		spans, err := trace.DecodeGenkit([]byte(`{"traceId":"4c74a721b00e2befd7101e2794d8c4b0","spans":{"6be520f337a0d748":{
+			"spanId":"6be520f337a0d748","startTime":1,"endTime":2,"displayName":"bookAgent",
+			"attributes":{"genkit:type":"action","genkit:metadata:subtype":"flow","genkit:state":"error","genkit:isRoot":true},
+			"instrumentationLibrary":{"name":"genkit-tracer"},"spanKind":"INTERNAL",
+			"status":{"code":` + strconv.Itoa(code) + `,"message":` + strconv.Quote(msg) + `},
+			"timeEvents":{"timeEvent":[{"time":2,"annotation":{"description":"exception","attributes":` + exceptionAttrs + `}}]}}}}`))
+		require.NoError(t, err)
+		return spans[0]
+	}
+	js := decode(2, "", `{"exception.type":"ToolInterruptError","exception.stacktrace":"ToolInterruptError\n    at tool.mjs:204:11"}`)
+	require.Equal(t, store.StatusUnset, js.StatusCode)
+	require.Contains(t, string(js.Attributes), `"genkit:state":"interrupted"`)
+
+	const goMsg = "tool execution interrupted: \n\n{\n  \"reason\": \"negative\"\n}"
+	goSpan := decode(1, goMsg, `{"exception.type":"*fmt.wrapError","exception.message":`+strconv.Quote(goMsg)+`}`)
+	require.Equal(t, store.StatusUnset, goSpan.StatusCode)
+	require.Contains(t, string(goSpan.Events), `"interrupt.metadata":"{\"reason\":\"negative\"}"`)
+
+	failed := decode(2, "card declined", `{"exception.type":"Error","exception.message":"card declined"}`)
+	require.Equal(t, store.StatusError, failed.StatusCode)
+	require.Contains(t, string(failed.Attributes), `"genkit:state":"error"`)
+	require.NotContains(t, string(failed.Events), "loupe.interrupt")
 }

@@ -29,7 +29,10 @@ var interruptExceptionTypes = map[string]bool{"ToolInterruptError": true, "*ai.t
 const goInterruptPrefix = "tool execution interrupted:"
 
 // markInterrupt reads a span that Genkit recorded as an error because a tool interrupted as what
-// it is: genkit:state "interrupted" and no error status, like Loupe's own interrupted spans. The
+// it is: genkit:state "interrupted" and no error status, like Loupe's own interrupted spans. That
+// holds for the tool span and for any span whose error is the interrupt (a flow that calls a tool
+// directly and lets its interrupt through), so a trace whose only errors are interrupts is not an
+// error trace: the trace's status is its root span's. The
 // data sent is kept: the original state in AttrOriginalState, the status message, and the
 // exception event, marked with EventAttrInterrupt. The metadata, when the span carries it (Go puts
 // it in the error message), is added as an "interrupt" event. It reports whether the span was an
@@ -51,11 +54,13 @@ func markInterrupt(sp *store.Span) bool {
 		if json.Unmarshal(e.Attributes, &attrs) != nil {
 			continue
 		}
-		var typ string
+		var typ, msg string
 		_ = json.Unmarshal(attrs["exception.type"], &typ)
-		if interruptExceptionTypes[typ] {
-			found = i
-			_ = json.Unmarshal(attrs["exception.message"], &message)
+		_ = json.Unmarshal(attrs["exception.message"], &msg)
+		// The type, or Go's message when an error type of the program's own wraps it at the
+		// front (a flow returning its tool's interrupt as its error).
+		if interruptExceptionTypes[typ] || strings.HasPrefix(msg, goInterruptPrefix) {
+			found, message = i, msg
 			attrs[EventAttrInterrupt] = json.RawMessage("true")
 			events[i].Attributes = mustJSON(attrs)
 			break
