@@ -411,18 +411,24 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 func turnRows(turns []trace.Turn, link string, stale bool) []templates.TurnRow {
 	rows := make([]templates.TurnRow, len(turns))
 	for i, t := range turns {
-		// Tool names in first-call order, counted: "search ×6, fetch".
+		// Tool names in first-call order, counted, and marked when a call interrupted:
+		// "search ×6, approve (interrupted)".
 		var tools []string
 		count := map[string]int{}
+		interrupted := map[string]bool{}
 		for _, c := range t.ToolCalls {
 			if count[c.Name] == 0 {
 				tools = append(tools, c.Name)
 			}
 			count[c.Name]++
+			interrupted[c.Name] = interrupted[c.Name] || c.State == "interrupted"
 		}
 		for j, name := range tools {
 			if n := count[name]; n > 1 {
 				tools[j] = fmt.Sprintf("%s ×%d", name, n)
+			}
+			if interrupted[name] {
+				tools[j] += " (interrupted)"
 			}
 		}
 		r := templates.TurnRow{Index: t.Index, Model: t.Model, InputTokens: t.InputTokens, OutputTokens: t.OutputTokens,

@@ -121,10 +121,10 @@ func TestGenkitInterruptsAreNotErrors(t *testing.T) {
 	require.Contains(t, calls, trace.ToolCall{Name: "confirmTransfer", SpanID: jsTool, DurationNS: calls[len(calls)-1].DurationNS, State: "interrupted"})
 
 	// The span panel: interrupted, with the question, and no error.
-	for _, tc := range []struct{ trace, tool, question string }{
-		{jsTrace, jsTool, `{"amount":420,"to":"TAP Air Portugal"}`},            // the input is the question
-		{jsMetaTrace, jsMetaTool, `{"reason":"price over limit","price":420}`}, // from the parent's tool request
-		{goTrace, goTool, `{"reason":"negative"}`},                             // from Go's message
+	for _, tc := range []struct{ trace, tool, name, question string }{
+		{jsTrace, jsTool, "confirmTransfer", `{"amount":420,"to":"TAP Air Portugal"}`},       // the input is the question
+		{jsMetaTrace, jsMetaTool, "bookFlight", `{"reason":"price over limit","price":420}`}, // from the parent's tool request
+		{goTrace, goTool, "add", `{"reason":"negative"}`},                                    // from Go's message
 	} {
 		resp, body := get(t, b.url+"/traces/"+tc.trace+"/spans/"+tc.tool)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -136,6 +136,7 @@ func TestGenkitInterruptsAreNotErrors(t *testing.T) {
 		_, page := get(t, b.url+"/traces/"+tc.trace+"?span="+tc.tool)
 		require.Regexp(t, `class="span-row[^"]* interrupted[^"]*"[^>]*id="span-`+tc.tool, page)
 		require.NotRegexp(t, `class="span-row[^"]* error`, page, "no row of the trace is red")
+		require.Contains(t, page, "<td>"+tc.name+" (interrupted)</td>", "the turn summary marks the tool")
 	}
 	_, listPage := get(t, b.url+"/traces")
 	for _, id := range []string{jsTrace, jsMetaTrace, goTrace} {
