@@ -558,6 +558,10 @@ func spanEvents(raw []byte, start int64) ([]templates.SpanEvent, string) {
 			ev.Attrs = append(ev.Attrs, a)
 		}
 		ev.Attrs = append(ev.Attrs, long...)
+		if string(e.Attributes[trace.EventAttrInterrupt]) == "true" {
+			// Genkit sent the interrupt as this exception; ingest kept it, marked.
+			ev.Name += " (an interrupt, not an error)"
+		}
 		out = append(out, ev)
 	}
 	return out, ""

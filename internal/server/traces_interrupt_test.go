@@ -131,6 +131,7 @@ func TestGenkitInterruptsAreNotErrors(t *testing.T) {
 		require.Contains(t, body, `<span class="status-interrupted">interrupted</span>`)
 		require.Contains(t, body, `interrupt: <code>`+templEscape(tc.question)+`</code>`)
 		require.NotContains(t, body, `class="error-text"`)
+		require.Contains(t, body, `<strong class="ev-name">exception (an interrupt, not an error)</strong>`, "Genkit's exception event is kept, marked")
 		require.NotContains(t, body, `status-error`)
 
 		_, page := get(t, b.url+"/traces/"+tc.trace+"?span="+tc.tool)
@@ -158,6 +159,7 @@ func TestGenkitInterruptsAreNotErrors(t *testing.T) {
 	require.Contains(t, body, `<span class="status-error">error</span>`)
 	require.Contains(t, body, `<span class="error-text">card declined</span>`)
 	require.NotContains(t, body, "interrupt: <code>")
+	require.Contains(t, body, `<strong class="ev-name">exception</strong>`)
 }
 
 // templEscape is s as templ writes it in text.
