@@ -181,14 +181,14 @@ func TestIngestStoresTextPostgreSQLWouldRefuse(t *testing.T) {
 	require.NoError(t, err, "the summary reads the sanitised attributes")
 }
 
-// TestDecodeReadsGenkitInterruptsAsInterrupts: the interrupted tool spans of the real captures,
-// which Genkit JS and Go send as errors, decode as interrupted with no error status; their
+// TestDecodeReadsGenkitInterruptsAsInterrupts: the interrupted tool spans of the real captures
+// (dev and realtime JS, and Go), which Genkit sends as errors, decode as interrupted with no error status; their
 // exception event is kept and marked, Go's metadata becomes an "interrupt" event, and the failing
 // tool of the OTLP capture stays an error.
 func TestDecodeReadsGenkitInterruptsAsInterrupts(t *testing.T) {
 	t.Parallel()
 	interrupted := map[string]store.Span{}
-	for _, pattern := range []string{"genkit-js-1.42-dev.jsonl", "genkit-go-1.4.0-interrupt.jsonl"} {
+	for _, pattern := range []string{"genkit-js-1.42-dev.jsonl", "genkit-js-1.42-realtime.jsonl", "genkit-go-1.4.0-interrupt.jsonl"} {
 		for _, body := range fixtureBodies(t, pattern) {
 			spans, err := trace.DecodeGenkit(body)
 			require.NoError(t, err)
