@@ -411,18 +411,24 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 func turnRows(turns []trace.Turn, link string, stale bool) []templates.TurnRow {
 	rows := make([]templates.TurnRow, len(turns))
 	for i, t := range turns {
-		// Tool names in first-call order, counted: "search ×6, fetch".
+		// Tool names in first-call order, counted, and marked when a call interrupted:
+		// "search ×6, approve (interrupted)".
 		var tools []string
 		count := map[string]int{}
+		interrupted := map[string]bool{}
 		for _, c := range t.ToolCalls {
 			if count[c.Name] == 0 {
 				tools = append(tools, c.Name)
 			}
 			count[c.Name]++
+			interrupted[c.Name] = interrupted[c.Name] || c.State == "interrupted"
 		}
 		for j, name := range tools {
 			if n := count[name]; n > 1 {
 				tools[j] = fmt.Sprintf("%s ×%d", name, n)
+			}
+			if interrupted[name] {
+				tools[j] += " (interrupted)"
 			}
 		}
 		r := templates.TurnRow{Index: t.Index, Model: t.Model, InputTokens: t.InputTokens, OutputTokens: t.OutputTokens,
@@ -474,16 +480,10 @@ func (s *Server) spanDetail(ctx context.Context, traceID, spanID, link string) (
 	_ = json.Unmarshal(sp.Attributes, &attrs)
 	var state string
 	_ = json.Unmarshal(attrs["genkit:state"], &state)
-	switch {
-	case sp.StatusCode == store.StatusError:
-		d.Status = "error"
-	case state == "interrupted":
-		// A tool that raised an interrupt: not an error, and not done either.
-		d.Status = "interrupted"
-	case sp.StatusCode == store.StatusOK:
-		d.Status = "ok"
-	default:
-		d.Status = "unset"
+	// A tool that raised an interrupt is not an error, and not done either.
+	d.Status = trace.StatusName(sp.StatusCode, state)
+	if d.Status == "interrupted" {
+		d.Interrupt = s.spanInterrupt(ctx, sp, attrs)
 	}
 	if !d.Running {
 		d.Duration = fmtNanos(sp.EndTime - sp.StartTime)
@@ -558,6 +558,10 @@ func spanEvents(raw []byte, start int64) ([]templates.SpanEvent, string) {
 			ev.Attrs = append(ev.Attrs, a)
 		}
 		ev.Attrs = append(ev.Attrs, long...)
+		if string(e.Attributes[trace.EventAttrInterrupt]) == "true" {
+			// Genkit sent the interrupt as this exception; ingest kept it, marked.
+			ev.Name += " (an interrupt, not an error)"
+		}
 		out = append(out, ev)
 	}
 	return out, ""

@@ -21,7 +21,7 @@ import (
 
 // fixtureBodies returns the request bodies of the captures in testdata/fixtures whose name
 // matches pattern, in file and line order.
-func fixtureBodies(f *testing.F, pattern string) [][]byte {
+func fixtureBodies(f testing.TB, pattern string) [][]byte {
 	files, err := filepath.Glob(filepath.Join("testdata", "fixtures", pattern))
 	require.NoError(f, err)
 	require.NotEmpty(f, files, pattern)

@@ -271,8 +271,8 @@ func genkitSpan(traceID, key string, sd *SpanData) (store.Span, error) {
 		}
 		sp.StatusMessage = sd.Status.Message
 		sp.StatusCode = genkitStatus(sd.Status.Code, sd.Status.Message, state)
-	} else if state == "error" {
-		sp.StatusCode = store.StatusError
+	} else {
+		sp.StatusCode = genkitStatus(0, "", state)
 	}
 	if sd.TimeEvents != nil && len(sd.TimeEvents.TimeEvent) > 0 {
 		events := make([]storedEvent, len(sd.TimeEvents.TimeEvent))
@@ -299,6 +299,9 @@ func genkitSpan(traceID, key string, sd *SpanData) (store.Span, error) {
 			return store.Span{}, inputErrorf("spans[%q].links: %v", key, err)
 		}
 		sp.Links = store.CleanJSON(b)
+	}
+	if sp.StatusCode == store.StatusError {
+		markInterrupt(&sp)
 	}
 	cleanSpanText(&sp)
 	return sp, nil
@@ -331,14 +334,17 @@ func checkGenkitTimes(key string, start, end Millis) error {
 }
 
 // genkitStatus maps a Genkit status to OTLP's numbering. genkit:state is the reliable signal:
-// "error" is an error and "success" is ok (or unset when the code is 0). Without a state (a span
+// "error" is an error and "success" is ok, whatever the code (both SDKs send 0 for a span that
+// succeeded); "interrupted" is unset unless the code says ok. Without a state (a span
 // still running, or a non-Genkit span), code 2 is an error (JS, OTLP), and so is code 1 with a
 // message (Go's error code, whose message Genkit Go always fills); a bare 1 is JS's ok.
 func genkitStatus(code int, message, state string) int16 {
 	switch state {
 	case "error":
 		return store.StatusError
-	case "success", "interrupted":
+	case "success":
+		return store.StatusOK
+	case "interrupted":
 		if code == 0 {
 			return store.StatusUnset
 		}

@@ -2,6 +2,7 @@ package trace_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -52,8 +53,8 @@ func TestDecodeGenkitNormalizesStatus(t *testing.T) {
 	}{
 		{1, "boom", "error", store.StatusError}, // Go: 1 is an error
 		{2, "boom", "error", store.StatusError}, // JS: 2 is an error
-		{0, "", "success", store.StatusUnset},
-		{1, "", "success", store.StatusOK}, // JS ok
+		{0, "", "success", store.StatusOK},      // both SDKs send 0 for success
+		{1, "", "success", store.StatusOK},      // JS ok
 		{1, "boom", "", store.StatusError},
 		{2, "", "", store.StatusError},
 		{1, "", "", store.StatusOK},
@@ -136,7 +137,7 @@ func TestDecodeGenkitPicksStateAndRunIDOutOfAttributes(t *testing.T) {
 	require.Equal(t, runID, sp.RunID.String())
 
 	sp = decode(`{"genkit:state":"error","genkit:state":"success"}`)
-	require.Equal(t, store.StatusUnset, sp.StatusCode, "a repeated name: the last one wins, as in a map")
+	require.Equal(t, store.StatusOK, sp.StatusCode, "a repeated name: the last one wins, as in a map")
 
 	sp = decode(`{"genkit\u003astate":"error"}`)
 	require.Equal(t, store.StatusError, sp.StatusCode, "an escaped name is unescaped")
@@ -178,4 +179,98 @@ func TestIngestStoresTextPostgreSQLWouldRefuse(t *testing.T) {
 		"genkit:metadata:subtype": "model", "genkit:output": "\uFFFD", "bytes": "\uFFFD"}, attrs)
 	_, err = svc.Turns(ctx, traceID)
 	require.NoError(t, err, "the summary reads the sanitised attributes")
+}
+
+// TestDecodeReadsGenkitInterruptsAsInterrupts: the interrupted tool spans of the real captures
+// (dev and realtime JS, and Go), which Genkit sends as errors, decode as interrupted with no error status; their
+// exception event is kept and marked, Go's metadata becomes an "interrupt" event, and the failing
+// tool of the OTLP capture stays an error.
+func TestDecodeReadsGenkitInterruptsAsInterrupts(t *testing.T) {
+	t.Parallel()
+	interrupted := map[string]store.Span{}
+	for _, pattern := range []string{"genkit-js-1.42-dev.jsonl", "genkit-js-1.42-realtime.jsonl", "genkit-go-1.4.0-interrupt.jsonl"} {
+		for _, body := range fixtureBodies(t, pattern) {
+			spans, err := trace.DecodeGenkit(body)
+			require.NoError(t, err)
+			for _, sp := range spans {
+				var attrs map[string]any
+				require.NoError(t, json.Unmarshal(sp.Attributes, &attrs))
+				require.NotEqual(t, store.StatusError, sp.StatusCode, "%s %s: nothing in these captures failed", pattern, sp.Name)
+				switch attrs["genkit:state"] {
+				case "interrupted":
+					require.Equal(t, "error", attrs[trace.AttrOriginalState], "what Genkit sent is kept")
+					interrupted[sp.Name] = sp
+				case "success":
+					require.Equal(t, store.StatusOK, sp.StatusCode, "%s %s", pattern, sp.Name)
+				}
+			}
+		}
+	}
+	require.Contains(t, interrupted, "confirmTransfer")
+	require.Contains(t, interrupted, "add")
+
+	js := interrupted["confirmTransfer"]
+	require.Equal(t, store.StatusUnset, js.StatusCode)
+	require.Contains(t, string(js.Events), `"exception.type":"ToolInterruptError"`)
+	require.Contains(t, string(js.Events), `"loupe.interrupt":true`)
+	require.Contains(t, string(js.Events), "exception.stacktrace", "the original event is kept")
+
+	goSpan := interrupted["add"]
+	require.Equal(t, store.StatusUnset, goSpan.StatusCode)
+	require.Contains(t, goSpan.StatusMessage, "tool execution interrupted")
+	var events []struct {
+		Name       string
+		Attributes map[string]any
+	}
+	require.NoError(t, json.Unmarshal(goSpan.Events, &events))
+	require.Len(t, events, 2)
+	require.Equal(t, "exception", events[0].Name)
+	require.Equal(t, true, events[0].Attributes["loupe.interrupt"])
+	require.Equal(t, "interrupt", events[1].Name)
+	require.Equal(t, `{"reason":"negative"}`, events[1].Attributes["interrupt.metadata"])
+
+	failed := 0
+	for _, body := range fixtureBodies(t, "otel-js-genai-otlp.jsonl") {
+		spans, _, _, err := trace.DecodeOTLP(body, "application/json")
+		require.NoError(t, err)
+		for _, sp := range spans {
+			if sp.StatusCode == store.StatusError {
+				failed++
+				require.Equal(t, "card declined", sp.StatusMessage)
+				require.NotContains(t, string(sp.Attributes), "interrupted")
+			}
+		}
+	}
+	require.Positive(t, failed, "a real error stays an error")
+}
+
+// TestDecodeGenkitReadsAParentFailedByAnInterruptAsInterrupted: a root span whose error is the
+// interrupt that went through it (JS's exception type, or Go's message under another type) is
+// interrupted too, so its trace is not an error trace; an ordinary error is untouched.
+func TestDecodeGenkitReadsAParentFailedByAnInterruptAsInterrupted(t *testing.T) {
+	t.Parallel()
+	decode := func(code int, msg, exceptionAttrs string) store.Span {
+		t.Helper()
+		spans, err := trace.DecodeGenkit([]byte(`{"traceId":"4c74a721b00e2befd7101e2794d8c4b0","spans":{"6be520f337a0d748":{
+			"spanId":"6be520f337a0d748","startTime":1,"endTime":2,"displayName":"bookAgent",
+			"attributes":{"genkit:type":"action","genkit:metadata:subtype":"flow","genkit:state":"error","genkit:isRoot":true},
+			"instrumentationLibrary":{"name":"genkit-tracer"},"spanKind":"INTERNAL",
+			"status":{"code":` + strconv.Itoa(code) + `,"message":` + strconv.Quote(msg) + `},
+			"timeEvents":{"timeEvent":[{"time":2,"annotation":{"description":"exception","attributes":` + exceptionAttrs + `}}]}}}}`))
+		require.NoError(t, err)
+		return spans[0]
+	}
+	js := decode(2, "", `{"exception.type":"ToolInterruptError","exception.stacktrace":"ToolInterruptError\n    at tool.mjs:204:11"}`)
+	require.Equal(t, store.StatusUnset, js.StatusCode)
+	require.Contains(t, string(js.Attributes), `"genkit:state":"interrupted"`)
+
+	const goMsg = "tool execution interrupted: \n\n{\n  \"reason\": \"negative\"\n}"
+	goSpan := decode(1, goMsg, `{"exception.type":"*fmt.wrapError","exception.message":`+strconv.Quote(goMsg)+`}`)
+	require.Equal(t, store.StatusUnset, goSpan.StatusCode)
+	require.Contains(t, string(goSpan.Events), `"interrupt.metadata":"{\"reason\":\"negative\"}"`)
+
+	failed := decode(2, "card declined", `{"exception.type":"Error","exception.message":"card declined"}`)
+	require.Equal(t, store.StatusError, failed.StatusCode)
+	require.Contains(t, string(failed.Attributes), `"genkit:state":"error"`)
+	require.NotContains(t, string(failed.Events), "loupe.interrupt")
 }

@@ -134,6 +134,9 @@ func FromOTLP(td ptrace.Traces) (spans []store.Span, rejected int64, reason stri
 					}
 					sp.Links = mustJSON(links)
 				}
+				if sp.StatusCode == store.StatusError {
+					markInterrupt(&sp) // a Genkit app exporting OTLP
+				}
 				cleanSpanText(&sp)
 				spans = append(spans, sp)
 			}

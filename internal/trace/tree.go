@@ -18,8 +18,35 @@ type Node struct {
 	Running bool `json:"running"`
 	// Orphan marks a span whose parent is not in the trace (not arrived yet, dropped, or in another
 	// program); it is kept under the root rather than lost.
-	Orphan   bool    `json:"orphan,omitempty"`
+	Orphan bool `json:"orphan,omitempty"`
+	// Status is the span's outcome as Loupe reads it (see StatusName): ok, error, interrupted or
+	// unset.
+	Status   string  `json:"status"`
 	Children []*Node `json:"children"`
+}
+
+// StatusName is a span's outcome from its status code and genkit:state: an error, an interrupt
+// (a tool that asked a question, which is not an error; ingest reads Genkit's interrupts so, see
+// markInterrupt), ok, or unset.
+func StatusName(code int16, state string) string {
+	switch {
+	case code == store.StatusError:
+		return "error"
+	case state == "interrupted":
+		return "interrupted"
+	case code == store.StatusOK:
+		return "ok"
+	}
+	return "unset"
+}
+
+// spanState is a stored span's genkit:state, read without decoding its attributes.
+func spanState(attrs json.RawMessage) string {
+	if len(attrs) == 0 || attrs[0] != '{' {
+		return ""
+	}
+	raw, _ := objectMembers(attrs, "genkit:state", "genkit:state")
+	return jsonString(raw)
 }
 
 // Tree is a trace assembled for display.
@@ -58,6 +85,7 @@ func BuildTree(spans []store.Span) []*Node {
 	for i := range spans {
 		nodes[i].Span = spans[i]
 		nodes[i].Running = spans[i].EndTime == 0
+		nodes[i].Status = StatusName(spans[i].StatusCode, spanState(spans[i].Attributes))
 		if !nodes[i].Running {
 			nodes[i].DurationNS = spans[i].EndTime - spans[i].StartTime
 		}

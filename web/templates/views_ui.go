@@ -267,6 +267,8 @@ type SpanDetail struct {
 	Kind      string
 	Status    string
 	StatusMsg string
+	// Interrupt is the question an interrupted span asks (its metadata, as JSON), when known.
+	Interrupt string
 	Start     time.Time
 	Duration  string
 	Running   bool

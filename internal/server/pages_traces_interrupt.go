@@ -1,0 +1,68 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/trace"
+)
+
+// spanInterrupt is the question an interrupted span asks: its "interrupt" event's metadata
+// (Loupe's own spans, and Genkit Go's, whose metadata ingest takes out of the error message), or
+// else, for Genkit JS, whose tool span carries no metadata, the metadata of the tool request in
+// its parent generate span's output; when that is just true (ai.defineInterrupt), the tool's input
+// is the question. It is "" when none is found.
+func (s *Server) spanInterrupt(ctx context.Context, sp *store.Span, attrs map[string]json.RawMessage) string {
+	var events []struct {
+		Name       string         `json:"name"`
+		Attributes map[string]any `json:"attributes"`
+	}
+	_ = json.Unmarshal(sp.Events, &events)
+	for _, e := range events {
+		if md, ok := e.Attributes[trace.EventAttrInterruptMetadata].(string); ok && e.Name == "interrupt" && md != "" {
+			return md
+		}
+	}
+	if sp.ParentSpanID == nil {
+		return ""
+	}
+	var name string
+	_ = json.Unmarshal(attrs["genkit:name"], &name)
+	parent, err := s.getSpan(ctx, sp.TraceID, *sp.ParentSpanID)
+	if err != nil || name == "" {
+		return ""
+	}
+	var pattrs map[string]json.RawMessage
+	_ = json.Unmarshal(parent.Attributes, &pattrs)
+	var output string
+	_ = json.Unmarshal(pattrs["genkit:output"], &output)
+	var resp struct {
+		Message struct {
+			Content []struct {
+				ToolRequest *struct {
+					Name string `json:"name"`
+				} `json:"toolRequest"`
+				Metadata struct {
+					Interrupt json.RawMessage `json:"interrupt"`
+				} `json:"metadata"`
+			} `json:"content"`
+		} `json:"message"`
+	}
+	if json.Unmarshal([]byte(output), &resp) != nil {
+		return ""
+	}
+	for _, c := range resp.Message.Content {
+		md := c.Metadata.Interrupt
+		if c.ToolRequest == nil || c.ToolRequest.Name != name || len(md) == 0 || string(md) == "false" || string(md) == "null" {
+			continue
+		}
+		if string(md) == "true" {
+			var input string
+			_ = json.Unmarshal(attrs["genkit:input"], &input)
+			return input
+		}
+		return string(compactRaw(md))
+	}
+	return ""
+}
