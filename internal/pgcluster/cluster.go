@@ -137,7 +137,7 @@ func (c *Cluster) Start(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	if err := c.pickPort(0); err != nil {
+	if err := c.pickPort(c.lastPort()); err != nil {
 		return err
 	}
 	exited, err := c.spawn(ctx)
@@ -206,7 +206,7 @@ func (c *Cluster) StartDetached(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	if err := c.pickPort(0); err != nil {
+	if err := c.pickPort(c.lastPort()); err != nil {
 		return err
 	}
 	opts := strings.Join(c.serverArgs()[2:], " ")
@@ -439,10 +439,30 @@ func (c *Cluster) runningPort() (int, bool) {
 
 // pickPort chooses the port to start on: prefer when it is free (a restart keeps its port, so
 // connection strings handed out stay right), otherwise any free one.
+// portFile keeps the port the cluster last ran on, so that the next start (after a crash, a
+// reboot or a stop) takes it again when it is free, and URLs that scripts and other programs saved
+// keep working.
+func (c *Cluster) portFile() string { return filepath.Join(c.pgData, "loupe.port") }
+
+// lastPort is the port the cluster last ran on, or 0.
+func (c *Cluster) lastPort() int {
+	b, err := os.ReadFile(c.portFile())
+	if err != nil {
+		return 0
+	}
+	port, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return port
+}
+
+func (c *Cluster) savePort() {
+	_ = os.WriteFile(c.portFile(), []byte(strconv.Itoa(c.Port())+"\n"), 0o600)
+}
+
 func (c *Cluster) pickPort(prefer int) error {
 	if prefer > 0 {
 		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(prefer))); err == nil {
 			c.port.Store(int32(prefer))
+			c.savePort()
 			return l.Close()
 		}
 	}
@@ -451,6 +471,7 @@ func (c *Cluster) pickPort(prefer int) error {
 		return fmt.Errorf("pgcluster: find a free port: %w", err)
 	}
 	c.port.Store(int32(l.Addr().(*net.TCPAddr).Port))
+	c.savePort()
 	return l.Close()
 }
 

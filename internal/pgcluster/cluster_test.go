@@ -144,3 +144,24 @@ func TestConcurrentStartsShareOneCluster(t *testing.T) {
 	queryOne(t, first.URL())
 	queryOne(t, second.URL())
 }
+
+// TestDetachedClusterKeepsItsPortAcrossRestarts proves a cluster started again (after a stop, a
+// crash or a reboot) takes the port it last ran on when that port is free, so a URL that a script
+// or another program saved keeps working.
+func TestDetachedClusterKeepsItsPortAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	c := newTestCluster(t)
+	ctx := context.Background()
+	require.NoError(t, c.StartDetached(ctx))
+	first, ok := c.Running()
+	require.True(t, ok)
+	require.NoError(t, c.StopDetached(ctx))
+
+	again, err := New(Config{DataDir: c.cfg.DataDir, Fast: true})
+	require.NoError(t, err)
+	require.NoError(t, again.StartDetached(ctx))
+	t.Cleanup(func() { _ = again.StopDetached(context.Background()) })
+	second, ok := again.Running()
+	require.True(t, ok)
+	require.Equal(t, first, second, "the restarted cluster answers at the same URL")
+}
