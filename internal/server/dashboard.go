@@ -35,7 +35,7 @@ func (s *Server) dashboardData(ctx context.Context) (templates.Dashboard, error)
 	for _, i := range pending {
 		d.PendingList = append(d.PendingList, templates.InterruptRow{
 			ID: i.ID.String(), RunID: i.RunID.String(), Tool: i.Tool,
-			Age: humanAge(now.Sub(i.CreatedAt)), Prompt: interruptPrompt(i.Metadata),
+			Age: humanAge(now.Sub(i.CreatedAt)), Prompt: interruptMessage(i.Metadata),
 		})
 	}
 	if d.Chart, err = s.dashboardChart(ctx, now); err != nil {
@@ -89,14 +89,12 @@ func humanAge(d time.Duration) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
-// interruptPrompt picks a human question out of interrupt metadata, if it carries one.
+// interruptPrompt shows interrupt metadata that names no question (see interruptMessage) as it is,
+// cut at 160 characters, whole runes only.
 func interruptPrompt(metadata []byte) string {
 	m := strings.TrimSpace(string(metadata))
 	if m == "" || m == "true" || m == "null" {
 		return "(no message)"
 	}
-	if len(m) > 160 {
-		m = m[:157] + "…"
-	}
-	return m
+	return shorten(m, 160)
 }

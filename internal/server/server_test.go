@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
@@ -312,4 +314,25 @@ func TestSafeNextKeepsRedirectsOnThisSite(t *testing.T) {
 		require.Equal(t, "/", safeNext(bad), "%q", bad)
 	}
 	require.Equal(t, "/runs?status=failed", safeNext("/runs?status=failed"))
+}
+
+// TestDashboardAsksTheInterruptsQuestion proves the dashboard's waiting list shows what an
+// interrupt asks (its metadata's message), as the inbox does, not the metadata's raw JSON; and
+// that metadata without a question is cut at whole characters.
+func TestDashboardAsksTheInterruptsQuestion(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	ctx := context.Background()
+	for i, md := range []string{`{"price": 299, "message": "Book the flight to Lisbon?"}`, `{"note": "` + strings.Repeat("é", 200) + `"}`} {
+		run, err := b.store.RunCreate(ctx, store.RunCreateParams{Action: "/flow/travelAgent"})
+		require.NoError(t, err)
+		_, err = b.store.InterruptCreate(ctx, []store.InterruptCreateParams{{RunID: run.ID, Turn: 0, Tool: "bookFlight",
+			Ref: fmt.Sprintf("b%d", i), Input: json.RawMessage(`{}`), Metadata: json.RawMessage(md)}})
+		require.NoError(t, err)
+	}
+	_, body := get(t, b.url+"/", "Accept", "text/html")
+	require.Contains(t, body, "Book the flight to Lisbon?")
+	require.NotContains(t, body, "&#34;price&#34;", "raw metadata JSON on the dashboard")
+	require.Contains(t, body, strings.Repeat("é", 140), "a long question is cut at whole characters")
+	require.True(t, utf8.ValidString(body))
 }
