@@ -64,7 +64,10 @@ chaos-short: ## crash harness, CI's short form (under 3 minutes)
 	$(GO) run ./internal/chaos -rounds 4 -runs-per-round 16 -round-time 10s -postmaster-every 2
 
 .PHONY: compat
-compat: ## a real Genkit Go v1.4.0 app sends its traces to a throwaway Loupe (bench/genkit-telemetry.sh)
+compat: compat-genkit-go ## real client programs against a throwaway Loupe: Genkit Go, Genkit JS, the genkit CLI, an OTel exporter
+
+.PHONY: compat-genkit-go
+compat-genkit-go: ## a real Genkit Go v1.4.0 app sends its traces to a throwaway Loupe (bench/genkit-telemetry.sh)
 	bench/genkit-telemetry.sh
 
 .PHONY: bench-smoke
