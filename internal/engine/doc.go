@@ -12,7 +12,12 @@
 //     that name each failing field (*ValidationError).
 //   - DefineTool, NewTool, DefineMultipartTool and DefineInterrupt make typed tools whose JSON
 //     schemas are derived from Go types (or given) and compiled once, at definition.
+//     A non-multipart tool is also reachable as /tool.v2/<name> (its run by key returns
+//     {"output": …}), as Genkit registers both forms.
 //   - DefineModel registers a ModelFunc; subpackages scripted and openai provide models.
+//   - DefinePrompt registers a prompt. It is also a tool under /prompt/<name>: a model calling it
+//     transfers the conversation to it, as in Genkit (the prompt's messages go in front of the
+//     history as a preamble, and its model and tools take over).
 //   - DefineFlow and DefineStreamingFlow register typed flows; their spans are roots that the
 //     generate spans nest under. WithRunID puts a run id in the context for spans and idempotency.
 //   - Generate runs the loop with functional options (WithModel, WithPrompt, WithMessages,

@@ -83,13 +83,9 @@ func (r *Registry) newGeneration(cfg *generateConfig) (*generation, error) {
 		if cfg.opts.Model == "" {
 			return nil, Errorf(StatusInvalidArgument, "generate: no model given")
 		}
-		a := r.Lookup(cfg.opts.Model)
-		if a == nil {
-			a = r.Lookup(ActionKey(ActionTypeModel, cfg.opts.Model))
-		}
-		m, ok := a.(Model)
-		if !ok {
-			return nil, Errorf(StatusNotFound, "generate: model %q not found", cfg.opts.Model)
+		m, err := r.lookupModel(cfg.opts.Model)
+		if err != nil {
+			return nil, err
 		}
 		g.model = m
 	}
@@ -106,6 +102,42 @@ func (r *Registry) newGeneration(cfg *generateConfig) (*generation, error) {
 	g.toolNext = chainTool(cfg.middleware, runTool)
 	g.turnNext = chainGenerate(cfg.middleware, g.turnBody)
 	return g, nil
+}
+
+// lookupModel finds a model by key or name; an unknown one is NOT_FOUND.
+func (r *Registry) lookupModel(name string) (Model, error) {
+	a := r.Lookup(name)
+	if a == nil {
+		a = r.Lookup(ActionKey(ActionTypeModel, name))
+	}
+	m, ok := a.(Model)
+	if !ok {
+		return nil, Errorf(StatusNotFound, "generate: model %q not found", name)
+	}
+	return m, nil
+}
+
+// transfer makes the turns after a transfer to a prompt use the prompt's model and tools where it
+// sets them (Genkit resolves both anew every turn, from the request that applyTransferPreamble
+// rewrote). The prompt's tools replace the request's, tools given as objects among them;
+// Middleware.Tools stay.
+func (g *generation) transfer(pre *GenerateActionOptions) error {
+	if pre.Model != "" {
+		m, err := g.r.lookupModel(pre.Model)
+		if err != nil {
+			return err
+		}
+		g.model = m
+	}
+	if len(pre.Tools) > 0 {
+		g.cfg.opts.Tools = pre.Tools
+		g.cfg.tools = nil
+		g.toolsJSON, g.toolNamesJSON = nil, nil
+		if err := g.resolveTools(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // resolveTools builds the short-name tool map. Duplicate names are INVALID_ARGUMENT, unknown
@@ -270,6 +302,10 @@ func (g *generation) turnBody(ctx context.Context, t *GenerateTurn) (*ModelRespo
 		}
 		return resp, g.report(ctx, resp)
 	}
+	pre, err := results.transfer()
+	if err != nil {
+		return nil, err
+	}
 	toolMsg := &Message{Role: RoleTool, Content: results.responses()}
 	if err := g.appendMessage(ctx, t.Turn, len(msgs), SourceModel, resp.Message); err != nil {
 		return nil, err
@@ -285,6 +321,12 @@ func (g *generation) turnBody(ctx context.Context, t *GenerateTurn) (*ModelRespo
 	next := *raw
 	next.Resume = nil
 	next.Messages = append(msgs[:len(msgs):len(msgs)], resp.Message, toolMsg)
+	if pre != nil {
+		applyTransfer(&next, pre)
+		if err := g.transfer(pre); err != nil {
+			return nil, err
+		}
+	}
 	return g.turn(ctx, &GenerateTurn{Request: &next, Turn: t.Turn + 1, MessageIndex: g.msgIndex})
 }
 

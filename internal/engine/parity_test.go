@@ -213,3 +213,73 @@ func TestParity_RestartedToolSpanRecordsResumedMetadata(t *testing.T) {
 		})
 	}
 }
+
+type TopicIn struct {
+	Topic string `json:"topic"`
+}
+
+// TestParity_PromptAsToolIsFoundUnderPromptAndTransfers follows seed 000 (tools, interrupts,
+// resume), §3.1 "查表反查" (lookupToolByName, js/ai/src/tool.ts:241): a short tool name is tried
+// as /tool/, /tool.v2/, then /prompt/${name}, "被当工具用的 prompt"; and §7, prompts used as tools
+// through resolveTools (tool.ts:227). What the call does is Genkit's resolveToolRequest for a
+// prompt action (resolve-tool-requests.ts, isPromptAction): the call is answered "transferred to
+// <name>" and applyTransferPreamble (generate/action.ts) puts the rendered prompt, tagged
+// metadata.preamble, in front of the next turn's history with the prompt's model and tools.
+func TestParity_PromptAsToolIsFoundUnderPromptAndTransfers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	refunds := 0
+	engine.DefineTool(b.r, "refund", "Refunds a bill.", func(tc *engine.ToolContext, in TopicIn) (string, error) {
+		refunds++
+		return "refunded", nil
+	})
+	weather(b, nil)
+	billingModel := scripted.Define(b.r, "billing/model", scripted.Reply(call("refund", "f0", map[string]any{"topic": "x"})), scripted.Text("refund done"))
+	engine.DefinePrompt(b.r, "billing", "Hands the conversation to billing.", func(in TopicIn) (string, error) {
+		return "Billing question about " + in.Topic, nil
+	}, engine.PromptConfig{Model: "billing/model", System: "You handle billing.", Tools: []string{"refund"}})
+
+	got, ok := b.r.LookupTool("billing")
+	require.True(t, ok)
+	require.Equal(t, "/prompt/billing", got.Desc().Key)
+	require.Equal(t, "billing", got.Definition().Name)
+
+	front := scripted.New("front", scripted.Reply(call("billing", "b0", map[string]any{"topic": "a refund"})))
+	resp, err := engine.Generate(context.Background(), b.r, engine.WithModel(front), engine.WithSystem("You triage."),
+		engine.WithPrompt("my bill is wrong"), engine.WithToolNames("billing", "getWeather"))
+	require.NoError(t, err)
+	require.Equal(t, "refund done", resp.Text())
+	require.Equal(t, 1, front.Calls())
+	require.Equal(t, 2, billingModel.Calls(), "the turns after the transfer use the prompt's model")
+	require.Equal(t, 1, refunds)
+	require.Equal(t, "getWeather", front.Requests()[0].Tools[1].Name)
+
+	req := billingModel.Requests()[0]
+	require.Len(t, req.Tools, 1, "the prompt's tools replace the request's")
+	require.Equal(t, "refund", req.Tools[0].Name)
+	var roles []engine.Role
+	for _, m := range req.Messages {
+		roles = append(roles, m.Role)
+	}
+	require.Equal(t, []engine.Role{engine.RoleSystem, engine.RoleUser, engine.RoleSystem, engine.RoleUser, engine.RoleModel, engine.RoleTool}, roles)
+	require.Equal(t, "You handle billing.", req.Messages[0].Text())
+	require.Equal(t, "Billing question about a refund", req.Messages[1].Text())
+	require.Equal(t, true, req.Messages[0].Metadata[engine.MetaPreamble])
+	require.Equal(t, true, req.Messages[1].Metadata[engine.MetaPreamble])
+	require.Nil(t, req.Messages[2].Metadata[engine.MetaPreamble], "the caller's own system message stays, untagged")
+	require.Equal(t, "transferred to billing", req.Messages[5].Content[0].ToolResponse.Output)
+
+	prompts := spanByName(b.exp.GetSpans(), "billing")
+	require.Len(t, prompts, 1)
+	sub, _ := attr(prompts[0], engine.AttrSubtype)
+	require.Equal(t, "prompt", sub)
+
+	// Two transfers in one turn are INVALID_ARGUMENT, as in Genkit.
+	engine.DefinePrompt(b.r, "support", "Support.", func(in TopicIn) (string, error) { return in.Topic, nil }, engine.PromptConfig{})
+	twice := scripted.New("twice", scripted.Reply(call("billing", "b0", map[string]any{"topic": "x"}), call("support", "s0", map[string]any{"topic": "y"})))
+	_, err = engine.Generate(context.Background(), b.r, engine.WithModel(twice), engine.WithPrompt("q"), engine.WithToolNames("billing", "support"))
+	require.Equal(t, engine.StatusInvalidArgument, statusOf(t, err))
+
+	_, err = got.RunTool(&engine.ToolContext{Context: context.Background()}, json.RawMessage(`{"topic":"x"}`))
+	require.Equal(t, engine.StatusFailedPrecondition, statusOf(t, err), "a prompt tool runs only as a transfer")
+}

@@ -24,9 +24,16 @@ type PromptConfig struct {
 
 // Prompt is a registered prompt: a typed input rendered into the user's message, then a generate
 // with the prompt's model, system instruction and tools. Its output is the model's response.
+//
+// A prompt is also a tool, found under /prompt/<name> (Registry.LookupTool, WithToolNames). As in
+// Genkit, a model calling it transfers the conversation to the prompt rather than running it: the
+// call is answered "transferred to <name>", and the next turns run with the prompt's rendered
+// messages in front of the history (tagged metadata.preamble, replacing an earlier transfer's)
+// and with its model, tools and config where it sets them.
 type Prompt[In any] struct {
 	r      *Registry
 	desc   ActionDesc
+	def    ToolDefinition
 	render func(In) (string, error)
 	cfg    PromptConfig
 }
@@ -42,8 +49,42 @@ func DefinePrompt[In any](r *Registry, name, description string, render func(In)
 		Key: ActionKey(ActionTypePrompt, name), Name: name, Type: ActionTypePrompt, Description: description,
 		InputSchema: in, Metadata: map[string]any{"prompt": map[string]any{"model": cfg.Model, "tools": cfg.Tools}},
 	}}
+	p.def = *toToolDefinition(&ToolDefinition{Name: name, Description: description, InputSchema: in})
 	r.mustRegister(p)
 	return p
+}
+
+// Name implements Tool.
+func (p *Prompt[In]) Name() string { return p.desc.Name }
+
+// Definition implements Tool: the model is told the prompt's name, description and input schema.
+func (p *Prompt[In]) Definition() *ToolDefinition { return &p.def }
+
+// RunTool implements Tool. A prompt called by a model is a transfer, which the generate loop
+// handles itself, so a direct call is FAILED_PRECONDITION.
+func (p *Prompt[In]) RunTool(*ToolContext, json.RawMessage) (*ToolOutput, error) {
+	return nil, Errorf(StatusFailedPrecondition, "prompt %s: a prompt used as a tool transfers the conversation; it runs only inside generate", p.desc.Name)
+}
+
+// preamble renders the prompt for a transfer (Genkit's transferPreamble): its system and user
+// messages, and the model, tools and config it sets.
+func (p *Prompt[In]) preamble(input json.RawMessage) (*GenerateActionOptions, error) {
+	var in In
+	if len(input) > 0 && string(input) != "null" {
+		if err := json.Unmarshal(input, &in); err != nil {
+			return nil, Errorf(StatusInvalidArgument, "prompt %s: decode input: %w", p.desc.Name, err)
+		}
+	}
+	text, err := p.render(in)
+	if err != nil {
+		return nil, Errorf(StatusInvalidArgument, "prompt %s: render: %w", p.desc.Name, err)
+	}
+	pre := &GenerateActionOptions{Model: p.cfg.Model, Tools: p.cfg.Tools, Config: p.cfg.Config}
+	if p.cfg.System != "" {
+		pre.Messages = append(pre.Messages, NewTextMessage(RoleSystem, p.cfg.System))
+	}
+	pre.Messages = append(pre.Messages, NewTextMessage(RoleUser, text))
+	return pre, nil
 }
 
 // Desc implements Action.
@@ -98,4 +139,48 @@ func (p *Prompt[In]) RunJSON(ctx context.Context, input json.RawMessage, _ Strea
 		return nil, err
 	}
 	return json.Marshal(map[string]any{"message": resp.Message, "finishReason": resp.FinishReason, "usage": resp.Usage, "text": resp.Text()})
+}
+
+// transferTool is a tool whose call transfers the conversation (a Prompt), as Genkit's
+// isPromptAction tells prompt tools apart in resolveToolRequest.
+type transferTool interface {
+	Tool
+	preamble(input json.RawMessage) (*GenerateActionOptions, error)
+}
+
+// MetaPreamble marks the messages a transfer to a prompt put in front of the history.
+const MetaPreamble = "preamble"
+
+// applyTransfer is Genkit's applyTransferPreamble: the preamble's messages, tagged, replace the
+// previous preamble in front of the history, and its model, tools, tool choice and config replace
+// the request's where set.
+func applyTransfer(next *GenerateActionOptions, pre *GenerateActionOptions) {
+	msgs := make([]*Message, 0, len(pre.Messages)+len(next.Messages))
+	for _, m := range pre.Messages {
+		cp := *m
+		cp.Metadata = cloneMap(m.Metadata)
+		if cp.Metadata == nil {
+			cp.Metadata = map[string]any{}
+		}
+		cp.Metadata[MetaPreamble] = true
+		msgs = append(msgs, &cp)
+	}
+	for _, m := range next.Messages {
+		if v, _ := m.Metadata[MetaPreamble].(bool); !v {
+			msgs = append(msgs, m)
+		}
+	}
+	next.Messages = msgs
+	if pre.Model != "" {
+		next.Model = pre.Model
+	}
+	if pre.ToolChoice != "" {
+		next.ToolChoice = pre.ToolChoice
+	}
+	if len(pre.Tools) > 0 {
+		next.Tools = pre.Tools
+	}
+	if pre.Config != nil {
+		next.Config = pre.Config
+	}
 }

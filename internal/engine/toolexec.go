@@ -21,6 +21,8 @@ type pendingCall struct {
 
 	out       *ToolOutput
 	interrupt *InterruptError
+	// preamble is set when the tool is a prompt the model transferred to.
+	preamble *GenerateActionOptions
 }
 
 // toolResults holds a turn's calls in the model's request order.
@@ -130,6 +132,9 @@ func (g *generation) execCall(ctx context.Context, turn int, c *pendingCall) err
 		return ctxError(ctx, "tool "+c.tool.Name())
 	}
 	tr := c.part.ToolRequest
+	if tt, ok := c.tool.(transferTool); ok {
+		return g.execTransfer(ctx, c, tt)
+	}
 	ctx, span := g.r.startSpan(ctx, tr.Name, "action", "tool",
 		attribute.String(AttrGenAIOp, "execute_tool"),
 		attribute.String(AttrGenAIToolName, tr.Name),
@@ -166,6 +171,45 @@ func (g *generation) execCall(ctx context.Context, turn int, c *pendingCall) err
 		g.r.endSpan(span, err)
 		return Errorf(StatusOf(err), "tool %s (ref %s): %w", tr.Name, tr.Ref, err)
 	}
+}
+
+// execTransfer renders a prompt the model called as a tool, in a prompt span, and answers the call
+// "transferred to <name>", as Genkit's resolveToolRequest does for a prompt action (without the
+// tool middleware).
+func (g *generation) execTransfer(ctx context.Context, c *pendingCall, tt transferTool) error {
+	tr := c.part.ToolRequest
+	_, span := g.r.startSpan(ctx, tr.Name, "action", "prompt",
+		attribute.String(AttrGenAIToolName, tr.Name),
+		attribute.String(AttrGenAIToolCall, tr.Ref),
+		attribute.Int(AttrTurnIndex, g.spanTurn),
+	)
+	g.r.setJSONAttr(span, AttrInput, c.input)
+	pre, err := tt.preamble(c.input)
+	if err != nil {
+		g.r.endSpan(span, err)
+		return Errorf(StatusOf(err), "tool %s (ref %s): %w", tr.Name, tr.Ref, err)
+	}
+	g.r.setJSONAttr(span, AttrOutput, pre)
+	g.r.endSpan(span, nil)
+	c.preamble = pre
+	c.out = &ToolOutput{Output: "transferred to " + tr.Name}
+	return nil
+}
+
+// transfer returns the preamble of the turn's transfer to a prompt, or nil. A model that calls
+// more than one prompt is INVALID_ARGUMENT, as in Genkit.
+func (rs *toolResults) transfer() (*GenerateActionOptions, error) {
+	var pre *GenerateActionOptions
+	for _, c := range rs.calls {
+		if c.preamble == nil {
+			continue
+		}
+		if pre != nil {
+			return nil, Errorf(StatusInvalidArgument, "generate: model attempted to transfer to multiple prompt tools")
+		}
+		pre = c.preamble
+	}
+	return pre, nil
 }
 
 // runTool is the end of the tool middleware chain.
