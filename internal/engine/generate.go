@@ -92,6 +92,14 @@ func (r *Registry) newGeneration(cfg *generateConfig) (*generation, error) {
 	if err := g.resolveTools(); err != nil {
 		return nil, err
 	}
+	if cfg.opts.Resume != nil {
+		if pre := r.resumedTransfer(cfg.opts.Messages); pre != nil {
+			applyTransferOptions(&cfg.opts, pre)
+			if err := g.transfer(pre); err != nil {
+				return nil, err
+			}
+		}
+	}
 	f, err := resolveFormat(cfg.opts.Output)
 	if err != nil {
 		return nil, err
@@ -325,6 +333,16 @@ func (g *generation) turnBody(ctx context.Context, t *GenerateTurn) (*ModelRespo
 		applyTransfer(&next, pre)
 		if err := g.transfer(pre); err != nil {
 			return nil, err
+		}
+		// The history is not only appended to: a recorder must hold the rewritten one, which the
+		// next turns index into and a resume starts from.
+		for i, m := range next.Messages {
+			if g.hooks.OnMessage == nil {
+				break
+			}
+			if err := g.hooks.OnMessage(ctx, &MessageEvent{Turn: t.Turn, Index: i, Replace: true, Source: SourceTransfer, Message: m}); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return g.turn(ctx, &GenerateTurn{Request: &next, Turn: t.Turn + 1, MessageIndex: g.msgIndex})

@@ -17,6 +17,10 @@ const (
 	// given history), reported before the first model call so that a recorder holds the whole
 	// conversation.
 	SourceInput MessageSource = "input"
+	// SourceTransfer is a message of the history that a transfer to a prompt rewrote (the prompt's
+	// preamble put in front): the whole new history is reported again from index 0, each message
+	// replacing the one at its index.
+	SourceTransfer MessageSource = "transfer"
 )
 
 // MessageEvent reports one message appended to the history.

@@ -79,7 +79,7 @@ func (p *Prompt[In]) preamble(input json.RawMessage) (*GenerateActionOptions, er
 	if err != nil {
 		return nil, Errorf(StatusInvalidArgument, "prompt %s: render: %w", p.desc.Name, err)
 	}
-	pre := &GenerateActionOptions{Model: p.cfg.Model, Tools: p.cfg.Tools, Config: p.cfg.Config}
+	pre := p.transferOptions()
 	if p.cfg.System != "" {
 		pre.Messages = append(pre.Messages, NewTextMessage(RoleSystem, p.cfg.System))
 	}
@@ -141,11 +141,52 @@ func (p *Prompt[In]) RunJSON(ctx context.Context, input json.RawMessage, _ Strea
 	return json.Marshal(map[string]any{"message": resp.Message, "finishReason": resp.FinishReason, "usage": resp.Usage, "text": resp.Text()})
 }
 
+// transferOptions are the model, tools and config the turns after a transfer run with.
+func (p *Prompt[In]) transferOptions() *GenerateActionOptions {
+	return &GenerateActionOptions{Model: p.cfg.Model, Tools: p.cfg.Tools, Config: p.cfg.Config}
+}
+
 // transferTool is a tool whose call transfers the conversation (a Prompt), as Genkit's
 // isPromptAction tells prompt tools apart in resolveToolRequest.
 type transferTool interface {
 	Tool
 	preamble(input json.RawMessage) (*GenerateActionOptions, error)
+	transferOptions() *GenerateActionOptions
+}
+
+// resumedTransfer finds the last transfer to a prompt in a history being resumed (a call to a
+// prompt tool that has its response), and returns the options it set. Genkit's caller rebuilds the
+// request of a resume itself, with its own model and tools, and so leaves the prompt it had
+// transferred to; a durable run resumes where the conversation was, with the prompt's.
+func (r *Registry) resumedTransfer(history []*Message) *GenerateActionOptions {
+	answered := map[string]bool{}
+	for _, m := range history {
+		for _, p := range m.Content {
+			if p.ToolResponse != nil {
+				answered[p.ToolResponse.Name+"\x00"+p.ToolResponse.Ref] = true
+			}
+		}
+	}
+	var last transferTool
+	for _, m := range history {
+		if m.Role != RoleModel {
+			continue
+		}
+		for _, p := range m.Content {
+			if p.ToolRequest == nil || !answered[p.ToolRequest.Name+"\x00"+p.ToolRequest.Ref] {
+				continue
+			}
+			if t, ok := r.LookupTool(p.ToolRequest.Name); ok {
+				if tt, ok := t.(transferTool); ok {
+					last = tt
+				}
+			}
+		}
+	}
+	if last == nil {
+		return nil
+	}
+	return last.transferOptions()
 }
 
 // MetaPreamble marks the messages a transfer to a prompt put in front of the history.
@@ -171,6 +212,12 @@ func applyTransfer(next *GenerateActionOptions, pre *GenerateActionOptions) {
 		}
 	}
 	next.Messages = msgs
+	applyTransferOptions(next, pre)
+}
+
+// applyTransferOptions sets a transfer's model, tool choice, tools and config on a request, where
+// the transfer sets them.
+func applyTransferOptions(next *GenerateActionOptions, pre *GenerateActionOptions) {
 	if pre.Model != "" {
 		next.Model = pre.Model
 	}

@@ -64,8 +64,10 @@ type recorder struct {
 	// the run's (bases holds them for every call met or recorded before), and nextSeq is the
 	// position after the last message recorded.
 	gen, seqBase, turnBase, nextSeq int
-	entered                         bool
-	bases                           map[int]genBase
+	// transferModels counts the model messages of a rewritten history reported so far.
+	transferModels int
+	entered        bool
+	bases          map[int]genBase
 	// resumeGen is the call this execution resumes (or starts: 0), with the history it was handed;
 	// the calls before it replay from the ledgers and record nothing. resumeTurn is the turn the
 	// resumed call stopped at.
@@ -142,6 +144,35 @@ func (r *recorder) enter(ctx context.Context) {
 	r.turn = r.turnBase
 }
 
+// buffer holds a message for the next checkpoint, replacing one buffered at its position (a
+// history rewritten before the checkpoint). r.mu must be held.
+func (r *recorder) buffer(m store.RunMessage) {
+	for i := range r.messages {
+		if r.messages[i].Seq == m.Seq {
+			r.messages[i] = m
+			return
+		}
+	}
+	r.messages = append(r.messages, m)
+}
+
+// transferTurn is the turn of a message of a history that a transfer to a prompt rewrote, reported
+// in order from index 0: the messages the transfer put in front belong to the turn that made it,
+// the others keep theirs (the input's, then one more with each model message). r.mu must be held.
+func (r *recorder) transferTurn(ev *engine.MessageEvent) int {
+	if ev.Index == 0 {
+		r.transferModels = 0
+	}
+	if v, _ := ev.Message.Metadata[engine.MetaPreamble].(bool); v {
+		return r.turn
+	}
+	if ev.Message.Role == engine.RoleModel {
+		r.transferModels++
+	}
+	// A message after the n-th model message is of that message's turn.
+	return r.turnBase + max(r.transferModels-1, 0)
+}
+
 // currentTurn is the absolute turn being recorded.
 func (r *recorder) currentTurn() int {
 	r.mu.Lock()
@@ -171,7 +202,11 @@ func (r *recorder) hooks() *engine.Hooks {
 			r.enter(ctx)
 			seq := r.seqBase + ev.Index
 			r.nextSeq = max(r.nextSeq, seq+1)
-			r.messages = append(r.messages, store.RunMessage{RunID: r.run.ID, Seq: seq, Turn: r.turn, Role: string(ev.Message.Role),
+			turn := r.turn
+			if ev.Source == engine.SourceTransfer {
+				turn = r.transferTurn(ev)
+			}
+			r.buffer(store.RunMessage{RunID: r.run.ID, Seq: seq, Turn: turn, Role: string(ev.Message.Role),
 				Content: content, Generation: r.gen})
 			r.mu.Unlock()
 			return nil
