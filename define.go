@@ -40,7 +40,10 @@ func DefineInterrupt[In, Out any](app *App, name, description string, opts ...To
 }
 
 // DefinePrompt registers a prompt under /prompt/<name>: render turns the input into the user's
-// message, and cfg gives the model, system instruction and tools.
+// message, and cfg gives the model, system instruction and tools. A prompt is also a tool (pass it
+// to WithTools, or its name to WithToolNames): as in Genkit, a model that calls it transfers the
+// conversation to it, and the next turns run with its rendered messages in front of the history
+// (tagged metadata.preamble) and with its model, tools and config.
 func DefinePrompt[In any](app *App, name, description string, render func(In) (string, error), cfg PromptConfig) *Prompt[In] {
 	return engine.DefinePrompt(app.reg, name, description, render, cfg)
 }

@@ -69,3 +69,25 @@ func ExampleToolContext_Interrupt() {
 	// interrupted map[message:Send 50?]
 	// Done.
 }
+
+// A prompt used as a tool: the front model hands the conversation over, and the next turns run
+// with the prompt's system instruction and user message in front, and with its model and tools.
+func ExampleDefinePrompt_asTool() {
+	app := loupe.New()
+	scripted.Define(app, "front", func(req *loupe.ModelRequest) (scripted.Turn, error) {
+		return scripted.Reply(scripted.ToolCall("billing", "b1", map[string]any{"topic": "a double charge"})), nil
+	})
+	scripted.Define(app, "billing-model", func(req *loupe.ModelRequest) (scripted.Turn, error) {
+		return scripted.Text("Billing here, about " + req.Messages[1].Text() + "."), nil
+	})
+	billing := loupe.DefinePrompt(app, "billing", "Hands billing questions to the billing desk.",
+		func(in struct {
+			Topic string `json:"topic"`
+		}) (string, error) {
+			return in.Topic, nil
+		}, loupe.PromptConfig{Model: "billing-model", System: "You are the billing desk."})
+	out, err := loupe.GenerateText(context.Background(), app, loupe.WithModelName("front"),
+		loupe.WithPrompt("I was charged twice"), loupe.WithTools(billing))
+	fmt.Println(out, err)
+	// Output: Billing here, about a double charge. <nil>
+}
