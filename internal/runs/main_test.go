@@ -100,8 +100,11 @@ func defineTestAgent(r *engine.Registry, pool *pgxpool.Pool, block, markers stri
 			_ = os.WriteFile(filepath.Join(markers, name), nil, 0o644)
 		}
 	}
+	// The effect is not cut by the run's context: a cancel that lands while the INSERT is in
+	// flight would otherwise make the tool report an error for an effect that committed, and the
+	// ledger rightly records such a call as started, outcome unknown, not completed.
 	effect := func(tc *engine.ToolContext) error {
-		_, err := pool.Exec(tc, `INSERT INTO test_effects (run_id, ref) VALUES ($1, $2)`, engine.RunID(tc), tc.Ref)
+		_, err := pool.Exec(context.WithoutCancel(tc), `INSERT INTO test_effects (run_id, ref) VALUES ($1, $2)`, engine.RunID(tc), tc.Ref)
 		return err
 	}
 	confirm := engine.DefineTool(r, "confirm", "Asks a person to confirm, then does it.",
