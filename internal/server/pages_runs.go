@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -226,8 +227,12 @@ func (s *Server) runPageData(c echo.Context, id uuid.UUID, withTrace bool) (temp
 	}
 	p.Interrupts = views
 	p.Conversation = conversation(d.Messages, views, -1)
+	decided := map[string]*templates.InterruptView{} // by turn/ref: the call's last interrupt
+	for i := range views {
+		decided[fmt.Sprintf("%d/%s", views[i].Turn, views[i].Ref)] = &views[i]
+	}
 	for _, tc := range d.ToolCalls {
-		p.Ledger = append(p.Ledger, ledgerRow(tc))
+		p.Ledger = append(p.Ledger, ledgerRow(tc, decided[fmt.Sprintf("%d/%s", tc.Turn, tc.Ref)]))
 	}
 	// LiveSeq stays 0: the stream view gets every chunk over the WebSocket, replayed from the
 	// database, so that the same view streams a live run and plays back a finished one.
@@ -518,9 +523,18 @@ func compactJSON(raw []byte) string {
 	return t
 }
 
-func ledgerRow(tc *store.ToolCall) templates.LedgerRow {
+// ledgerRow is a tool call of the ledger. it, when not nil, is the interrupt the call raised: a
+// call that a reviewer answered or denied instead of running reads as their decision ("denied
+// by rita"), not as a completed call, and a call run after an approval says who approved it.
+func ledgerRow(tc *store.ToolCall, it *templates.InterruptView) templates.LedgerRow {
 	l := templates.LedgerRow{Turn: tc.Turn, Ref: tc.Ref, Tool: tc.Tool, Status: tc.Status, Source: tc.Source, Attempt: tc.Attempt,
 		Input: nonEmptyJSON(tc.Input), Output: nonEmptyJSON(tc.Output), Error: nonEmptyJSON(tc.Error)}
+	by := func(verb string) string {
+		if it.ResolvedBy == "" {
+			return verb + " by a reviewer"
+		}
+		return verb + " by " + it.ResolvedBy
+	}
 	switch tc.Source {
 	case store.ToolSourceExecuted:
 		l.Label = "executed"
@@ -532,6 +546,16 @@ func ledgerRow(tc *store.ToolCall) templates.LedgerRow {
 		l.Label = "answered by a reviewer"
 	default:
 		l.Label = tc.Source
+	}
+	if it != nil {
+		switch {
+		case tc.Source == store.ToolSourceReviewer && it.Status == store.InterruptDenied:
+			l.Status, l.Label = store.InterruptDenied, by("denied")+": the tool did not run"
+		case tc.Source == store.ToolSourceReviewer && it.Status == store.InterruptResponded:
+			l.Status, l.Label = store.InterruptResponded, by("answered")+": the tool did not run"
+		case it.Status == store.InterruptApproved || it.Status == store.InterruptEdited:
+			l.Label += ", " + by(it.Status)
+		}
 	}
 	if tc.FinishedAt != nil {
 		l.Duration = fmtNanos(tc.FinishedAt.Sub(tc.StartedAt).Nanoseconds())

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
@@ -94,4 +95,43 @@ func TestRunPageQueriesDoNotGrowWithInterrupts(t *testing.T) {
 		}
 		require.Equal(t, oneCount, manyCount, "the queries of /runs/{id}%s must not grow with its interrupts", path)
 	}
+}
+
+// TestLedgerShowsAReviewersDenialNotACompletedCall: a transfer that the reviewer denied did not
+// run; its row in the run page's tool ledger says so ("denied by alice: the tool did not run",
+// badge "denied"), instead of the ledger's raw "completed" (answered by a reviewer), and a call
+// run after an approval says who approved it.
+func TestLedgerShowsAReviewersDenialNotACompletedCall(t *testing.T) {
+	t.Parallel()
+	b := uiSetup(t, true)
+	ctx := context.Background()
+	ledgerRowHTML := func(body, ref string) string {
+		t.Helper()
+		i := strings.Index(body, `<tr data-ref="`+ref+`">`)
+		require.GreaterOrEqual(t, i, 0, "no ledger row for %s", ref)
+		j := strings.Index(body[i:], "</tr>")
+		require.Greater(t, j, 0)
+		return body[i : i+j]
+	}
+
+	denied := b.startRun(t, "/flow/transferMoney", `{"to":"bob","amount":500,"currency":"JPY"}`, store.RunInterrupted)
+	it := b.pending(t, denied.ID)
+	_, err := b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionDeny, Actor: "alice", Comment: "not today"})
+	require.NoError(t, err)
+	b.waitStatus(t, denied.ID, store.RunSucceeded)
+	_, body := get(t, b.url+"/runs/"+denied.ID.String(), "Accept", "text/html")
+	row := ledgerRowHTML(body, it.Ref)
+	require.Contains(t, row, `data-status="denied"`)
+	require.Contains(t, row, "denied by alice: the tool did not run")
+	require.NotContains(t, row, `data-status="completed"`)
+
+	approved := b.startRun(t, "/flow/transferMoney", `{"to":"bob","amount":500,"currency":"JPY"}`, store.RunInterrupted)
+	it = b.pending(t, approved.ID)
+	_, err = b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionApprove, Actor: "alice"})
+	require.NoError(t, err)
+	b.waitStatus(t, approved.ID, store.RunSucceeded)
+	_, body = get(t, b.url+"/runs/"+approved.ID.String(), "Accept", "text/html")
+	row = ledgerRowHTML(body, it.Ref)
+	require.Contains(t, row, `data-status="completed"`)
+	require.Contains(t, row, "executed, approved by alice")
 }

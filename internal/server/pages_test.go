@@ -414,3 +414,13 @@ func regexpFind(t *testing.T, s, expr string) string {
 }
 
 func regexpMust(expr string) *regexp.Regexp { return regexp.MustCompile(expr) }
+
+// waitStatus waits until a run reaches status.
+func (b *uiBundle) waitStatus(t testing.TB, runID uuid.UUID, status string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		got, err := b.store.RunGet(context.Background(), runID)
+		require.NoError(t, err)
+		return got.Status == status
+	}, 30*time.Second, 20*time.Millisecond, "run %s never reached %s", runID, status)
+}
