@@ -163,6 +163,18 @@ func (p *forkPlan) apply(ctx context.Context, tx *store.Store, from, to uuid.UUI
 		if err := tx.MessagePut(ctx, to, seq, p.turns[seq], p.roles[seq], content); err != nil {
 			return err
 		}
+		var msg struct {
+			Content json.RawMessage `json:"content"`
+		}
+		if err := json.Unmarshal(content, &msg); err != nil {
+			return fmt.Errorf("fork: decode edited message %d: %w", seq, err)
+		}
+		if p.roles[seq] != string(engine.RoleModel) && p.roles[seq] != string(engine.RoleTool) {
+			continue // input messages stream no chunks
+		}
+		if err := tx.ChunkReplaceMessage(ctx, to, p.turns[seq], p.roles[seq], msg.Content); err != nil {
+			return err
+		}
 	}
 	for _, o := range p.outputs {
 		if err := tx.ToolCallSetOutput(ctx, to, o.turn, o.ref, o.output); err != nil {

@@ -328,6 +328,17 @@ func TestForkFromTurnTwoKeepsTurnsZeroAndOneByteIdentical(t *testing.T) {
 	call, err := rb.store.ToolCallGet(ctx, edited.ID, 1, "l1")
 	require.NoError(t, err)
 	require.JSONEq(t, `{"output":"edited-1"}`, string(call.Output), "the ledger copy says what the history says")
+	// The stream played back says it too: the edited tool message's chunk carries the edit.
+	chunks, err := rb.store.ChunkList(ctx, edited.ID, 0, 1000)
+	require.NoError(t, err)
+	var toolChunks []string
+	for _, c := range chunks {
+		if c.Turn == 1 && c.Role == "tool" {
+			toolChunks = append(toolChunks, string(c.Content))
+		}
+	}
+	require.Len(t, toolChunks, 1, "one chunk for the edited tool message")
+	require.Contains(t, toolChunks[0], "edited-1")
 
 	l, err := rb.svc.Lineage(ctx, orig.ID)
 	require.NoError(t, err)

@@ -62,3 +62,21 @@ func (s *Store) ChunkMaxSeq(ctx context.Context, runID uuid.UUID) (int64, error)
 	}
 	return seq, nil
 }
+
+// ChunkReplaceMessage makes the chunks of a turn's model or tool message (role) say content (its
+// parts), for a fork that edited the message in its copied history: the first of them takes the
+// edited parts and the others go, so a played-back stream shows what the history and the model
+// saw. A turn has one message of each role, whose chunks are found by turn and role (their idx
+// counts from the start of the execution that streamed them, not from the history's). A message
+// that streamed no chunk (an input message) gets none.
+func (s *Store) ChunkReplaceMessage(ctx context.Context, runID uuid.UUID, turn int, role string, content json.RawMessage) error {
+	if _, err := s.db.Exec(ctx, `WITH first AS (
+			SELECT min(seq) AS seq FROM run_chunks WHERE run_id = $1 AND turn = $2 AND role = $3),
+		gone AS (
+			DELETE FROM run_chunks WHERE run_id = $1 AND turn = $2 AND role = $3 AND seq > (SELECT seq FROM first))
+		UPDATE run_chunks SET content = $4 WHERE run_id = $1 AND seq = (SELECT seq FROM first)`,
+		runID, turn, role, content); err != nil {
+		return fmt.Errorf("replace the %s chunks of turn %d of run %s: %w", role, turn, runID, err)
+	}
+	return nil
+}
