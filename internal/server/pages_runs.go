@@ -257,6 +257,15 @@ func (s *Server) runLineage(ctx context.Context, h *templates.RunHeader, r *stor
 	if err != nil {
 		return err
 	}
+	if h.ForkTurn != "" {
+		rp, err := s.store.ReplayGet(ctx, r.ID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if rp != nil {
+			h.ForkEdits = forkEdits(rp.Edits)
+		}
+	}
 	if l.Of != nil {
 		h.Divergence = divergenceView(l.Of.Divergence)
 		h.Matches = h.Divergence == nil && deref(r.ReplayMode) == store.ReplayExact && finished(r.Status)
@@ -274,6 +283,29 @@ func (s *Server) runLineage(ctx context.Context, h *templates.RunHeader, r *stor
 		h.Derived = append(h.Derived, v)
 	}
 	return nil
+}
+
+// forkEdits says what a fork's edits changed, one line an edit: the tool output of a turn's call,
+// or a message of the history, with the new value shortened.
+func forkEdits(raw json.RawMessage) []string {
+	var edits []runs.Edit
+	if len(raw) == 0 || json.Unmarshal(raw, &edits) != nil {
+		return nil
+	}
+	out := make([]string, 0, len(edits))
+	for _, e := range edits {
+		switch {
+		case e.Turn != nil:
+			out = append(out, fmt.Sprintf("tool output of %s in turn %d set to %s", e.Ref, *e.Turn, shorten(compactJSON(e.Output), 120)))
+		case e.Seq != nil:
+			var m struct {
+				Role string `json:"role"`
+			}
+			_ = json.Unmarshal(e.Message, &m)
+			out = append(out, fmt.Sprintf("message %d (%s) replaced: %s", *e.Seq, m.Role, shorten(compactJSON(e.Message), 120)))
+		}
+	}
+	return out
 }
 
 // maxDivergenceValue is how much of a divergence's values the run page shows.

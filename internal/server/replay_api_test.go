@@ -66,6 +66,15 @@ func TestAPIReplayForkDiffAndLineage(t *testing.T) {
 	require.Equal(t, orig.ID, info.Of.RunID)
 	require.Equal(t, store.ReplayFork, info.Replay.Mode)
 	require.NotEmpty(t, info.Replay.Edits)
+	// The fork's page says what was edited at the fork point; the original's says nothing of it.
+	_, page := get(t, b.url+"/runs/"+fork.ID.String(), "Accept", "text/html")
+	i := strings.Index(page, `data-testid="fork-edits"`)
+	require.GreaterOrEqual(t, i, 0, "the fork's header lists its edits")
+	edits := page[i : i+strings.Index(page[i:], "</dd>")]
+	require.Contains(t, edits, "tool output of r0-0 in turn 0 set to")
+	require.Contains(t, edits, "edited")
+	_, page = get(t, b.url+"/runs/"+orig.ID.String(), "Accept", "text/html")
+	require.NotContains(t, page, `data-testid="fork-edits"`)
 
 	var self runs.RunDiff
 	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/api/v1/runs/"+orig.ID.String()+"/diff/"+orig.ID.String(), "", &self))

@@ -57,7 +57,9 @@ type RunHeader struct {
 	ReplayMode   string
 	ForkOf       string
 	ForkTurn     string
-	InputJSON    string
+	// ForkEdits say what a fork changed at its fork point, one line an edit.
+	ForkEdits []string
+	InputJSON string
 	OutputJSON   string
 	ErrorJSON    string
 	Resumes      int
