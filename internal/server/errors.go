@@ -89,6 +89,9 @@ func (s *Server) toError(ctx context.Context, err error) *Error {
 	if errors.Is(err, store.ErrNotFound) {
 		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: err.Error()}
 	}
+	if errors.Is(err, store.ErrBadCursor) {
+		return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: err.Error(), Details: map[string]any{"field": "cursor"}}
+	}
 	if errors.Is(err, context.Canceled) {
 		return &Error{Status: http.StatusBadRequest, Code: "cancelled", Message: "the request was cancelled"}
 	}

@@ -65,10 +65,27 @@ func (s *Server) pageRoutes() {
 	}
 }
 
-// runsPage is GET /runs: the runs table with filters and keyset paging.
+// runsPage is GET /runs: the runs table with filters, sortable columns and keyset paging. A
+// filter that is not understood is shown beside its field, with the form as it was sent (400).
 func (s *Server) runsPage(c echo.Context) error {
 	ctx := c.Request().Context()
+	q := c.QueryParams()
+	page := templates.RunsPage{
+		Page:     s.page(c, "Runs", "runs"),
+		Filter:   templates.RunFilter{Status: q.Get("status"), Action: q.Get("action"), Query: q.Get("q"), Since: q.Get("since"), Until: q.Get("until")},
+		Statuses: store.RunStatuses,
+		Actions:  s.actionKeys(c.Request().Context(), "flow"),
+	}
 	p, err := runListParams(c)
+	var bad *Error
+	if errors.As(err, &bad) && bad.Status == http.StatusBadRequest {
+		page.Error = bad.Message
+		if d, ok := bad.Details.(map[string]any); ok {
+			page.FieldError, _ = d["field"].(string)
+		}
+		page.Sorts = runSortLinks(q, store.RunSortStarted, false)
+		return s.render(c, http.StatusBadRequest, templates.RunsView(page))
+	}
 	if err != nil {
 		return err
 	}
@@ -79,14 +96,13 @@ func (s *Server) runsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	q := c.QueryParams()
-	page := templates.RunsPage{
-		Page:     s.page(c, "Runs", "runs"),
-		Filter:   templates.RunFilter{Status: q.Get("status"), Action: q.Get("action"), Query: q.Get("q"), Since: q.Get("since"), Until: q.Get("until")},
-		Statuses: store.RunStatuses,
-		Actions:  s.actionKeys(c.Request().Context(), "flow"),
-		Live:     q.Get("cursor") == "" && q.Get("status") == "" && q.Get("action") == "" && q.Get("q") == "" && q.Get("until") == "",
+	sort := p.Sort
+	if sort == "" {
+		sort = store.RunSortStarted
 	}
+	page.Sorts = runSortLinks(q, sort, p.Asc)
+	page.Live = q.Get("cursor") == "" && q.Get("status") == "" && q.Get("action") == "" && q.Get("q") == "" &&
+		q.Get("until") == "" && sort == store.RunSortStarted && !p.Asc
 	pending, err := s.pendingByRun(ctx)
 	if err != nil {
 		return err
@@ -105,6 +121,47 @@ func (s *Server) runsPage(c echo.Context) error {
 		page.NextURL = "/runs?" + v.Encode()
 	}
 	return s.render(c, http.StatusOK, templates.RunsView(page))
+}
+
+// runSortColumns are the runs table's sortable columns and the order each sorts by; a column
+// sorts newest, largest or last first on the first click, and the other way on the next.
+var runSortColumns = map[string]store.RunSort{
+	"started": store.RunSortStarted, "status": store.RunSortStatus, "action": store.RunSortAction,
+	"turns": store.RunSortTurns, "tokens": store.RunSortTokens, "ran": store.RunSortRanFor, "waited": store.RunSortWaited,
+}
+
+// runSortLinks builds the header links: each keeps the filters and starts from the first page.
+func runSortLinks(q url.Values, sort store.RunSort, asc bool) map[string]templates.RunSortLink {
+	out := make(map[string]templates.RunSortLink, len(runSortColumns))
+	for col, by := range runSortColumns {
+		v := url.Values{}
+		for k, vals := range q {
+			if k != "cursor" && k != "sort" && k != "dir" && len(vals) > 0 && vals[0] != "" {
+				v.Set(k, vals[0])
+			}
+		}
+		l := templates.RunSortLink{}
+		nextAsc := false
+		if by == sort {
+			l.Dir = "desc"
+			if asc {
+				l.Dir = "asc"
+			}
+			nextAsc = !asc
+		}
+		if by != store.RunSortStarted || nextAsc {
+			v.Set("sort", string(by))
+		}
+		if nextAsc {
+			v.Set("dir", "asc")
+		}
+		l.URL = "/runs"
+		if len(v) > 0 {
+			l.URL += "?" + v.Encode()
+		}
+		out[col] = l
+	}
+	return out
 }
 
 // runRow is GET /runs/{id}/row: one runs-table row, for runs that appear live.
@@ -138,12 +195,24 @@ func (s *Server) pendingByRun(ctx context.Context) (map[uuid.UUID]int, error) {
 }
 
 func runListRow(r *store.Run, pending int) templates.RunListRow {
-	return templates.RunListRow{ID: r.ID.String(), Action: r.Action, Status: r.Status, Model: deref(r.Model),
-		Turns: r.Turns, Tokens: r.InputTokens + r.OutputTokens, Duration: runDuration(r), CreatedAt: r.CreatedAt, Pending: pending}
+	row := templates.RunListRow{ID: r.ID.String(), Action: r.Action, Status: r.Status, Model: deref(r.Model),
+		Turns: r.Turns, Tokens: r.InputTokens + r.OutputTokens, Duration: runDuration(r), CreatedAt: r.CreatedAt, Pending: pending,
+		Input: shorten(compactJSON(r.Input), 80)}
+	if w := runWaited(r); w > 0 {
+		row.Waited = fmtNanos(w.Nanoseconds())
+	}
+	switch {
+	case r.ForkOf != nil:
+		row.Lineage = "fork"
+	case r.ReplayOf != nil:
+		row.Lineage = "replay"
+	}
+	return row
 }
 
-// runDuration is how long a run has run: until it finished, until now while it runs, and, while it
-// waits for a reviewer, until it was interrupted (the waiting is shown apart, see runWaitingSince).
+// runDuration is how long a run has run ("ran for"), its waits for reviewers left out: from its
+// start until it finished, until now while it runs, and, while it waits for a reviewer, until it
+// was interrupted. The runs list sorts by the same measure (store.RunSortRanFor).
 func runDuration(r *store.Run) string {
 	if r.StartedAt == nil {
 		return ""
@@ -155,7 +224,17 @@ func runDuration(r *store.Run) string {
 	case r.Status == store.RunInterrupted:
 		end = runWaitingSince(r)
 	}
-	return fmtNanos(max(end.Sub(*r.StartedAt), 0).Nanoseconds())
+	ran := end.Sub(*r.StartedAt) - time.Duration(r.WaitedMs)*time.Millisecond
+	return fmtNanos(max(ran, 0).Nanoseconds())
+}
+
+// runWaited is how long a run has waited for reviewers, its current wait included.
+func runWaited(r *store.Run) time.Duration {
+	w := time.Duration(r.WaitedMs) * time.Millisecond
+	if r.Status == store.RunInterrupted {
+		w += max(time.Since(runWaitingSince(r)), 0)
+	}
+	return w
 }
 
 // runWaitingSince is when an interrupted run stopped to wait: the run is not updated while it

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -150,35 +151,69 @@ func (s *Server) apiRunList(c echo.Context) error {
 	return c.JSON(http.StatusOK, resp)
 }
 
-// runListParams reads the runs list's filters, rejecting malformed ones by name.
+// runListParams reads the runs list's filters and order, rejecting malformed ones by name: the
+// error is a 400 whose details name the field, which the page shows beside it.
 func runListParams(c echo.Context) (store.RunListParams, error) {
 	q := c.QueryParams()
 	p := store.RunListParams{Status: q.Get("status"), Action: q.Get("action"), Query: q.Get("q")}
+	bad := func(field, format string, args ...any) error {
+		e := Errorf(http.StatusBadRequest, "bad_request", "%s "+format, append([]any{field}, args...)...)
+		e.Details = map[string]any{"field": field}
+		return e
+	}
 	if p.Status != "" && !validRunStatus(p.Status) {
-		return p, Errorf(http.StatusBadRequest, "bad_request", "status %q: want one of %s", p.Status, strings.Join(store.RunStatuses, ", "))
+		return p, bad("status", "%q: want one of %s", p.Status, strings.Join(store.RunStatuses, ", "))
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 500 {
-			return p, Errorf(http.StatusBadRequest, "bad_request", "limit %q: want a number from 1 to 500", v)
+			return p, bad("limit", "%q: want a number from 1 to 500", v)
 		}
 		p.Limit = n
 	}
-	for name, dst := range map[string]*time.Time{"since": &p.Since, "until": &p.Until} {
+	for _, name := range []string{"since", "until"} {
 		v := q.Get(name)
 		if v == "" {
 			continue
 		}
 		t, err := parseSince(v)
 		if err != nil {
-			return p, Errorf(http.StatusBadRequest, "bad_request", "%s %q: want an RFC 3339 time or a duration ago such as 24h", name, v)
+			return p, bad(name, "%q: want an RFC 3339 time (2026-01-02T15:04:05Z) or a duration ago such as 24h or 90m", v)
 		}
-		*dst = t
+		if name == "since" {
+			p.Since = t
+		} else {
+			p.Until = t
+		}
+	}
+	if v := q.Get("sort"); v != "" {
+		if !slices.Contains(store.RunSorts, store.RunSort(v)) {
+			names := make([]string, len(store.RunSorts))
+			for i, s := range store.RunSorts {
+				names[i] = string(s)
+			}
+			return p, bad("sort", "%q: want one of %s", v, strings.Join(names, ", "))
+		}
+		p.Sort = store.RunSort(v)
+	}
+	switch q.Get("dir") {
+	case "", "desc":
+	case "asc":
+		p.Asc = true
+	default:
+		return p, bad("dir", "%q: want asc or desc", q.Get("dir"))
 	}
 	if v := q.Get("cursor"); v != "" {
 		cur, err := decodeCursor(v)
 		if err != nil {
-			return p, Errorf(http.StatusBadRequest, "bad_request", "cursor %q is not one this server issued", v)
+			return p, bad("cursor", "%q is not one this server issued", v)
+		}
+		sort := p.Sort
+		if sort == "" {
+			sort = store.RunSortStarted
+		}
+		if cur.Sort != sort || cur.Asc != p.Asc {
+			return p, bad("cursor", "belongs to the order %s, not to %s", cur.Sort, sort)
 		}
 		p.After = cur
 	}
@@ -202,28 +237,67 @@ func parseSince(v string) (time.Time, error) {
 	return time.Parse(time.RFC3339Nano, v)
 }
 
+// encodeCursor is a runs-list cursor as the API and the page hand it out: the order, its
+// direction, the last row's sort value and its id.
 func encodeCursor(c *store.RunCursor) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(c.CreatedAt.UTC().Format(time.RFC3339Nano) + "|" + c.ID.String()))
+	dir := "desc"
+	if c.Asc {
+		dir = "asc"
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(string(c.Sort) + "|" + dir + "|" + c.ID.String() + "|" + c.Value))
 }
 
+// decodeCursor reads a cursor of encodeCursor, or of earlier releases (created_at|id, newest
+// first).
 func decodeCursor(v string) (*store.RunCursor, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(v)
 	if err != nil {
 		return nil, err
 	}
+	parts := strings.SplitN(string(raw), "|", 4)
+	switch len(parts) {
+	case 2:
+		t, id, err := decodeTimeCursor(v)
+		if err != nil {
+			return nil, err
+		}
+		return &store.RunCursor{Sort: store.RunSortStarted, Value: t.Format(time.RFC3339Nano), ID: id}, nil
+	case 4:
+		u, err := uuid.Parse(parts[2])
+		if err != nil {
+			return nil, err
+		}
+		if parts[1] != "asc" && parts[1] != "desc" {
+			return nil, fmt.Errorf("cursor direction %q", parts[1])
+		}
+		return &store.RunCursor{Sort: store.RunSort(parts[0]), Asc: parts[1] == "asc", ID: u, Value: parts[3]}, nil
+	}
+	return nil, fmt.Errorf("cursor with %d parts", len(parts))
+}
+
+// encodeTimeCursor is a cursor over a list ordered by creation time and id (interrupts).
+func encodeTimeCursor(t time.Time, id uuid.UUID) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(t.UTC().Format(time.RFC3339Nano) + "|" + id.String()))
+}
+
+func decodeTimeCursor(v string) (time.Time, uuid.UUID, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return time.Time{}, uuid.Nil, err
+	}
 	ts, id, ok := strings.Cut(string(raw), "|")
 	if !ok {
-		return nil, fmt.Errorf("cursor without separator")
+		return time.Time{}, uuid.Nil, fmt.Errorf("cursor without separator")
 	}
 	t, err := time.Parse(time.RFC3339Nano, ts)
 	if err != nil {
-		return nil, err
+		return time.Time{}, uuid.Nil, err
 	}
 	u, err := uuid.Parse(id)
 	if err != nil {
-		return nil, err
+		return time.Time{}, uuid.Nil, err
 	}
-	return &store.RunCursor{CreatedAt: t, ID: u}, nil
+	return t, u, nil
 }
 
 // RunDetail is a run with its history, interrupts and ledger.
@@ -331,11 +405,11 @@ func (s *Server) apiInterruptList(c echo.Context) error {
 		p.Limit = n
 	}
 	if v := q.Get("cursor"); v != "" {
-		cur, err := decodeCursor(v)
+		at, id, err := decodeTimeCursor(v)
 		if err != nil {
 			return Errorf(http.StatusBadRequest, "bad_request", "cursor %q is not one this server issued", v)
 		}
-		p.After = &store.InterruptCursor{CreatedAt: cur.CreatedAt, ID: cur.ID}
+		p.After = &store.InterruptCursor{CreatedAt: at, ID: id}
 	}
 	// One more than the page, to know whether another follows.
 	want := p.Limit
@@ -351,7 +425,7 @@ func (s *Server) apiInterruptList(c echo.Context) error {
 	if len(list) > want {
 		resp.Interrupts = list[:want]
 		last := list[want-1]
-		cur := encodeCursor(&store.RunCursor{CreatedAt: last.CreatedAt, ID: last.ID})
+		cur := encodeTimeCursor(last.CreatedAt, last.ID)
 		resp.NextCursor = &cur
 	}
 	if resp.Interrupts == nil {

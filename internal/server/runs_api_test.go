@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/google/uuid"
 	"io"
 	"net/http"
 	"strings"
@@ -181,9 +183,33 @@ func TestAPIRunListPagingAndFilters(t *testing.T) {
 	require.Len(t, page.Runs, 1)
 
 	var e apiError
-	for _, bad := range []string{"status=done", "limit=0", "limit=x", "since=yesterday", "cursor=!!"} {
+	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/api/v1/runs?limit=1", "", &page))
+	require.NotNil(t, page.NextCursor)
+	for bad, field := range map[string]string{"status=done": "status", "limit=0": "limit", "limit=x": "limit", "since=yesterday": "since",
+		"cursor=!!": "cursor", "sort=speed": "sort", "dir=up": "dir", "sort=tokens&cursor=" + *page.NextCursor: "cursor"} {
 		require.Equal(t, http.StatusBadRequest, call(t, "GET", b.url+"/api/v1/runs?"+bad, "", &e), bad)
 		require.NotEmpty(t, e.Error.Message)
+		require.Equal(t, field, e.Error.Details["field"], bad)
+	}
+	// A forged cursor of the right shape is a 400 too, never a database error.
+	forged := base64.RawURLEncoding.EncodeToString([]byte("tokens|desc|" + uuid.NewString() + "|lots"))
+	require.Equal(t, http.StatusBadRequest, call(t, "GET", b.url+"/api/v1/runs?sort=tokens&cursor="+forged, "", &e))
+	require.Equal(t, "cursor", e.Error.Details["field"])
+
+	// Sorted by tokens, largest first, paging through every run once.
+	var sorted []store.Run
+	url = b.url + "/api/v1/runs?limit=2&sort=tokens"
+	for {
+		require.Equal(t, http.StatusOK, call(t, "GET", url, "", &page))
+		sorted = append(sorted, page.Runs...)
+		if page.NextCursor == nil {
+			break
+		}
+		url = b.url + "/api/v1/runs?limit=2&sort=tokens&cursor=" + *page.NextCursor
+	}
+	require.NotEmpty(t, sorted)
+	for i := 1; i < len(sorted); i++ {
+		require.GreaterOrEqual(t, sorted[i-1].InputTokens+sorted[i-1].OutputTokens, sorted[i].InputTokens+sorted[i].OutputTokens)
 	}
 }
 

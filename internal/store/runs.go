@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,11 +57,14 @@ type Run struct {
 	LeaseEpoch   int64   `db:"lease_epoch" json:"-"`
 	Resumes      int     `db:"resumes" json:"resumes"`
 	ResumeSpanID *string `db:"resume_span_id" json:"-"`
+	// WaitedMs is how long the run waited for reviewers in its finished waits (an interrupted
+	// run's current wait is since UpdatedAt).
+	WaitedMs int64 `db:"waited_ms" json:"waited_ms"`
 }
 
 const runColumns = `id, action, input, status, output, error, trace_id, model, turns, input_tokens,
 	output_tokens, replay_of, replay_mode, fork_of, fork_turn, created_by, created_at, started_at,
-	finished_at, updated_at, version, lease_owner, lease_expires_at, lease_epoch, resumes, resume_span_id`
+	finished_at, updated_at, version, lease_owner, lease_expires_at, lease_epoch, resumes, resume_span_id, waited_ms`
 
 // RunCreateParams describes a new run.
 type RunCreateParams struct {
@@ -107,10 +111,52 @@ func (s *Store) RunGet(ctx context.Context, id uuid.UUID) (*Run, error) {
 	return run, nil
 }
 
-// RunCursor is a keyset position in the runs list, newest first.
+// RunSort is an order of the runs list. Every order breaks ties by id, so that keyset paging is
+// exact.
+type RunSort string
+
+// Runs-list orders.
+const (
+	RunSortStarted RunSort = "started" // created_at: the default, newest first
+	RunSortTokens  RunSort = "tokens"  // input and output tokens
+	RunSortTurns   RunSort = "turns"
+	RunSortRanFor  RunSort = "ran"    // time the run ran, its waits for reviewers left out
+	RunSortWaited  RunSort = "waited" // time it waited for reviewers, a current wait included
+	RunSortAction  RunSort = "action"
+	RunSortStatus  RunSort = "status"
+)
+
+// RunSorts are the orders the runs list accepts.
+var RunSorts = []RunSort{RunSortStarted, RunSortTokens, RunSortTurns, RunSortRanFor, RunSortWaited, RunSortAction, RunSortStatus}
+
+// runSortKeys are each order's SQL expression and the type its cursor value is cast to.
+var runSortKeys = map[RunSort]struct{ expr, typ string }{
+	RunSortStarted: {"created_at", "timestamptz"},
+	RunSortTokens:  {"(input_tokens + output_tokens)", "bigint"},
+	RunSortTurns:   {"turns", "int"},
+	RunSortRanFor:  {ranForSQL, "bigint"},
+	RunSortWaited:  {waitedSQL, "bigint"},
+	RunSortAction:  {"action", "text"},
+	RunSortStatus:  {"status", "text"},
+}
+
+// ranForSQL is a run's running time in ms: from its start to its end (now while it runs, the start
+// of its wait while it waits), less its finished waits.
+const ranForSQL = `(CASE WHEN started_at IS NULL THEN 0 ELSE greatest((extract(epoch FROM (CASE
+	WHEN finished_at IS NOT NULL THEN finished_at WHEN status = 'interrupted' THEN updated_at ELSE now() END)
+	- started_at) * 1000)::bigint - waited_ms, 0) END)`
+
+// waitedSQL is a run's time waiting for reviewers in ms, a current wait included.
+const waitedSQL = `(waited_ms + CASE WHEN status = 'interrupted'
+	THEN greatest((extract(epoch FROM now() - updated_at) * 1000)::bigint, 0) ELSE 0 END)`
+
+// RunCursor is a keyset position in the runs list: the last row's sort value, in its text form,
+// and id.
 type RunCursor struct {
-	CreatedAt time.Time
-	ID        uuid.UUID
+	Sort  RunSort
+	Asc   bool
+	Value string
+	ID    uuid.UUID
 }
 
 // RunListParams filters and pages the runs list. Zero values mean "no filter".
@@ -120,8 +166,10 @@ type RunListParams struct {
 	Query  string // text searched in the input, output, error, action and id
 	Since  time.Time
 	Until  time.Time
-	After  *RunCursor // the last row of the previous page
+	After  *RunCursor // the last row of the previous page, in the same order
 	Limit  int        // default 50, at most 500
+	Sort   RunSort    // default RunSortStarted
+	Asc    bool       // ascending; the default is descending
 }
 
 // RunList returns runs newest first, and the cursor of the next page (nil on the last page).
@@ -157,27 +205,52 @@ func (s *Store) RunList(ctx context.Context, p RunListParams) ([]*Run, *RunCurso
 		where = append(where, "(input::text ILIKE "+ph+" OR coalesce(output::text, '') ILIKE "+ph+
 			" OR coalesce(error::text, '') ILIKE "+ph+" OR action ILIKE "+ph+" OR id::text LIKE lower("+ph+"))")
 	}
-	if p.After != nil {
-		where = append(where, "(created_at, id) < ("+arg(p.After.CreatedAt)+", "+arg(p.After.ID)+")")
+	if p.Sort == "" {
+		p.Sort = RunSortStarted
 	}
-	sql := `SELECT ` + runColumns + ` FROM runs`
+	key, ok := runSortKeys[p.Sort]
+	if !ok {
+		return nil, nil, fmt.Errorf("list runs: no order %q", p.Sort)
+	}
+	cmp, dir := "<", "DESC"
+	if p.Asc {
+		cmp, dir = ">", "ASC"
+	}
+	if p.After != nil {
+		if p.After.Sort != p.Sort || p.After.Asc != p.Asc {
+			return nil, nil, fmt.Errorf("list runs: a cursor of order %s is used with order %s: %w", p.After.Sort, p.Sort, ErrBadCursor)
+		}
+		if err := checkCursorValue(key.typ, p.After.Value); err != nil {
+			return nil, nil, fmt.Errorf("list runs: cursor value %q: %w: %w", p.After.Value, ErrBadCursor, err)
+		}
+		where = append(where, "("+key.expr+", id) "+cmp+" ("+arg(p.After.Value)+"::"+key.typ+", "+arg(p.After.ID)+")")
+	}
+	sql := `SELECT ` + runColumns + `, (` + key.expr + `)::text AS sort_value FROM runs`
 	if len(where) > 0 {
 		sql += " WHERE " + strings.Join(where, " AND ")
 	}
-	sql += " ORDER BY created_at DESC, id DESC LIMIT " + arg(limit+1)
+	sql += " ORDER BY " + key.expr + " " + dir + ", id " + dir + " LIMIT " + arg(limit+1)
 	rows, err := s.db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list runs: %w", err)
 	}
-	runs, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[Run])
+	type sortedRun struct {
+		Run
+		SortValue string `db:"sort_value"`
+	}
+	sorted, err := pgx.CollectRows(rows, pgx.RowToStructByName[sortedRun])
 	if err != nil {
 		return nil, nil, fmt.Errorf("list runs: %w", err)
 	}
 	var next *RunCursor
-	if len(runs) > limit {
-		runs = runs[:limit]
-		last := runs[limit-1]
-		next = &RunCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	if len(sorted) > limit {
+		sorted = sorted[:limit]
+		last := sorted[limit-1]
+		next = &RunCursor{Sort: p.Sort, Asc: p.Asc, Value: last.SortValue, ID: last.ID}
+	}
+	runs := make([]*Run, len(sorted))
+	for i := range sorted {
+		runs[i] = &sorted[i].Run
 	}
 	return runs, next, nil
 }
@@ -210,6 +283,29 @@ func (s *Store) RunCountByStatus(ctx context.Context) (map[string]int64, error) 
 func escapeLike(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
+
+// checkCursorValue refuses a cursor value that PostgreSQL could not cast to the order's type.
+func checkCursorValue(typ, v string) error {
+	switch typ {
+	case "bigint":
+		_, err := strconv.ParseInt(v, 10, 64)
+		return err
+	case "int":
+		_, err := strconv.ParseInt(v, 10, 32)
+		return err
+	case "timestamptz":
+		for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999-07", "2006-01-02 15:04:05.999999-07:00"} {
+			if _, err := time.Parse(layout, v); err == nil {
+				return nil
+			}
+		}
+		return errors.New("not a time")
+	}
+	return CheckText("cursor", v)
+}
+
+// ErrBadCursor is returned for a runs-list cursor that does not fit the list asked for.
+var ErrBadCursor = errors.New("cursor does not fit this list")
 
 // ErrLeaseHeld is returned when another live worker holds a run's lease.
 var ErrLeaseHeld = errors.New("run is leased by another worker")
@@ -331,9 +427,14 @@ func finishRefused(cur *Run, epoch int64) error {
 	return fmt.Errorf("finish run %s (%s): %w", cur.ID, cur.Status, ErrRunFinished)
 }
 
+// addWait, in an UPDATE of an interrupted run, adds its wait so far (since it stopped to wait) to
+// waited_ms; on a run in another state it adds nothing.
+const addWait = `waited_ms = waited_ms + CASE WHEN status = 'interrupted'
+	THEN greatest((extract(epoch FROM now() - updated_at) * 1000)::bigint, 0) ELSE 0 END`
+
 // RunRequeue marks an interrupted run queued again, for its resume job, and counts the resume.
 func (s *Store) RunRequeue(ctx context.Context, id uuid.UUID) error {
-	tag, err := s.db.Exec(ctx, `UPDATE runs SET status = 'queued', resumes = resumes + 1, updated_at = now(),
+	tag, err := s.db.Exec(ctx, `UPDATE runs SET status = 'queued', resumes = resumes + 1, `+addWait+`, updated_at = now(),
 		version = version + 1 WHERE id = $1 AND status = 'interrupted'`, id)
 	if err != nil {
 		return fmt.Errorf("requeue run %s: %w", id, err)
@@ -346,7 +447,7 @@ func (s *Store) RunRequeue(ctx context.Context, id uuid.UUID) error {
 
 // RunCancel cancels a queued, running or interrupted run. A finished run is ErrRunFinished.
 func (s *Store) RunCancel(ctx context.Context, id uuid.UUID) (*Run, error) {
-	rows, err := s.db.Query(ctx, `UPDATE runs SET status = 'cancelled', finished_at = now(),
+	rows, err := s.db.Query(ctx, `UPDATE runs SET `+addWait+`, status = 'cancelled', finished_at = now(),
 			error = '{"status":"CANCELLED","message":"cancelled by request"}', lease_owner = NULL,
 			lease_expires_at = NULL, updated_at = now(), version = version + 1
 		WHERE id = $1 AND status IN ('queued', 'running', 'interrupted')

@@ -17,15 +17,30 @@ type RunFilter struct {
 
 // RunListRow is one run of the runs table.
 type RunListRow struct {
-	ID        string
-	Action    string
-	Status    string
-	Model     string
-	Turns     int
-	Tokens    int64
+	ID     string
+	Action string
+	Status string
+	Model  string
+	Turns  int
+	Tokens int64
+	// Duration is how long the run ran, its waits for reviewers left out ("ran for"); Waited is
+	// how long it waited for them, empty when it never did.
 	Duration  string
+	Waited    string
 	CreatedAt time.Time
 	Pending   int
+	// Input is a one-line preview of the run's input.
+	Input string
+	// Lineage is "replay" or "fork" for a derived run, empty for an original.
+	Lineage string
+}
+
+// RunSortLink is a sortable column header of the runs table.
+type RunSortLink struct {
+	Label string
+	URL   string
+	// Dir is "asc" or "desc" on the column the table is sorted by, empty on the others.
+	Dir string
 }
 
 // RunsPage is the runs list's view model.
@@ -39,6 +54,11 @@ type RunsPage struct {
 	NextURL string
 	// Live is true on the first page without filters, where new runs are added as they start.
 	Live bool
+	// Sorts are the sortable column headers, by column.
+	Sorts map[string]RunSortLink
+	// FieldError names a filter that was not understood, shown beside it; Error says why.
+	FieldError string
+	Error      string
 }
 
 // RunHeader is the run page's header.

@@ -1,0 +1,98 @@
+package server
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loupe-dev/loupe/internal/browsertest"
+	"github.com/loupe-dev/loupe/internal/runs"
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// TestBrowserRunsListSortsMarksLineageAndKeepsABadFilter: the runs table shows each run's short
+// id, an input preview and a lineage badge on a replay; clicking "Tokens" sorts it largest first
+// (and again, smallest first); a filter it cannot read is shown beside its field with the form as
+// it was sent.
+func TestBrowserRunsListSortsMarksLineageAndKeepsABadFilter(t *testing.T) {
+	t.Parallel()
+	b := uiSetup(t, true)
+	ctx := context.Background()
+	travel := b.startRun(t, "/flow/travelAgent", `{"destination":"Lisbon"}`, store.RunInterrupted)
+	b.startRun(t, "/flow/countdown", `{"from":2}`, store.RunSucceeded)
+	research := b.startRun(t, "/flow/researchAgent", `{"topic":"sorting","depth":2}`, store.RunSucceeded)
+	rep, err := b.runs.Replay(ctx, runs.ReplayParams{RunID: research.ID, Mode: store.ReplayExact})
+	require.NoError(t, err)
+	b.waitStatus(t, rep.ID, store.RunSucceeded)
+
+	br := browsertest.New(t)
+	tokens := func() []int64 {
+		t.Helper()
+		var cells []string
+		require.NoError(t, chromedp.Run(br.Ctx, chromedp.Evaluate(
+			`[...document.querySelectorAll("#run-rows tr")].map(r => r.children[6].textContent.trim())`, &cells)))
+		out := make([]int64, len(cells))
+		for i, c := range cells {
+			n, err := strconv.ParseInt(c, 10, 64)
+			require.NoError(t, err, "tokens cell %q", c)
+			out[i] = n
+		}
+		return out
+	}
+	var lineage, preview, short string
+	require.NoError(t, chromedp.Run(br.Ctx,
+		chromedp.Navigate(b.url+"/runs"),
+		wait(`document.querySelectorAll("#run-rows tr").length === 4`),
+		chromedp.Evaluate(`document.querySelector('#run-rows tr[data-run="`+rep.ID.String()+`"] [data-lineage]').textContent`, &lineage),
+		chromedp.Evaluate(`document.querySelector('#run-rows tr[data-run="`+travel.ID.String()+`"] td.preview').textContent`, &preview),
+		chromedp.Evaluate(`document.querySelector('#run-rows tr[data-run="`+travel.ID.String()+`"] td a.mono').textContent`, &short),
+	))
+	require.Equal(t, "replay", lineage)
+	require.Contains(t, preview, "Lisbon")
+	require.Equal(t, travel.ID.String()[len(travel.ID.String())-8:], short)
+
+	// The header is a plain link (no script): follow it as a click would.
+	follow := func() {
+		t.Helper()
+		var href string
+		require.NoError(t, chromedp.Run(br.Ctx, chromedp.Evaluate(`document.querySelector('th[data-sort="tokens"] a').href`, &href)))
+		require.NoError(t, chromedp.Run(br.Ctx, chromedp.Navigate(href)))
+	}
+	follow()
+	require.NoError(t, chromedp.Run(br.Ctx,
+		wait(`location.search.includes("sort=tokens") && document.querySelector('th[data-sort="tokens"]').getAttribute("aria-sort") === "descending"`),
+	))
+	got := tokens()
+	require.Len(t, got, 4)
+	for i := 1; i < len(got); i++ {
+		require.GreaterOrEqual(t, got[i-1], got[i], "largest first: %v", got)
+	}
+	require.Greater(t, got[0], got[len(got)-1], "the runs differ in tokens: %v", got)
+	follow()
+	require.NoError(t, chromedp.Run(br.Ctx,
+		wait(`document.querySelector('th[data-sort="tokens"]').getAttribute("aria-sort") === "ascending"`),
+	))
+	got = tokens()
+	for i := 1; i < len(got); i++ {
+		require.LessOrEqual(t, got[i-1], got[i], "smallest first: %v", got)
+	}
+
+	var fieldError, kept, search string
+	require.NoError(t, chromedp.Run(br.Ctx,
+		chromedp.Navigate(b.url+"/runs?since=yesterday&q=Lisbon"),
+		wait(`document.querySelector('[data-field-error="since"]') !== null`),
+		chromedp.Evaluate(`document.querySelector('[data-field-error="since"]').textContent`, &fieldError),
+		chromedp.Evaluate(`document.querySelector('input[name="since"]').value`, &kept),
+		chromedp.Evaluate(`document.querySelector('input[name="q"]').value`, &search),
+	))
+	require.Contains(t, fieldError, "duration ago such as 24h")
+	require.Equal(t, "yesterday", kept)
+	require.Equal(t, "Lisbon", search)
+	resp, body := get(t, b.url+"/runs?since=yesterday", "Accept", "text/html")
+	require.Equal(t, 400, resp.StatusCode)
+	require.True(t, strings.Contains(body, `aria-invalid="true"`), "the field is marked invalid")
+}
