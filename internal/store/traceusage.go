@@ -107,7 +107,15 @@ func (s *Store) TraceUsageFold(ctx context.Context, usage []SpanUsage, services 
 		}
 		batch.Queue(traceServiceSQL, traceIDs, names)
 	}
-	if err := s.db.SendBatch(ctx, batch).Close(); err != nil {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		// The batch is one implicit transaction: a deadlock with a concurrent ingest rolls it
+		// back whole, and it is sent again.
+		if err = s.db.SendBatch(ctx, batch).Close(); !retryable(err) || s.Tx() != nil {
+			break
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("fold usage of %d spans into their traces: %w", len(usage), err)
 	}
 	return nil
