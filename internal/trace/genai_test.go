@@ -135,3 +135,28 @@ func TestGenAITracesThroughTheStore(t *testing.T) {
 		require.Equal(t, []any{0, 1, 1}, []any{lone.ModelCalls, lone.ToolCalls, lone.ToolErrors})
 	}
 }
+
+// TestFactsOfScansAttributesLikeTheSQL reads attributes as SpanTurnFactsByTrace's jsonb_to_record
+// does: strings unquoted, numbers and arrays as their JSON text, escaped names decoded, a repeated
+// name's last value, other values skipped whatever they hold.
+func TestFactsOfScansAttributesLikeTheSQL(t *testing.T) {
+	t.Parallel()
+	sp := store.Span{SpanID: "00f067aa0ba902b7", Name: "chat m", EndTime: 2, StartTime: 1, Attributes: []byte(` {
+		"a\"b" : {"x": [1, "]", {"}": "\","}]},
+		"gen_ai.operation.name":"chat", "gen_ai\u002erequest.model" : "m",
+		"gen_ai.usage.input_tokens": 5, "gen_ai.usage.output_tokens": 6,
+		"gen_ai.response.finish_reasons": ["stop", "length"],
+		"gen_ai.tool.name": null, "genkit:output": "{\"usage\":{}}",
+		"gen_ai.usage.input_tokens": 7 } `)}
+	f := trace.FactsOf(&sp)
+	require.Equal(t, trace.KindModel, trace.SpanKind(&f))
+	require.Equal(t, "m", *f.Model)
+	require.Equal(t, "7", *f.InputTokens)
+	require.Equal(t, "6", *f.OutputTokens)
+	require.Equal(t, `["stop", "length"]`, *f.FinishReasons)
+	require.Nil(t, f.ToolName)
+	require.Nil(t, f.ModelOutput, "a span with gen_ai usage has no Genkit output to parse")
+	turns := trace.BuildTurns([]store.SpanTurnFacts{f})
+	require.Len(t, turns, 1)
+	require.Equal(t, []any{"m", int64(7), int64(6), "stop"}, []any{turns[0].Model, turns[0].InputTokens, turns[0].OutputTokens, turns[0].FinishReason})
+}
