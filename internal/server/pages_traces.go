@@ -343,6 +343,9 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 	}
 	v := &templates.TraceView{TraceID: traceID, Name: tr.DisplayName, Source: tr.Source, SpanCount: len(sk.facts),
 		Running: sk.running, Stale: sk.stale, Base: "/traces/" + traceID, Link: link}
+	if tr.Service != "" {
+		v.Source = tr.Service + " (" + tr.Source + ")"
+	}
 	if sk.stale {
 		v.LastActivity = time.Unix(0, sk.latest)
 	}

@@ -87,6 +87,7 @@ func TestGenAITracesReadLikeGenkitTraces(t *testing.T) {
 	}
 	require.Contains(t, page, "<td>get_weather, book_flight (failed)</td>")
 	require.Contains(t, page, "2 turns · 122 tokens in, 42 out")
+	require.Contains(t, page, "· otel-genai-json (otlp)</span>", "the trace's head names the service")
 
 	// The span panel: the chat's messages, as the conversation view shows them.
 	resp, body := get(t, b.url+"/traces/"+id+"/spans/"+chat0)
