@@ -52,6 +52,8 @@ type skeleton struct {
 	parent   []int32
 	roots    []int32
 	turn     []int // turn index, -1 for spans that are not turns
+	// turns is the per-turn summary (trace.BuildTurns), which also says which spans are turns.
+	turns []trace.Turn
 	// missing is, for a span whose parent is not in the trace (not yet, or never), that parent's id.
 	missing []string
 	axis0   int64
@@ -72,14 +74,6 @@ func (s *Server) loadSkeleton(ctx context.Context, traceID string) (*skeleton, e
 	return buildSkeleton(traceID, facts, time.Now().UnixNano()), nil
 }
 
-func isTurnFact(f *store.SpanTurnFacts) bool {
-	op, typ, name := deref(f.Operation), deref(f.GenkitType), deref(f.GenkitName)
-	if f.TurnIndex != nil && (op == "invoke_agent" || typ == "util") {
-		return true
-	}
-	return typ == "util" && name == "generate"
-}
-
 func buildSkeleton(traceID string, facts []store.SpanTurnFacts, now int64) *skeleton {
 	n := len(facts)
 	sk := &skeleton{traceID: traceID, facts: facts, idx: make(map[string]int32, n),
@@ -87,7 +81,6 @@ func buildSkeleton(traceID string, facts []store.SpanTurnFacts, now int64) *skel
 	for i := range facts {
 		sk.idx[facts[i].SpanID] = int32(i)
 	}
-	turnCount := 0
 	for i := range facts {
 		if p := facts[i].ParentSpanID; p != nil && *p != "" {
 			if _, ok := sk.idx[*p]; !ok {
@@ -95,15 +88,10 @@ func buildSkeleton(traceID string, facts []store.SpanTurnFacts, now int64) *skel
 			}
 		}
 		sk.turn[i] = -1
-		if isTurnFact(&facts[i]) {
-			sk.turn[i] = turnCount
-			if v := facts[i].TurnIndex; v != nil {
-				if t, err := strconv.Atoi(*v); err == nil {
-					sk.turn[i] = t
-				}
-			}
-			turnCount++
-		}
+	}
+	sk.turns = trace.BuildTurns(facts)
+	for _, t := range sk.turns {
+		sk.turn[sk.idx[t.SpanID]] = t.Index
 	}
 	realParent := func(i int32) int32 {
 		if p := facts[i].ParentSpanID; p != nil {
@@ -200,20 +188,17 @@ func (sk *skeleton) ancestors(i int32) []int32 {
 	return out
 }
 
+// label is a span's kind in the tree (trace.SpanLabel), or its turn: "turn 2" for a generate
+// span, "model · turn 2" for a GenAI model call that is a turn.
 func (sk *skeleton) label(i int32) string {
 	f := &sk.facts[i]
 	if sk.turn[i] >= 0 {
+		if trace.SpanKind(f) == trace.KindModel {
+			return "model · turn " + strconv.Itoa(sk.turn[i])
+		}
 		return "turn " + strconv.Itoa(sk.turn[i])
 	}
-	switch {
-	case deref(f.Operation) == "chat" || deref(f.Subtype) == "model":
-		return "model"
-	case deref(f.Operation) == "execute_tool" || strings.HasPrefix(deref(f.Subtype), "tool"):
-		return "tool"
-	case f.ParentSpanID == nil:
-		return firstNonEmpty(deref(f.Subtype), deref(f.GenkitType))
-	}
-	return deref(f.Subtype)
+	return trace.SpanLabel(f, f.ParentSpanID == nil)
 }
 
 // rows renders parent's children (the roots for -1) from offset, depth-first through the expanded
@@ -358,6 +343,9 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 	}
 	v := &templates.TraceView{TraceID: traceID, Name: tr.DisplayName, Source: tr.Source, SpanCount: len(sk.facts),
 		Running: sk.running, Stale: sk.stale, Base: "/traces/" + traceID, Link: link}
+	if tr.Service != "" {
+		v.Source = tr.Service + " (" + tr.Source + ")"
+	}
 	if sk.stale {
 		v.LastActivity = time.Unix(0, sk.latest)
 	}
@@ -402,7 +390,7 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 		v.Selected = d
 	}
 	v.Rows = sk.rows(-1, 0, 0, open, selected)
-	v.Turns = turnRows(trace.BuildTurns(sk.facts), link, sk.stale)
+	v.Turns = turnRows(sk.turns, link, sk.stale)
 	return v, nil
 }
 
@@ -411,17 +399,18 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 func turnRows(turns []trace.Turn, link string, stale bool) []templates.TurnRow {
 	rows := make([]templates.TurnRow, len(turns))
 	for i, t := range turns {
-		// Tool names in first-call order, counted, and marked when a call interrupted:
-		// "search ×6, approve (interrupted)".
+		// Tool names in first-call order, counted, and marked when a call interrupted or failed:
+		// "search ×6, approve (interrupted), book (failed)".
 		var tools []string
 		count := map[string]int{}
-		interrupted := map[string]bool{}
+		interrupted, failed := map[string]bool{}, map[string]bool{}
 		for _, c := range t.ToolCalls {
 			if count[c.Name] == 0 {
 				tools = append(tools, c.Name)
 			}
 			count[c.Name]++
 			interrupted[c.Name] = interrupted[c.Name] || c.State == "interrupted"
+			failed[c.Name] = failed[c.Name] || c.State == "error"
 		}
 		for j, name := range tools {
 			if n := count[name]; n > 1 {
@@ -429,6 +418,9 @@ func turnRows(turns []trace.Turn, link string, stale bool) []templates.TurnRow {
 			}
 			if interrupted[name] {
 				tools[j] += " (interrupted)"
+			}
+			if failed[name] {
+				tools[j] += " (failed)"
 			}
 		}
 		r := templates.TurnRow{Index: t.Index, Model: t.Model, InputTokens: t.InputTokens, OutputTokens: t.OutputTokens,
@@ -488,6 +480,10 @@ func (s *Server) spanDetail(ctx context.Context, traceID, spanID, link string) (
 	if !d.Running {
 		d.Duration = fmtNanos(sp.EndTime - sp.StartTime)
 	}
+	if f := trace.FactsOf(sp); trace.SpanKind(&f) == trace.KindModel || trace.SpanKind(&f) == trace.KindTurn {
+		in, out := trace.ModelMessages(attrs)
+		d.Input, d.Output = spanConversation(in), spanConversation(out)
+	}
 	rest := map[string]json.RawMessage{}
 	keys := make([]string, 0, len(attrs))
 	for k := range attrs {
@@ -497,7 +493,7 @@ func (s *Server) spanDetail(ctx context.Context, traceID, spanID, link string) (
 	for _, k := range keys {
 		raw := attrs[k]
 		text := payloadText(raw)
-		if k != "genkit:input" && k != "genkit:output" && len(text) < 240 {
+		if !payloadKeys[k] && len(text) < 240 {
 			rest[k] = raw
 			continue
 		}
@@ -515,6 +511,26 @@ func (s *Server) spanDetail(ctx context.Context, traceID, spanID, link string) (
 	d.Links = nonEmptyJSON(sp.Links)
 	d.Resource = nonEmptyJSON(sp.Resource)
 	return d, nil
+}
+
+// payloadKeys are the attributes the span panel always shows as payloads, however short: Genkit's
+// input and output, and the GenAI conventions' messages and tool call arguments and result.
+var payloadKeys = map[string]bool{"genkit:input": true, "genkit:output": true,
+	"gen_ai.system_instructions": true, "gen_ai.input.messages": true, "gen_ai.output.messages": true,
+	"gen_ai.tool.call.arguments": true, "gen_ai.tool.call.result": true}
+
+// spanConversation renders a model call's messages (trace.ModelMessages) part by part, as the run
+// page's conversation does.
+func spanConversation(msgs []trace.Message) []templates.ConvMessage {
+	out := make([]templates.ConvMessage, 0, len(msgs))
+	for _, m := range msgs {
+		cm := templates.ConvMessage{Role: m.Role}
+		for _, raw := range m.Content {
+			cm.Parts = append(cm.Parts, convPart(raw, -1, nil))
+		}
+		out = append(out, cm)
+	}
+	return out
 }
 
 // spanEvents reads a span's stored events ([{time_unix_nano, name, attributes}]), their times as
@@ -742,7 +758,9 @@ func (s *Server) tracesPage(c echo.Context) error {
 	for _, it := range items {
 		t := it.Trace
 		row := templates.TraceListRow{ID: t.TraceID, Name: t.DisplayName, Source: t.Source, Spans: t.SpanCount,
-			Start: time.Unix(0, t.StartTime), Error: t.StatusCode == store.StatusError, Running: t.EndTime == 0, StartNano: t.StartTime}
+			Start: time.Unix(0, t.StartTime), Error: t.StatusCode == store.StatusError, Running: t.EndTime == 0, StartNano: t.StartTime,
+			Service: t.Service, Model: t.Model, ModelCalls: t.ModelCalls, InputTokens: t.InputTokens, OutputTokens: t.OutputTokens,
+			ToolCalls: t.ToolCalls, ToolErrors: t.ToolErrors}
 		if row.Running && time.Since(t.UpdatedAt) > staleAfter {
 			// Nothing has come for this trace for long: what has not ended will not.
 			row.Running, row.Stale = false, true

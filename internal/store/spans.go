@@ -701,6 +701,12 @@ type SpanTurnFacts struct {
 	ToolName     *string `db:"tool_name"`     // gen_ai.tool.name
 	InputTokens  *string `db:"input_tokens"`  // gen_ai.usage.input_tokens
 	OutputTokens *string `db:"output_tokens"` // gen_ai.usage.output_tokens
+	// ResponseModel is gen_ai.response.model, FinishReasons gen_ai.response.finish_reasons (its
+	// JSON text when an array), ToolCallID gen_ai.tool.call.id.
+	ResponseModel *string `db:"response_model"`
+	FinishReasons *string `db:"finish_reasons"`
+	ToolCallID    *string `db:"tool_call_id"`
+	StatusMessage string  `db:"status_message"`
 	// ModelOutput is genkit:output of a Genkit model span without gen_ai usage attributes, whose
 	// usage the caller parses.
 	ModelOutput *string `db:"model_output"`
@@ -716,12 +722,15 @@ func (s *Store) SpanTurnFactsByTrace(ctx context.Context, traceID string) ([]Spa
 			a."gen_ai.tool.name" AS tool_name, a."gen_ai.usage.input_tokens" AS input_tokens,
 			a."gen_ai.usage.output_tokens" AS output_tokens,
 			CASE WHEN a."genkit:metadata:subtype" = 'model' AND a."gen_ai.usage.input_tokens" IS NULL
-				THEN a."genkit:output" END AS model_output
+				AND a."gen_ai.usage.output_tokens" IS NULL THEN a."genkit:output" END AS model_output,
+			a."gen_ai.response.model" AS response_model, a."gen_ai.response.finish_reasons" AS finish_reasons,
+			a."gen_ai.tool.call.id" AS tool_call_id, s.status_message
 		FROM spans s, jsonb_to_record(CASE WHEN json_typeof(s.attributes) = 'object' THEN s.attributes::jsonb ELSE '{}' END)
 			AS a("loupe.turn.index" text, "genkit:name" text, "genkit:type" text, "genkit:metadata:subtype" text,
 				"genkit:state" text, "gen_ai.operation.name" text, "gen_ai.request.model" text,
 				"gen_ai.tool.name" text, "gen_ai.usage.input_tokens" text, "gen_ai.usage.output_tokens" text,
-				"genkit:output" text)
+				"genkit:output" text, "gen_ai.response.model" text, "gen_ai.response.finish_reasons" text,
+				"gen_ai.tool.call.id" text)
 		WHERE s.trace_id = $1`, traceID)
 	if err != nil {
 		return nil, fmt.Errorf("turn facts of trace %s: %w", traceID, err)
@@ -731,7 +740,8 @@ func (s *Store) SpanTurnFactsByTrace(ctx context.Context, traceID string) ([]Spa
 	var f SpanTurnFacts
 	_, err = pgx.ForEachRow(rows, []any{&f.SpanID, &f.ParentSpanID, &f.Name, &f.StartTime, &f.EndTime,
 		&f.StatusCode, &f.TurnIndex, &f.GenkitName, &f.GenkitType, &f.Subtype, &f.State, &f.Operation,
-		&f.Model, &f.ToolName, &f.InputTokens, &f.OutputTokens, &f.ModelOutput}, func() error {
+		&f.Model, &f.ToolName, &f.InputTokens, &f.OutputTokens, &f.ModelOutput, &f.ResponseModel,
+		&f.FinishReasons, &f.ToolCallID, &f.StatusMessage}, func() error {
 		facts = append(facts, f)
 		return nil
 	})

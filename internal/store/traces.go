@@ -25,10 +25,22 @@ type Trace struct {
 	Source      string     `db:"source" json:"source"`
 	RunID       *uuid.UUID `db:"run_id" json:"run_id,omitempty"`
 	UpdatedAt   time.Time  `db:"updated_at" json:"updated_at"`
+	// Service is the service.name of the program that sent the trace (OTLP's resource), when
+	// known.
+	Service string `db:"service" json:"service,omitempty"`
+	// Model is the first model the trace called; the counts are its model calls, tokens, tool
+	// calls and failed tool calls, folded at ingest (TraceUsageFold).
+	Model        string `db:"model" json:"model,omitempty"`
+	ModelCalls   int    `db:"model_calls" json:"model_calls"`
+	InputTokens  int64  `db:"input_tokens" json:"input_tokens"`
+	OutputTokens int64  `db:"output_tokens" json:"output_tokens"`
+	ToolCalls    int    `db:"tool_calls" json:"tool_calls"`
+	ToolErrors   int    `db:"tool_errors" json:"tool_errors"`
 }
 
 const traceColumns = `t.trace_id, t.display_name, t.root_span_id, t.start_time_unix_nano,
-	t.end_time_unix_nano, t.status_code, t.span_count, t.source, t.run_id, t.updated_at`
+	t.end_time_unix_nano, t.status_code, t.span_count, t.source, t.run_id, t.updated_at, t.service,
+	t.model, t.model_calls, t.input_tokens, t.output_tokens, t.tool_calls, t.tool_errors`
 
 // TraceGet returns one trace's summary.
 func (s *Store) TraceGet(ctx context.Context, traceID string) (*Trace, error) {
@@ -162,7 +174,8 @@ func (s *Store) TraceList(ctx context.Context, p TraceListParams) ([]TraceListIt
 		var it TraceListItem
 		t := &it.Trace
 		dest := []any{&t.TraceID, &t.DisplayName, &t.RootSpanID, &t.StartTime, &t.EndTime,
-			&t.StatusCode, &t.SpanCount, &t.Source, &t.RunID, &t.UpdatedAt}
+			&t.StatusCode, &t.SpanCount, &t.Source, &t.RunID, &t.UpdatedAt, &t.Service, &t.Model,
+			&t.ModelCalls, &t.InputTokens, &t.OutputTokens, &t.ToolCalls, &t.ToolErrors}
 		if !p.WithRoot {
 			return it, row.Scan(dest...)
 		}

@@ -284,6 +284,13 @@ func (p *Processor) export(ctx context.Context, batch []sdktrace.ReadOnlySpan) e
 	defer cancel()
 	cleanSpans(spans)
 	_, err := p.store.SpanIngestCopy(ctx, spans)
+	if err == nil {
+		if usage, _ := usageOf(spans); len(usage) > 0 {
+			if err := p.store.TraceUsageFold(ctx, usage, nil); err != nil {
+				p.log.Warn("span export: usage totals not updated", "spans", len(usage), "err", err)
+			}
+		}
+	}
 	p.metrics.exportSeconds.Observe(time.Since(start).Seconds())
 	if err == nil {
 		p.metrics.exported.Add(float64(len(batch)))

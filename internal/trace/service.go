@@ -187,6 +187,13 @@ func (s *Service) write(ctx context.Context, source string, spans []store.Span) 
 	if err != nil {
 		return res, err
 	}
+	if usage, services := usageOf(spans); len(usage) > 0 || len(services) > 0 {
+		// The spans are stored: a failed fold costs the list's totals, not the spans, so it is
+		// logged rather than refused.
+		if err := s.store.TraceUsageFold(ctx, usage, services); err != nil {
+			s.log.Warn("trace: usage totals not updated", "spans", len(usage), "err", err)
+		}
+	}
 	s.metrics.ingested.WithLabelValues(source, "inserted").Add(float64(res.Inserted))
 	s.metrics.ingested.WithLabelValues(source, "updated").Add(float64(res.Updated))
 	s.metrics.ingested.WithLabelValues(source, "skipped").Add(float64(res.Skipped))

@@ -149,36 +149,37 @@ func nonNil(n []*Node) []*Node {
 	return n
 }
 
-// Turn summarises one turn of the generate loop: the model call and the tool calls it led to.
+// Turn summarises one turn: the model call and the tool calls it led to.
 type Turn struct {
 	Index        int        `json:"index"`
 	SpanID       string     `json:"span_id"`
 	Model        string     `json:"model,omitempty"`
 	InputTokens  int64      `json:"input_tokens"`
 	OutputTokens int64      `json:"output_tokens"`
+	FinishReason string     `json:"finish_reason,omitempty"`
 	ToolCalls    []ToolCall `json:"tool_calls"`
 	StartTime    int64      `json:"start_time_unix_nano"`
-	EndTime      int64      `json:"end_time_unix_nano"` // its span's end
+	EndTime      int64      `json:"end_time_unix_nano"` // its span's end, or its last tool call's
 	// DurationNS is the turn's own time: Genkit runs the next turn inside the span of the one
 	// before, so a turn's own time ends where the next turn starts.
 	DurationNS int64  `json:"duration_ns"`
 	Running    bool   `json:"running"`         // its own part is still running
-	State      string `json:"state,omitempty"` // genkit:state: success, error, interrupted
+	State      string `json:"state,omitempty"` // genkit:state, or from the OTel status: success, error, interrupted
 }
 
 // ToolCall is one tool execution within a turn.
 type ToolCall struct {
 	Name       string `json:"name"`
 	SpanID     string `json:"span_id"`
+	CallID     string `json:"call_id,omitempty"` // gen_ai.tool.call.id
 	DurationNS int64  `json:"duration_ns"`
 	Running    bool   `json:"running"`
 	State      string `json:"state,omitempty"`
+	Error      string `json:"error,omitempty"` // the status message of a call that failed
 }
 
-// Turns summarises a trace turn by turn. A turn is a generate span: Loupe's carry loupe.turn.index;
-// Genkit's (genkit:type util, genkit:name generate) are numbered in start order. Model and tool
-// spans belong to their nearest turn ancestor. Attributes are read in SQL, so that a large trace's
-// JSON is never decoded here.
+// Turns summarises a trace turn by turn (see BuildTurns). Attributes are read in SQL, so that a
+// large trace's JSON is never decoded here.
 func (s *Service) Turns(ctx context.Context, traceID string) ([]Turn, error) {
 	traceID, err := ParseTraceID(traceID)
 	if err != nil {
@@ -195,21 +196,50 @@ func (s *Service) Turns(ctx context.Context, traceID string) ([]Turn, error) {
 	return BuildTurns(facts), nil
 }
 
-// BuildTurns computes the per-turn summary from span facts in start order.
+// BuildTurns computes the per-turn summary from span facts in start order. A turn is either a
+// generate span (SpanKind KindTurn: Loupe's carry loupe.turn.index, Genkit's are numbered in start
+// order), whose model and tool spans are its descendants; or, in a trace that follows the OTel
+// GenAI conventions, a model call outside any generate span (a chat span, usually under an
+// invoke_agent span), whose tool calls are the execute_tool spans under it or, as those
+// conventions nest them, after it under the same agent, up to the next model call.
 func BuildTurns(facts []store.SpanTurnFacts) []Turn {
-	byID := make(map[string]int, len(facts))
+	n := len(facts)
+	byID := make(map[string]int, n)
 	for i := range facts {
 		byID[facts[i].SpanID] = i
 	}
+	parent := make([]int, n)
+	kinds := make([]string, n)
+	isGenkitTurn, isAgent := make([]bool, n), make([]bool, n)
+	for i := range facts {
+		parent[i] = -1
+		if p := facts[i].ParentSpanID; p != nil {
+			if pi, ok := byID[*p]; ok && pi != i {
+				parent[i] = pi
+			}
+		}
+		kinds[i] = SpanKind(&facts[i])
+		isGenkitTurn[i] = kinds[i] == KindTurn
+		isAgent[i] = kinds[i] == KindAgent
+	}
+	turnAncestor := nearestAncestor(parent, isGenkitTurn)
+	isChatTurn := make([]bool, n)
+	for i := range facts {
+		isChatTurn[i] = kinds[i] == KindModel && turnAncestor[i] < 0
+	}
+	chatAncestor := nearestAncestor(parent, isChatTurn)
+	agentAncestor := nearestAncestor(parent, isAgent)
+
 	turnOf := make(map[int]int) // fact index of a turn span -> index in turns
 	turns := []Turn{}
+	var chatTurn []bool // per turn: a GenAI model call's
 	for i := range facts {
 		f := &facts[i]
-		if !isTurnSpan(f) {
+		if !isGenkitTurn[i] && !isChatTurn[i] {
 			continue
 		}
 		t := Turn{Index: len(turns), SpanID: f.SpanID, StartTime: f.StartTime, EndTime: f.EndTime,
-			Running: f.EndTime == 0, State: deref(f.State), ToolCalls: []ToolCall{}}
+			Running: f.EndTime == 0, State: factState(f), ToolCalls: []ToolCall{}}
 		if f.TurnIndex != nil {
 			if n, err := strconv.Atoi(*f.TurnIndex); err == nil {
 				t.Index = n
@@ -221,87 +251,124 @@ func BuildTurns(facts []store.SpanTurnFacts) []Turn {
 		if f.Model != nil {
 			t.Model = *f.Model
 		}
+		if isChatTurn[i] {
+			t.Model = modelName(f)
+			t.InputTokens, t.OutputTokens = tokens(f)
+			t.FinishReason = finishReason(f)
+		}
 		turnOf[i] = len(turns)
 		turns = append(turns, t)
-	}
-	// nearest turn ancestor, memoised; -1 for none. Depth is bounded to survive parent loops.
-	memo := make(map[int]int, len(facts))
-	var ancestor func(i, depth int) int
-	ancestor = func(i, depth int) int {
-		if v, ok := memo[i]; ok {
-			return v
-		}
-		res := -1
-		if p := facts[i].ParentSpanID; p != nil && depth < 10000 {
-			if pi, ok := byID[*p]; ok {
-				if _, isTurn := turnOf[pi]; isTurn {
-					res = pi
-				} else {
-					res = ancestor(pi, depth+1)
-				}
-			}
-		}
-		memo[i] = res
-		return res
+		chatTurn = append(chatTurn, isChatTurn[i])
 	}
 	for i := range turnOf {
 		// A turn nested in a turn ends the outer one's own time.
-		if a := ancestor(i, 0); a >= 0 {
+		if a := turnAncestor[i]; a >= 0 && isGenkitTurn[i] {
 			outer := &turns[turnOf[a]]
 			if own := facts[i].StartTime - outer.StartTime; own >= 0 && (outer.Running || own < outer.DurationNS) {
 				outer.DurationNS, outer.Running = own, false
 			}
 		}
 	}
+	lastChat := map[int]int{} // agent fact index (-1 for none) -> the turn of its latest model call
 	for i := range facts {
 		f := &facts[i]
-		if _, isTurn := turnOf[i]; isTurn {
+		if isChatTurn[i] {
+			lastChat[agentAncestor[i]] = turnOf[i]
 			continue
 		}
-		kind := spanRole(f)
-		if kind == "" {
+		if isGenkitTurn[i] {
 			continue
 		}
-		a := ancestor(i, 0)
-		if a < 0 {
+		kind := kinds[i]
+		if kind != KindModel && kind != KindTool {
 			continue
 		}
-		t := &turns[turnOf[a]]
+		ti := -1
+		switch {
+		case turnAncestor[i] >= 0:
+			ti = turnOf[turnAncestor[i]]
+		case kind != KindTool:
+		case chatAncestor[i] >= 0:
+			ti = turnOf[chatAncestor[i]]
+		default:
+			if last, ok := lastChat[agentAncestor[i]]; ok {
+				ti = last
+			}
+		}
+		if ti < 0 {
+			continue
+		}
+		t := &turns[ti]
 		switch kind {
-		case "model":
+		case KindModel:
 			if t.Model == "" || f.Model != nil {
-				t.Model = firstNonEmpty(deref(f.Model), deref(f.GenkitName), f.Name)
+				t.Model = modelName(f)
 			}
 			in, out := tokens(f)
 			t.InputTokens += in
 			t.OutputTokens += out
-		case "tool":
-			tc := ToolCall{Name: firstNonEmpty(deref(f.ToolName), deref(f.GenkitName), f.Name), SpanID: f.SpanID,
-				Running: f.EndTime == 0, State: deref(f.State)}
+			if r := finishReason(f); r != "" {
+				t.FinishReason = r
+			}
+		case KindTool:
+			tc := ToolCall{Name: toolName(f), SpanID: f.SpanID, CallID: deref(f.ToolCallID),
+				Running: f.EndTime == 0, State: factState(f)}
 			if !tc.Running {
 				tc.DurationNS = f.EndTime - f.StartTime
 			}
+			if tc.State == "error" {
+				tc.Error = f.StatusMessage
+			}
 			t.ToolCalls = append(t.ToolCalls, tc)
+			if !chatTurn[ti] {
+				continue
+			}
+			// A GenAI turn lasts until its last tool call ends.
+			if tc.Running {
+				t.Running = true
+			} else if f.EndTime > t.EndTime && t.EndTime != 0 {
+				t.EndTime = f.EndTime
+				t.DurationNS = t.EndTime - t.StartTime
+			}
 		}
 	}
 	return turns
 }
 
-func isTurnSpan(f *store.SpanTurnFacts) bool {
-	if f.TurnIndex != nil && (deref(f.Operation) == "invoke_agent" || deref(f.GenkitType) == "util") {
-		return true
+// nearestAncestor returns, for each span, the index of its nearest proper ancestor for which is
+// holds, or -1. It is O(n) whatever the depth, and a parent loop ends the search.
+func nearestAncestor(parent []int, is []bool) []int {
+	n := len(parent)
+	res := make([]int, n)
+	state := make([]uint8, n) // 0 unseen, 1 on the current path, 2 done
+	var path []int
+	for i := range parent {
+		if state[i] == 2 {
+			continue
+		}
+		path = path[:0]
+		j := i
+		for j >= 0 && state[j] == 0 {
+			state[j] = 1
+			path = append(path, j)
+			j = parent[j]
+		}
+		base := -1
+		if j >= 0 && state[j] == 2 {
+			base = res[j]
+			if is[j] {
+				base = j
+			}
+		}
+		for k := len(path) - 1; k >= 0; k-- {
+			p := path[k]
+			res[p], state[p] = base, 2
+			if is[p] {
+				base = p
+			}
+		}
 	}
-	return deref(f.GenkitType) == "util" && deref(f.GenkitName) == "generate"
-}
-
-func spanRole(f *store.SpanTurnFacts) string {
-	switch {
-	case deref(f.Operation) == "chat", deref(f.Subtype) == "model":
-		return "model"
-	case deref(f.Operation) == "execute_tool", deref(f.Subtype) == "tool", deref(f.Subtype) == "tool.v2":
-		return "tool"
-	}
-	return ""
+	return res
 }
 
 func tokens(f *store.SpanTurnFacts) (in, out int64) {

@@ -295,8 +295,12 @@ type SpanDetail struct {
 	Duration  string
 	Running   bool
 	// Stale is a span without an end in a trace that has been quiet for long: its end never came.
-	Stale      bool
-	Link       string
+	Stale bool
+	Link  string
+	// Input and Output are a model call's request and response messages (Genkit's, or the GenAI
+	// conventions' gen_ai.input.messages and gen_ai.output.messages), when the span has them.
+	Input      []ConvMessage
+	Output     []ConvMessage
 	Payloads   []Payload
 	Attributes string
 	// EventList is the span's events; Events is them as JSON when they could not be read so.
@@ -452,6 +456,35 @@ type TraceListRow struct {
 	Stale     bool
 	RunID     string
 	StartNano int64
+	// Service is the service.name of the program that sent the trace, when known.
+	Service string
+	// Model is the first model called; the counts are the trace's model calls, tokens and tool
+	// calls (ToolErrors of them failed).
+	Model        string
+	ModelCalls   int
+	InputTokens  int64
+	OutputTokens int64
+	ToolCalls    int
+	ToolErrors   int
+}
+
+// Tokens is the row's tokens for the list: "120 in / 30 out", or "" when no model was called.
+func (r TraceListRow) Tokens() string {
+	if r.ModelCalls == 0 && r.InputTokens == 0 && r.OutputTokens == 0 {
+		return ""
+	}
+	return strconv.FormatInt(r.InputTokens, 10) + " in / " + strconv.FormatInt(r.OutputTokens, 10) + " out"
+}
+
+// Tools is the row's tool calls for the list: "3", "3 (1 failed)", or "" for none.
+func (r TraceListRow) Tools() string {
+	switch {
+	case r.ToolCalls == 0:
+		return ""
+	case r.ToolErrors > 0:
+		return strconv.Itoa(r.ToolCalls) + " (" + strconv.Itoa(r.ToolErrors) + " failed)"
+	}
+	return strconv.Itoa(r.ToolCalls)
 }
 
 // TracesPage is the traces list's view model.

@@ -1,0 +1,254 @@
+package trace
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// The one rule by which Loupe reads what a span is, whichever attribute set it carries: Genkit's
+// (genkit:type, genkit:metadata:subtype, genkit:input and genkit:output) or the OpenTelemetry GenAI
+// semantic conventions (gen_ai.operation.name, gen_ai.request.model, gen_ai.usage.*,
+// gen_ai.tool.*, gen_ai.input.messages and gen_ai.output.messages). Loupe's own spans carry both.
+// The turn summary, the trace page's labels, the trace list's totals (folded at ingest, see
+// usageOf) and the span panel's messages all read spans through it.
+
+// Span kinds, as SpanKind reads them.
+const (
+	// KindTurn is a Genkit generate span (Loupe's too): one turn of the loop, with its model call
+	// and tool calls inside it.
+	KindTurn = "turn"
+	// KindModel is a model call: Genkit's model action, or a GenAI chat (text_completion,
+	// generate_content) span. A GenAI model call outside any generate span is itself a turn.
+	KindModel = "model"
+	// KindTool is a tool call: Genkit's tool action, or a GenAI execute_tool span.
+	KindTool = "tool"
+	// KindAgent is a GenAI invoke_agent (or create_agent) span: an agent's run, whose model calls
+	// are its turns.
+	KindAgent = "agent"
+)
+
+// SpanKind says what a span is: KindTurn, KindModel, KindTool, KindAgent, or "" for anything else.
+func SpanKind(f *store.SpanTurnFacts) string {
+	op, subtype := deref(f.Operation), deref(f.Subtype)
+	switch {
+	case isTurnSpan(f):
+		return KindTurn
+	case op == "chat" || op == "text_completion" || op == "generate_content" || subtype == "model":
+		return KindModel
+	case op == "execute_tool" || subtype == "tool" || subtype == "tool.v2":
+		return KindTool
+	case op == "invoke_agent" || op == "create_agent":
+		return KindAgent
+	}
+	return ""
+}
+
+func isTurnSpan(f *store.SpanTurnFacts) bool {
+	if f.TurnIndex != nil && (deref(f.Operation) == "invoke_agent" || deref(f.GenkitType) == "util") {
+		return true
+	}
+	return deref(f.GenkitType) == "util" && deref(f.GenkitName) == "generate"
+}
+
+// SpanLabel is the label the span tree shows beside a span that is not a turn: model, tool, the
+// Genkit subtype (flow, prompt…), agent for a GenAI agent, and for a root its Genkit type.
+func SpanLabel(f *store.SpanTurnFacts, root bool) string {
+	kind := SpanKind(f)
+	switch kind {
+	case KindModel, KindTool:
+		return kind
+	}
+	agent := ""
+	if kind == KindAgent {
+		agent = KindAgent
+	}
+	if root {
+		return firstNonEmpty(deref(f.Subtype), deref(f.GenkitType), agent)
+	}
+	return firstNonEmpty(deref(f.Subtype), agent)
+}
+
+// modelName is a model call's model: the requested one, else the one that answered, else Genkit's
+// action name, else the span's name without GenAI's "chat " prefix.
+func modelName(f *store.SpanTurnFacts) string {
+	name := f.Name
+	if op := deref(f.Operation); op != "" {
+		name = strings.TrimPrefix(name, op+" ")
+	}
+	return firstNonEmpty(deref(f.Model), deref(f.ResponseModel), deref(f.GenkitName), name)
+}
+
+// toolName is a tool call's tool.
+func toolName(f *store.SpanTurnFacts) string {
+	return firstNonEmpty(deref(f.ToolName), deref(f.GenkitName), strings.TrimPrefix(f.Name, "execute_tool "))
+}
+
+// factState is a span's outcome as the turn summary words it: genkit:state when the span has one
+// (success, error, interrupted), else error or success from an OTel status, else "".
+func factState(f *store.SpanTurnFacts) string {
+	if s := deref(f.State); s != "" {
+		return s
+	}
+	switch f.StatusCode {
+	case store.StatusError:
+		return "error"
+	case store.StatusOK:
+		return "success"
+	}
+	return ""
+}
+
+// finishReason is a model call's first finish reason: gen_ai.response.finish_reasons (an array, or
+// a string) or, for a Genkit model span, its output's finishReason.
+func finishReason(f *store.SpanTurnFacts) string {
+	if v := strings.TrimSpace(deref(f.FinishReasons)); v != "" {
+		var list []string
+		if json.Unmarshal([]byte(v), &list) == nil {
+			if len(list) > 0 {
+				return list[0]
+			}
+			return ""
+		}
+		return v
+	}
+	if f.ModelOutput == nil {
+		return ""
+	}
+	var o struct {
+		FinishReason string `json:"finishReason"`
+	}
+	_ = json.Unmarshal([]byte(*f.ModelOutput), &o)
+	return o.FinishReason
+}
+
+// factKeys are the attributes FactsOf reads, in the order of its destinations.
+var factKeys = []string{AttrTurnIndex, "genkit:name", "genkit:type", "genkit:metadata:subtype", "genkit:state",
+	"gen_ai.operation.name", "gen_ai.request.model", "gen_ai.tool.name", "gen_ai.usage.input_tokens",
+	"gen_ai.usage.output_tokens", "genkit:output", "gen_ai.response.model", "gen_ai.response.finish_reasons",
+	"gen_ai.tool.call.id"}
+
+// FactsOf reads a span's turn facts from its attributes in Go, as store.SpanTurnFactsByTrace reads
+// them in SQL (each value as text, a string unquoted): ingest uses it to fold the trace list's
+// totals by the same rule as the turn summary. The attributes must be a valid JSON object, as
+// ingest leaves them; they are scanned, not decoded.
+func FactsOf(sp *store.Span) store.SpanTurnFacts {
+	f := store.SpanTurnFacts{SpanID: sp.SpanID, ParentSpanID: sp.ParentSpanID, Name: sp.Name,
+		StartTime: sp.StartTime, EndTime: sp.EndTime, StatusCode: sp.StatusCode, StatusMessage: sp.StatusMessage}
+	attrs := bytes.TrimSpace(sp.Attributes)
+	if len(attrs) < 2 || attrs[0] != '{' {
+		return f
+	}
+	v := objectValues(attrs, factKeys)
+	dest := []**string{&f.TurnIndex, &f.GenkitName, &f.GenkitType, &f.Subtype, &f.State, &f.Operation,
+		&f.Model, &f.ToolName, &f.InputTokens, &f.OutputTokens, &f.ModelOutput, &f.ResponseModel,
+		&f.FinishReasons, &f.ToolCallID}
+	for i, d := range dest {
+		*d = rawText(v[i])
+	}
+	if f.InputTokens != nil || f.OutputTokens != nil || deref(f.Subtype) != "model" {
+		f.ModelOutput = nil // as the SQL reads it: only a Genkit model span's, without gen_ai usage
+	}
+	return f
+}
+
+// objectValues returns the raw values of keys in obj, a valid JSON object, the last one when a name
+// repeats, or nil when absent, skipping every other value undecoded (see objectMembers).
+func objectValues(obj []byte, keys []string) []json.RawMessage {
+	out := make([]json.RawMessage, len(keys))
+	i := skipSpace(obj, 1)
+	for i < len(obj) && obj[i] == '"' {
+		end := skipValue(obj, i)
+		name := obj[i+1 : end-1]
+		nameStr := string(name)
+		if bytes.IndexByte(name, '\\') >= 0 {
+			_ = json.Unmarshal(obj[i:end], &nameStr)
+		}
+		i = skipSpace(obj, end)
+		i = skipSpace(obj, i+1) // the colon
+		end = skipValue(obj, i)
+		for k, key := range keys {
+			if key == nameStr {
+				out[k] = obj[i:end]
+			}
+		}
+		i = skipSpace(obj, end)
+		if i < len(obj) && obj[i] == ',' {
+			i = skipSpace(obj, i+1)
+		}
+	}
+	return out
+}
+
+// rawText is a JSON value as PostgreSQL's ->> gives it: a string unquoted, null as nil, anything
+// else as its JSON text.
+func rawText(raw json.RawMessage) *string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var s string
+	if raw[0] == '"' {
+		if json.Unmarshal(raw, &s) != nil {
+			return nil
+		}
+	} else {
+		s = string(raw)
+	}
+	return &s
+}
+
+// usageOf is what spans add to their traces' totals in the trace list: each ended model or tool
+// call (by SpanKind, so the list counts what the turn summary shows), and for OTLP the resource's
+// service.name, once per trace.
+func usageOf(spans []store.Span) ([]store.SpanUsage, []store.TraceService) {
+	var (
+		usage    []store.SpanUsage
+		services []store.TraceService
+		seen     map[string]bool
+	)
+	for i := range spans {
+		sp := &spans[i]
+		if sp.Source == store.SpanSourceOTLP && !seen[sp.TraceID] {
+			if name := serviceName(sp.Resource); name != "" {
+				if seen == nil {
+					seen = map[string]bool{}
+				}
+				seen[sp.TraceID] = true
+				services = append(services, store.TraceService{TraceID: sp.TraceID, Service: name})
+			}
+		}
+		if sp.EndTime == 0 {
+			continue
+		}
+		f := FactsOf(sp)
+		kind := SpanKind(&f)
+		if kind != KindModel && kind != KindTool {
+			continue
+		}
+		u := store.SpanUsage{TraceID: sp.TraceID, SpanID: sp.SpanID, Kind: kind, StartTime: sp.StartTime,
+			Failed: StatusName(sp.StatusCode, deref(f.State)) == "error"}
+		if kind == KindModel {
+			u.Model = modelName(&f)
+			u.InputTokens, u.OutputTokens = tokens(&f)
+		}
+		usage = append(usage, u)
+	}
+	return usage, services
+}
+
+// serviceName is an OTLP resource's service.name, unless it is the SDK's placeholder
+// ("unknown_service", "unknown_service:node").
+func serviceName(resource json.RawMessage) string {
+	if len(resource) < 2 || resource[0] != '{' {
+		return ""
+	}
+	v := objectValues(resource, []string{"service.name"})
+	name := deref(rawText(v[0]))
+	if strings.HasPrefix(name, "unknown_service") {
+		return ""
+	}
+	return name
+}
