@@ -13,8 +13,8 @@ import (
 	"github.com/loupe-dev/loupe/web/templates"
 )
 
-// dashboardData gathers what both the dashboard page and its JSON twin show.
-func (s *Server) dashboardData(ctx context.Context) (templates.Dashboard, error) {
+// dashboardData gathers what both the dashboard page and its JSON twin show, over a time range.
+func (s *Server) dashboardData(ctx context.Context, rg dashboardRange) (templates.Dashboard, error) {
 	var d templates.Dashboard
 	counts, err := s.store.RunCountByStatus(ctx)
 	if err != nil {
@@ -38,7 +38,10 @@ func (s *Server) dashboardData(ctx context.Context) (templates.Dashboard, error)
 			Age: humanAge(now.Sub(i.CreatedAt)), Prompt: interruptMessage(i.Metadata),
 		})
 	}
-	if d.Chart, err = s.dashboardChart(ctx, now); err != nil {
+	if d.Chart, err = s.dashboardChart(ctx, now, rg); err != nil {
+		return d, err
+	}
+	if d.Stats, err = s.dashboardStats(ctx, now, rg); err != nil {
 		return d, err
 	}
 	recent, _, err := s.store.RunList(ctx, store.RunListParams{Limit: 10})
@@ -52,7 +55,7 @@ func (s *Server) dashboardData(ctx context.Context) (templates.Dashboard, error)
 }
 
 func (s *Server) dashboard(c echo.Context) error {
-	d, err := s.dashboardData(c.Request().Context())
+	d, err := s.dashboardData(c.Request().Context(), rangeNamed(c.QueryParam("range")))
 	if err != nil {
 		return err
 	}
@@ -61,7 +64,8 @@ func (s *Server) dashboard(c echo.Context) error {
 }
 
 func (s *Server) apiDashboard(c echo.Context) error {
-	d, err := s.dashboardData(c.Request().Context())
+	rg := rangeNamed(c.QueryParam("range"))
+	d, err := s.dashboardData(c.Request().Context(), rg)
 	if err != nil {
 		return err
 	}
@@ -73,6 +77,10 @@ func (s *Server) apiDashboard(c echo.Context) error {
 		"runs_by_status":     counts,
 		"runs_total":         d.TotalRuns,
 		"pending_interrupts": d.Pending,
+		"range":              rg.name,
+		"runs_in_range":      d.Chart.Total,
+		"errors_in_range":    d.Chart.Errors,
+		"by_action":          d.Stats,
 	})
 }
 

@@ -139,7 +139,7 @@ func TestDashboardShowsRealCounts(t *testing.T) {
 	resp, body := get(t, b.url+"/", "Accept", "text/html")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, body, "/flow/travelAgent")
-	require.Regexp(t, `data-count="queued"><div class="label">queued</div><div class="value">1<`, body)
+	require.Regexp(t, `data-count="queued" href="/runs\?status=queued"><div class="label">queued</div><div class="value">1<`, body)
 	require.Contains(t, body, "local mode", "the header says sign-in is skipped")
 
 	_, body = get(t, b.url+"/api/v1/dashboard")

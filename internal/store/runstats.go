@@ -8,25 +8,65 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// RunMinute is how many runs started in one minute, and how many of them failed or aborted.
-type RunMinute struct {
-	Minute time.Time `db:"minute"`
+// RunBucket is how many runs were created in one time bucket, and how many of them failed or
+// aborted.
+type RunBucket struct {
+	Start  time.Time `db:"start"`
 	Total  int       `db:"total"`
 	Errors int       `db:"errors"`
 }
 
-// RunStatsPerMinute counts the runs created since a time, per minute, oldest first; minutes
-// without runs are absent.
-func (s *Store) RunStatsPerMinute(ctx context.Context, since time.Time) ([]RunMinute, error) {
-	rows, err := s.db.Query(ctx, `SELECT date_trunc('minute', created_at) AS minute, count(*)::int AS total,
+// RunStatsPerBucket counts the runs created since a time, in buckets of the given width that start
+// at since, oldest first; buckets without runs are absent.
+func (s *Store) RunStatsPerBucket(ctx context.Context, since time.Time, width time.Duration) ([]RunBucket, error) {
+	rows, err := s.db.Query(ctx, `SELECT date_bin($2::interval, created_at, $1) AS start, count(*)::int AS total,
 			(count(*) FILTER (WHERE status IN ('failed', 'aborted')))::int AS errors
-		FROM runs WHERE created_at >= $1 GROUP BY 1 ORDER BY 1`, since)
+		FROM runs WHERE created_at >= $1 GROUP BY 1 ORDER BY 1`, since, width)
 	if err != nil {
 		return nil, fmt.Errorf("run stats: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[RunMinute])
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[RunBucket])
 	if err != nil {
 		return nil, fmt.Errorf("run stats: %w", err)
+	}
+	return out, nil
+}
+
+// RunPercentiles are the duration and token percentiles of one action and model's finished runs.
+type RunPercentiles struct {
+	Action string `db:"action"`
+	Model  string `db:"model"`
+	Runs   int    `db:"runs"`
+	Failed int    `db:"failed"`
+	// RanMs are percentiles of the time the runs ran, their waits for reviewers left out.
+	RanP50Ms float64 `db:"ran_p50_ms"`
+	RanP95Ms float64 `db:"ran_p95_ms"`
+	// Tokens are percentiles of input plus output tokens per run.
+	TokensP50 float64 `db:"tokens_p50"`
+	TokensP95 float64 `db:"tokens_p95"`
+	TokensSum int64   `db:"tokens_sum"`
+}
+
+// RunPercentilesSince returns, per action and model, the p50 and p95 running time and tokens of
+// the runs that finished since a time, most runs first (at most limit rows).
+func (s *Store) RunPercentilesSince(ctx context.Context, since time.Time, limit int) ([]RunPercentiles, error) {
+	rows, err := s.db.Query(ctx, `SELECT action, coalesce(model, '') AS model, count(*)::int AS runs,
+			(count(*) FILTER (WHERE status IN ('failed', 'aborted')))::int AS failed,
+			percentile_cont(0.5) WITHIN GROUP (ORDER BY ran) AS ran_p50_ms,
+			percentile_cont(0.95) WITHIN GROUP (ORDER BY ran) AS ran_p95_ms,
+			percentile_cont(0.5) WITHIN GROUP (ORDER BY tokens) AS tokens_p50,
+			percentile_cont(0.95) WITHIN GROUP (ORDER BY tokens) AS tokens_p95,
+			sum(tokens)::bigint AS tokens_sum
+		FROM (SELECT action, model, status, input_tokens + output_tokens AS tokens,
+				greatest(extract(epoch FROM finished_at - coalesce(started_at, created_at)) * 1000 - waited_ms, 0) AS ran
+			FROM runs WHERE finished_at >= $1) r
+		GROUP BY action, coalesce(model, '') ORDER BY runs DESC, action, model LIMIT $2`, since, limit)
+	if err != nil {
+		return nil, fmt.Errorf("run percentiles: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[RunPercentiles])
+	if err != nil {
+		return nil, fmt.Errorf("run percentiles: %w", err)
 	}
 	return out, nil
 }

@@ -69,6 +69,18 @@ type Dashboard struct {
 	PendingList []InterruptRow
 	RecentRuns  []RunRow
 	Chart       DashboardChart
+	// Stats are p50/p95 running time and tokens per action and model over the chart's range.
+	Stats []ActionStats
+}
+
+// ActionStats are one action and model's finished runs over the dashboard's range.
+type ActionStats struct {
+	Action, Model          string
+	Runs, Failed           int
+	RanP50, RanP95         string
+	TokensP50, TokensP95   string
+	TokensSum              int64
+	RunsURL, FailedRunsURL string
 }
 
 // ErrorPage is the view model of an HTML error page.
