@@ -78,11 +78,11 @@ type RunHeader struct {
 	ForkOf       string
 	ForkTurn     string
 	// ForkEdits say what a fork changed at its fork point, one line an edit.
-	ForkEdits []string
-	InputJSON string
-	OutputJSON   string
-	ErrorJSON    string
-	Resumes      int
+	ForkEdits  []string
+	InputJSON  string
+	OutputJSON string
+	ErrorJSON  string
+	Resumes    int
 	// CanCancel is true when the run is not finished and the user may cancel it.
 	CanCancel bool
 	// CanReplay is true when the run has settled (finished or waiting for a reviewer) and the user
