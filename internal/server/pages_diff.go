@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"unicode/utf8"
+
+	"github.com/sergi/go-diff/diffmatchpatch"
 
 	"github.com/google/uuid"
 
@@ -27,8 +30,10 @@ func (s *Server) diffPage(c echo.Context) error {
 		StatusA: d.StatusA, StatusB: d.StatusB, TurnsA: d.TurnsA, TurnsB: d.TurnsB,
 		TokensDelta:  fmt.Sprintf("%+d in, %+d out", d.InputTokensDelta, d.OutputTokensDelta),
 		LatencyDelta: fmt.Sprintf("%+.1f ms", d.LatencyMsDelta), Truncated: d.Truncated,
-		Run: []templates.DiffGroup{group("input", d.Input), group("output", d.Output), group("error", d.Error)},
 	}
+	g := &diffGrouper{seen: map[string]string{}}
+	p.Run = []templates.DiffGroup{g.group(diffLoc{"the run's input", "run-input"}, d.Input),
+		g.group(diffLoc{"the run's output", "run-output"}, d.Output), g.group(diffLoc{"the run's error", "run-error"}, d.Error)}
 	if p.RunA, err = s.diffRun(c, a); err != nil {
 		return err
 	}
@@ -48,9 +53,13 @@ func (s *Server) diffPage(c echo.Context) error {
 		}
 	}
 	for _, t := range d.Turns {
+		at := func(part string) diffLoc {
+			return diffLoc{fmt.Sprintf("turn %d · %s", t.Turn, part), fmt.Sprintf("t%d-%s", t.Turn, strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(part))}
+		}
 		dt := templates.DiffTurn{
 			Turn: t.Turn, Equal: t.Equal, OnlyIn: t.OnlyIn,
-			Groups:  []templates.DiffGroup{group("messages", t.Messages), group("model request", t.ModelRequest), group("model response", t.ModelResponse)},
+			Groups: []templates.DiffGroup{g.group(at("messages"), t.Messages), g.group(at("model request"), t.ModelRequest),
+				g.group(at("model response"), t.ModelResponse)},
 			Tokens:  fmt.Sprintf("%d→%d in, %d→%d out", t.InputTokensA, t.InputTokensB, t.OutputTokensA, t.OutputTokensB),
 			Latency: fmt.Sprintf("%.1f→%.1f ms", t.LatencyMsA, t.LatencyMsB),
 		}
@@ -59,7 +68,8 @@ func (s *Server) diffPage(c echo.Context) error {
 				Ref: tc.Ref, Tool: tc.Tool, Equal: tc.Equal, OnlyIn: tc.OnlyIn,
 				Status:   fmt.Sprintf("%s / %s", orDashStr(tc.StatusA), orDashStr(tc.StatusB)),
 				Duration: fmt.Sprintf("%.1f→%.1f ms", tc.DurationMsA, tc.DurationMsB),
-				Groups:   []templates.DiffGroup{group("input", tc.Input), group("output", tc.Output), group("error", tc.Error)},
+				Groups: []templates.DiffGroup{g.group(at(tc.Tool+" (ref "+tc.Ref+") input"), tc.Input),
+					g.group(at(tc.Tool+" (ref "+tc.Ref+") output"), tc.Output), g.group(at(tc.Tool+" (ref "+tc.Ref+") error"), tc.Error)},
 			})
 		}
 		p.Turns = append(p.Turns, dt)
@@ -67,12 +77,58 @@ func (s *Server) diffPage(c echo.Context) error {
 	return s.render(c, http.StatusOK, templates.DiffView(p))
 }
 
-func group(part string, changes runs.Changes) templates.DiffGroup {
-	g := templates.DiffGroup{Part: part}
+// diffGrouper turns a diff's changes into the page's groups. A change that the page already
+// shows (the same value replaced by the same other value, as an edited tool output is in the
+// tool's output, the tool message and the next model request) is shown once: its later rows say
+// where, with a link.
+type diffGrouper struct {
+	seen map[string]string // the change's values -> "label\x00anchor" of the group that shows it
+}
+
+// diffLoc is where a group of changes is: its label and its anchor.
+type diffLoc struct{ label, id string }
+
+func (g *diffGrouper) group(at diffLoc, changes runs.Changes) templates.DiffGroup {
+	label := at.label
+	out := templates.DiffGroup{Part: label, ID: "diff-" + at.id}
 	for _, ch := range changes {
-		g.Changes = append(g.Changes, templates.DiffChange{Op: ch.Op, Path: ch.Path, A: diffValue(jsonText(ch.A)), B: diffValue(jsonText(ch.B))})
+		a, b := jsonText(ch.A), jsonText(ch.B)
+		c := templates.DiffChange{Op: ch.Op, Path: ch.Path}
+		key := ch.Op + "\x00" + a + "\x00" + b
+		if where, ok := g.seen[key]; ok && len(a)+len(b) > 8 {
+			c.SameAs, c.SameAsID, _ = strings.Cut(where, "\x00")
+			out.Changes = append(out.Changes, c)
+			continue
+		}
+		g.seen[key] = label + "\x00" + out.ID
+		c.A, c.B = diffValue(a), diffValue(b)
+		if sa, ok := ch.A.(string); ok {
+			if sb, ok := ch.B.(string); ok && len(sa)+len(sb) <= maxDiffPreview {
+				c.A.Spans, c.B.Spans = stringSpans(sa, sb)
+			}
+		}
+		out.Changes = append(out.Changes, c)
 	}
-	return g
+	return out
+}
+
+// stringSpans marks the change inside a string: A's text with what B lacks marked, and B's with
+// what A lacks (a character diff, cleaned up to whole words where it helps reading).
+func stringSpans(a, b string) (as, bs []templates.DiffSpan) {
+	dmp := diffmatchpatch.New()
+	diffs := dmp.DiffCleanupSemantic(dmp.DiffMain(a, b, false))
+	for _, d := range diffs {
+		switch d.Type {
+		case diffmatchpatch.DiffEqual:
+			as = append(as, templates.DiffSpan{Text: d.Text})
+			bs = append(bs, templates.DiffSpan{Text: d.Text})
+		case diffmatchpatch.DiffDelete:
+			as = append(as, templates.DiffSpan{Text: d.Text, Changed: true})
+		case diffmatchpatch.DiffInsert:
+			bs = append(bs, templates.DiffSpan{Text: d.Text, Changed: true})
+		}
+	}
+	return as, bs
 }
 
 // diffRun is what the compare page's header says of a run.

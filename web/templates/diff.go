@@ -22,6 +22,9 @@ type DiffRun struct {
 	Action, Model, Mode string
 }
 
+// ActionsDiffer is true when the two runs are of different actions, which the page warns of.
+func (d DiffPage) ActionsDiffer() bool { return d.RunA.Action != d.RunB.Action }
+
 // DiffTurn is one turn of a comparison.
 type DiffTurn struct {
 	Turn    int
@@ -47,12 +50,17 @@ type DiffTool struct {
 type DiffGroup struct {
 	Part    string
 	Changes []DiffChange
+	// ID anchors the group, for a repeated change to link to.
+	ID string
 }
 
 // DiffChange is one JSON change: what A has at Path and what B has there.
 type DiffChange struct {
 	Op, Path string
 	A, B     DiffValue
+	// SameAs, when set, names where the page already shows this very change (the same value
+	// replaced by the same other value): the row points there instead of repeating it.
+	SameAs, SameAsID string
 }
 
 // DiffValue is one side of a change: its text, or for a long one a preview, its size and the full
@@ -63,4 +71,13 @@ type DiffValue struct {
 	Size string
 	// Full is the whole text, shown on demand; empty when it is too large for the page.
 	Full string
+	// Spans, for a string changed into another string, are its text with what the other side
+	// lacks marked: the change inside the string.
+	Spans []DiffSpan
+}
+
+// DiffSpan is a piece of a changed string: kept, or only on this side (Changed).
+type DiffSpan struct {
+	Text    string
+	Changed bool
 }
