@@ -32,11 +32,11 @@ func TestBrowserComparePageReadsWell(t *testing.T) {
 	br := browsertest.New(t)
 	var layout struct {
 		TopA, TopB, WidthA, WidthB float64
-		Overflowing              int
-		Marks                    []string
-		SameAs                   int
-		SameAsTargetsExist       bool
-		Warning                  bool
+		Overflowing                int
+		Marks                      []string
+		SameAs                     int
+		SameAsTargetsExist         bool
+		Warning                    bool
 	}
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.EmulateViewport(1000, 900),
