@@ -43,7 +43,7 @@ func TestRunPageReplaysAndForks(t *testing.T) {
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 		return strings.TrimPrefix(resp.Header.Get("Location"), "/runs/")
 	}
-	fork, err := uuid.Parse(post(url.Values{"mode": {"fork"}, "turn": {"1"}}))
+	fork, err := uuid.Parse(post(url.Values{"mode": {"fork"}, "turn": {"1"}, "confirm": {"yes"}}))
 	require.NoError(t, err)
 	exact, err := uuid.Parse(post(url.Values{"mode": {"exact"}}))
 	require.NoError(t, err)
@@ -63,7 +63,7 @@ func TestRunPageReplaysAndForks(t *testing.T) {
 
 	// The page's exact replay serves tools from the recording unless asked for live ones, so that
 	// nothing a tool did happens twice by a click.
-	require.Contains(t, body, `<option value="cassette" selected>tools from the recording</option>`)
+	require.Contains(t, body, `<option value="cassette" selected>give their recorded results (nothing happens twice)</option>`)
 	taped, err := uuid.Parse(post(url.Values{"mode": {"exact"}, "tools": {"cassette"}}))
 	require.NoError(t, err)
 	settings, err := b.store.ReplayGet(ctx, taped)

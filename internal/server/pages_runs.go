@@ -46,6 +46,7 @@ func (s *Server) pageRoutes() {
 		e.POST("/runs/:id/cancel", s.runCancelForm, reviewer)
 		e.POST("/runs/:id/replay", s.runReplayForm, reviewer)
 		e.GET("/runs/:a/diff/:b", s.diffPage)
+		e.GET("/runs/compare", s.runsCompare)
 		e.GET("/inbox", s.inboxPage)
 		e.GET("/inbox/items/:id", s.inboxItem)
 		e.POST("/inbox/:id/resolve", s.inboxResolve, reviewer)
@@ -121,6 +122,24 @@ func (s *Server) runsPage(c echo.Context) error {
 		page.NextURL = "/runs?" + v.Encode()
 	}
 	return s.render(c, http.StatusOK, templates.RunsView(page))
+}
+
+// runsCompare is GET /runs/compare?run=A&run=B, the runs list's "compare the two selected": it
+// sends to the compare page of exactly two runs.
+func (s *Server) runsCompare(c echo.Context) error {
+	picked := c.QueryParams()["run"]
+	if len(picked) != 2 {
+		return Errorf(http.StatusBadRequest, "bad_request", "pick exactly two runs to compare; %d picked", len(picked))
+	}
+	var ids [2]uuid.UUID
+	for i, v := range picked {
+		id, err := uuid.Parse(v)
+		if err != nil {
+			return Errorf(http.StatusBadRequest, "bad_id", "run %q is not a run id", v)
+		}
+		ids[i] = id
+	}
+	return c.Redirect(http.StatusSeeOther, "/runs/"+ids[0].String()+"/diff/"+ids[1].String())
 }
 
 // runSortColumns are the runs table's sortable columns and the order each sorts by; a column
@@ -264,7 +283,7 @@ func (s *Server) runPageData(c echo.Context, id uuid.UUID, withTrace bool) (temp
 	if err != nil {
 		return templates.RunPage{}, err
 	}
-	p := templates.RunPage{Page: s.page(c, "Run "+shortUUID(id)+" · "+d.Action, "runs")}
+	p := templates.RunPage{Page: s.page(c, "Run "+shortUUID(id)+" · "+d.Action, "runs"), Models: s.actionKeys(ctx, "model")}
 	r := d.Run
 	pr := principal(c)
 	p.Run = templates.RunHeader{
@@ -556,22 +575,90 @@ func (s *Server) runReplayForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p := runs.ReplayParams{RunID: id, Mode: c.FormValue("mode"), CreatedBy: principal(c).Username}
-	if p.Mode == store.ReplayExact {
-		p.Tools = c.FormValue("tools") // the page offers the recording (its default) or live tools
+	p, err := replayFormParams(c)
+	if err != nil {
+		return err
 	}
-	if p.Mode == store.ReplayFork {
-		turn, err := strconv.Atoi(c.FormValue("turn"))
-		if err != nil || turn < 0 {
-			return Errorf(http.StatusBadRequest, "bad_request", "turn %q: want a turn number", c.FormValue("turn"))
-		}
-		p.Turn = &turn
-	}
+	p.RunID, p.CreatedBy = id, principal(c).Username
 	run, err := s.deps.Runs.Replay(c.Request().Context(), p)
 	if err != nil {
 		return runsError(err)
 	}
 	return c.Redirect(http.StatusSeeOther, "/runs/"+run.ID.String())
+}
+
+// replayFormParams reads the run page's replay menu. Anything live (tools that act again, a
+// re-run, a fork) needs its confirm box ticked: without it the answer is 422 and nothing starts.
+// Empty override and edit fields are left out.
+func replayFormParams(c echo.Context) (runs.ReplayParams, error) {
+	p := runs.ReplayParams{Mode: c.FormValue("mode")}
+	invalid := func(field, format string, args ...any) error {
+		e := Errorf(http.StatusUnprocessableEntity, "invalid", "%s: "+format, append([]any{field}, args...)...)
+		e.Details = map[string]any{"field": field}
+		return e
+	}
+	live := p.Mode != store.ReplayExact
+	if p.Mode == store.ReplayExact {
+		p.Tools = c.FormValue("tools") // the page offers the recording (its default) or live tools
+		live = p.Tools == store.ReplayToolsLive
+		p.ApplyResolutions = c.FormValue("apply_resolutions") == "on"
+	}
+	if live && c.FormValue("confirm") != "yes" {
+		return p, invalid("confirm", "this replay calls the live model or runs tools again, so their side effects happen again; tick the box that says you understand, and submit again")
+	}
+	if p.Mode == store.ReplayFork {
+		turn, err := strconv.Atoi(c.FormValue("turn"))
+		if err != nil || turn < 0 {
+			return p, Errorf(http.StatusBadRequest, "bad_request", "turn %q: want a turn number", c.FormValue("turn"))
+		}
+		p.Turn = &turn
+		if call := c.FormValue("edit_call"); call != "" {
+			t, ref, ok := strings.Cut(call, "/")
+			et, err := strconv.Atoi(t)
+			if !ok || err != nil {
+				return p, invalid("edit_call", "%q is not a turn/ref of the run's tool calls", call)
+			}
+			out := strings.TrimSpace(c.FormValue("edit_output"))
+			if !json.Valid([]byte(out)) {
+				return p, invalid("edit_output", "the new tool output must be JSON (a string in quotes: \"typhoon\")")
+			}
+			p.Edits = append(p.Edits, runs.Edit{Turn: &et, Ref: ref, Output: json.RawMessage(out)})
+		}
+		if v := strings.TrimSpace(c.FormValue("edit_seq")); v != "" {
+			seq, err := strconv.Atoi(v)
+			if err != nil || seq < 0 {
+				return p, invalid("edit_seq", "%q: want a message position", v)
+			}
+			msg := strings.TrimSpace(c.FormValue("edit_message"))
+			if !json.Valid([]byte(msg)) {
+				return p, invalid("edit_message", "the new message must be JSON, as {\"role\":\"user\",\"content\":[{\"text\":\"…\"}]}")
+			}
+			p.Edits = append(p.Edits, runs.Edit{Seq: &seq, Message: json.RawMessage(msg)})
+		}
+	}
+	if p.Mode == store.ReplayRerun || p.Mode == store.ReplayFork {
+		o := &runs.Overrides{Model: strings.TrimSpace(c.FormValue("model"))}
+		if v := c.FormValue("system"); strings.TrimSpace(v) != "" {
+			o.System = &v
+		}
+		if v := strings.TrimSpace(c.FormValue("max_turns")); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return p, invalid("max_turns", "%q: want a whole number", v)
+			}
+			o.MaxTurns = &n
+		}
+		if v := strings.TrimSpace(c.FormValue("config")); v != "" {
+			if !json.Valid([]byte(v)) {
+				return p, invalid("config", "the model config must be a JSON object, as {\"temperature\":0.2}")
+			}
+			o.Config = json.RawMessage(v)
+		}
+		if o.Model != "" || o.System != nil || o.MaxTurns != nil || o.Config != nil {
+			p.Overrides = o
+		}
+	}
+	return p, nil
 }
 
 // interruptView builds an interrupt's view, with the audit entries given.

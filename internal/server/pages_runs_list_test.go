@@ -34,7 +34,7 @@ func TestBrowserRunsListSortsMarksLineageAndKeepsABadFilter(t *testing.T) {
 		t.Helper()
 		var cells []string
 		require.NoError(t, chromedp.Run(br.Ctx, chromedp.Evaluate(
-			`[...document.querySelectorAll("#run-rows tr")].map(r => r.children[6].textContent.trim())`, &cells)))
+			`[...document.querySelectorAll("#run-rows tr")].map(r => r.children[7].textContent.trim())`, &cells)))
 		out := make([]int64, len(cells))
 		for i, c := range cells {
 			n, err := strconv.ParseInt(c, 10, 64)

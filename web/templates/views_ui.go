@@ -399,6 +399,8 @@ type RunPage struct {
 	Trace        *TraceView
 	// LiveSeq is the last chunk sequence rendered by the server; the live stream resumes after it.
 	LiveSeq int64
+	// Models are the registered models a live replay may override the run's with.
+	Models []string
 }
 
 // InboxPage is the interrupt inbox's view model.
