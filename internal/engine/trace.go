@@ -88,7 +88,9 @@ func (r *Registry) startSpan(ctx context.Context, name, typ, subtype string, ext
 }
 
 // setJSONAttr marshals v into a span attribute, cut at the limit with a marker. It does nothing
-// when the span is not recording, so untraced runs never pay for it.
+// when the span is not recording, so untraced runs never pay for it. A string is encoded as JSON
+// like any other value (liftoff becomes "\"liftoff\""), as Genkit's JSON.stringify does, so that
+// readers such as the genkit CLI's eval:extractData can parse every genkit:input and genkit:output.
 func (r *Registry) setJSONAttr(span trace.Span, key string, v any) {
 	if !span.IsRecording() {
 		return
@@ -97,9 +99,6 @@ func (r *Registry) setJSONAttr(span trace.Span, key string, v any) {
 	switch x := v.(type) {
 	case json.RawMessage:
 		b = x
-	case string:
-		span.SetAttributes(attribute.String(key, r.truncate(x)))
-		return
 	default:
 		var err error
 		if b, err = json.Marshal(v); err != nil {
@@ -123,13 +122,6 @@ func (r *Registry) setFreshJSON(span trace.Span, key string, b []byte) {
 		return
 	}
 	span.SetAttributes(attribute.String(key, unsafe.String(unsafe.SliceData(b), len(b))))
-}
-
-func (r *Registry) truncate(s string) string {
-	if r.attrLimit <= 0 || len(s) <= r.attrLimit {
-		return s
-	}
-	return s[:r.attrLimit] + TruncationMarker + strconv.Itoa(len(s)) + "]"
 }
 
 func (r *Registry) truncateBytes(b []byte) string {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -107,4 +108,21 @@ func TestItem13_ErrorSpanState(t *testing.T) {
 	st, _ := attr(s, engine.AttrState)
 	require.Equal(t, "error", st)
 	require.Equal(t, codes.Error, s.Status.Code)
+}
+
+// Genkit writes genkit:input and genkit:output with JSON.stringify, strings too, and readers such
+// as the genkit CLI's eval:extractData parse them: a flow's string output is stored as JSON.
+func TestStringInputAndOutputAreJSONInSpans(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	engine.DefineFlow(b.r, "shout", func(ctx context.Context, in string) (string, error) {
+		return strings.ToUpper(in) + "!", nil
+	})
+	_, err := b.r.Run(context.Background(), "/flow/shout", json.RawMessage(`"liftoff"`), nil)
+	require.NoError(t, err)
+	s := spanByName(b.exp.GetSpans(), "shout")[0]
+	in, _ := attr(s, engine.AttrInput)
+	out, _ := attr(s, engine.AttrOutput)
+	require.Equal(t, `"liftoff"`, in)
+	require.Equal(t, `"LIFTOFF!"`, out)
 }
