@@ -67,6 +67,10 @@ func (r *Registry) startSpan(ctx context.Context, name, typ, subtype string, ext
 			opts = append(opts, trace.WithLinks(links...))
 		}
 	}
+	var root *rootSpanOptions
+	if parent == "" {
+		root = takeRootSpan(ctx)
+	}
 	ctx, span := r.tracer.Load().Start(ctx, name, opts...)
 	if span.IsRecording() {
 		attrs := make([]attribute.KeyValue, 0, 6+len(extra))
@@ -82,7 +86,13 @@ func (r *Registry) startSpan(ctx context.Context, name, typ, subtype string, ext
 			attrs = append(attrs, attribute.Bool(AttrIsRoot, true))
 		}
 		attrs = append(attrs, extra...)
+		if root != nil {
+			attrs = append(attrs, root.labels...)
+		}
 		span.SetAttributes(attrs...)
+	}
+	if root != nil && root.onStart != nil {
+		root.onStart(span.SpanContext())
 	}
 	return context.WithValue(ctx, pathKey{}, path), span
 }

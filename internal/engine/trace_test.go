@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/codes"
+	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/engine/scripted"
@@ -125,4 +126,38 @@ func TestStringInputAndOutputAreJSONInSpans(t *testing.T) {
 	out, _ := attr(s, engine.AttrOutput)
 	require.Equal(t, `"liftoff"`, in)
 	require.Equal(t, `"LIFTOFF!"`, out)
+}
+
+// WithRootSpan is Genkit's telemetryLabels and onTraceStart: the labels land on the root span only,
+// and onStart sees the root span's ids once, before the action returns.
+func TestWithRootSpanLabelsAndReportsTheRootSpan(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	m := scripted.New("m", scripted.Text("ok"))
+	engine.DefineFlow(b.r, "ask", func(ctx context.Context, in string) (string, error) {
+		resp, err := engine.Generate(ctx, b.r, engine.WithModel(m), engine.WithPrompt(in))
+		if err != nil {
+			return "", err
+		}
+		return resp.Text(), nil
+	})
+	var started []oteltrace.SpanContext
+	ctx := engine.WithRootSpan(context.Background(), map[string]string{"batchRun": "b1"}, func(sc oteltrace.SpanContext) {
+		started = append(started, sc)
+	})
+	_, err := b.r.Run(ctx, "/flow/ask", json.RawMessage(`"q"`), nil)
+	require.NoError(t, err)
+	root := spanByName(b.exp.GetSpans(), "ask")[0]
+	require.Len(t, started, 1)
+	require.Equal(t, root.SpanContext.TraceID(), started[0].TraceID())
+	require.Equal(t, root.SpanContext.SpanID(), started[0].SpanID())
+	label, ok := attr(root, "batchRun")
+	require.True(t, ok)
+	require.Equal(t, "b1", label)
+	for _, s := range b.exp.GetSpans() {
+		if s.Name != "ask" {
+			_, ok := attr(s, "batchRun")
+			require.False(t, ok, s.Name)
+		}
+	}
 }
