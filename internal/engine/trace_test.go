@@ -161,3 +161,21 @@ func TestWithRootSpanLabelsAndReportsTheRootSpan(t *testing.T) {
 		}
 	}
 }
+
+// A tool run on its own (the reflection API's runAction, a durable run of a tool) is traced in a
+// tool span of its own, as Genkit traces every action it runs; its interrupt shows on that span.
+func TestToolRunOnItsOwnHasItsOwnSpan(t *testing.T) {
+	t.Parallel()
+	h := setupHITL(t)
+	_, err := h.r.Run(context.Background(), "/tool/transferMoney", json.RawMessage(`{"to":"bob","amount":500}`), nil)
+	var ie *engine.InterruptError
+	require.ErrorAs(t, err, &ie)
+	s := spanByName(h.exp.GetSpans(), "transferMoney")
+	require.Len(t, s, 1)
+	for k, v := range map[string]any{engine.AttrSubtype: "tool", engine.AttrState: "interrupted", engine.AttrIsRoot: true,
+		engine.AttrInput: `{"to":"bob","amount":500}`} {
+		got, ok := attr(s[0], k)
+		require.True(t, ok, k)
+		require.Equal(t, v, got, k)
+	}
+}
