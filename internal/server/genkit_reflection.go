@@ -203,7 +203,7 @@ func (s *Server) genkitRunError(ctx context.Context, err error, traceID string) 
 	switch {
 	case errors.As(err, &fi):
 		details["interrupts"] = fi.interrupts
-		return genkitStatus(engine.StatusFailedPrecondition, fi.Error(), details)
+		return genkitStatusBody(engine.StatusFailedPrecondition, fi.Error(), details)
 	case errors.As(err, &ie):
 		// A tool run on its own has no generate loop to pause and nobody to ask: the call stops
 		// at its interrupt, which is the caller's to handle.
@@ -212,7 +212,7 @@ func (s *Server) genkitRunError(ctx context.Context, err error, traceID string) 
 		if q := interruptQuestion(ie.Metadata); q != "" {
 			msg = "the tool interrupted to ask a person (" + q + "); run it from a flow to resolve the interrupt in the inbox"
 		}
-		return genkitStatus(engine.StatusFailedPrecondition, msg, details)
+		return genkitStatusBody(engine.StatusFailedPrecondition, msg, details)
 	case ctx.Err() != nil:
 		return genkitStatus(engine.StatusCancelled, "Action was cancelled", details)
 	}
@@ -281,7 +281,8 @@ func genkitStatus(st engine.Status, message string, details map[string]any) map[
 	return map[string]any{"code": code, "message": message, "details": details}
 }
 
-// genkitStatusBody is a Status answered on its own, as Genkit Go answers a request it refuses.
+// genkitStatusBody is a Status whose message starts with its status name, as engine errors and
+// Genkit's own GenkitError messages do ("NOT_FOUND: …").
 func genkitStatusBody(st engine.Status, message string, details map[string]any) map[string]any {
 	return genkitStatus(st, string(st)+": "+message, details)
 }
