@@ -181,7 +181,7 @@ func (r *Registry) Run(ctx context.Context, key string, input json.RawMessage, c
 	if a == nil {
 		return nil, Errorf(StatusNotFound, "run %s: action not found", key)
 	}
-	if _, isTool := a.(Tool); isTool {
+	if typ := a.Desc().Type; typ == ActionTypeTool || typ == ActionTypeToolV2 {
 		return r.runTool(ctx, a, input, cb)
 	}
 	return a.RunJSON(ctx, input, cb)
