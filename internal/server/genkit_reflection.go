@@ -130,8 +130,10 @@ func (s *Server) genkitRunAction(c echo.Context) error {
 			headers(sc)
 		}
 	})
-	// A generate inside the action that ends interrupted is seen here: a flow run this way is not
-	// durable, so its interrupts cannot wait in the inbox, and its output is not its result.
+	// A generate inside a flow that ends interrupted is seen here: a flow run this way is not
+	// durable, so its interrupts cannot wait in the inbox, and its output is not its result. (A
+	// generate, model or prompt run on its own answers its interrupted response: that is its
+	// result, interrupts included, as in Genkit.)
 	var interrupted *engine.ModelResponse
 	ctx = engine.WithContextOptions(ctx, engine.WithHooks(&engine.Hooks{
 		OnResponse: func(_ context.Context, resp *engine.ModelResponse) error {
@@ -164,7 +166,7 @@ func (s *Server) genkitRunAction(c echo.Context) error {
 		}
 	}
 	out, err := reg.Run(ctx, req.Key, req.Input, cb)
-	if err == nil && interrupted != nil {
+	if err == nil && interrupted != nil && strings.HasPrefix(req.Key, "/flow/") {
 		err = flowInterrupted(req.Key, interrupted)
 	}
 	var final any

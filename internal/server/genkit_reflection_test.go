@@ -398,3 +398,30 @@ func TestGenkitStreamTrace(t *testing.T) {
 	require.Equal(t, traceID, events[0]["traceId"])
 	require.NotEmpty(t, events[0]["spans"])
 }
+
+// TestGenkitRunActionGenerateInterruptedIsItsResult: /util/generate run on its own answers its
+// interrupted response as its result, interrupts included, as Genkit's does; only a flow, whose
+// output is not final while it waits, answers FAILED_PRECONDITION.
+func TestGenkitRunActionGenerateInterruptedIsItsResult(t *testing.T) {
+	t.Parallel()
+	b := genkitSetup(t)
+	resp := b.post(t, "/api/runAction", `{"key":"/util/generate","input":{"model":"demo/travel",
+		"messages":[{"role":"user","content":[{"text":"Plan a trip to Lisbon next Friday."}]}],"tools":["getWeather","bookFlight"]}}`)
+	body := readAll(t, resp.Body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	var res struct {
+		Result struct {
+			FinishReason string `json:"finishReason"`
+			Message      struct {
+				Content []map[string]any `json:"content"`
+			} `json:"message"`
+		} `json:"result"`
+		Telemetry struct {
+			TraceID string `json:"traceId"`
+		} `json:"telemetry"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &res), body)
+	require.Equal(t, "interrupted", res.Result.FinishReason, body)
+	require.Contains(t, body, `"interrupt"`)
+	require.Equal(t, resp.Header.Get("X-Genkit-Trace-Id"), res.Telemetry.TraceID)
+}
