@@ -64,7 +64,7 @@ chaos-short: ## crash harness, CI's short form (under 3 minutes)
 	$(GO) run ./internal/chaos -rounds 4 -runs-per-round 16 -round-time 10s -postmaster-every 2
 
 .PHONY: compat
-compat: compat-genkit-go compat-otel-js ## real client programs against a throwaway Loupe: Genkit Go, Genkit JS, the genkit CLI, an OTel exporter
+compat: compat-genkit-go compat-otel-js compat-genkit-cli ## real client programs against a throwaway Loupe: Genkit Go, Genkit JS, the genkit CLI, an OTel exporter
 
 .PHONY: compat-genkit-go
 compat-genkit-go: ## a real Genkit Go v1.4.0 app sends its traces to a throwaway Loupe (bench/genkit-telemetry.sh)
@@ -73,6 +73,10 @@ compat-genkit-go: ## a real Genkit Go v1.4.0 app sends its traces to a throwaway
 .PHONY: compat-otel-js
 compat-otel-js: ## the real OpenTelemetry JS exporter sends GenAI-convention spans to a throwaway Loupe (compat/otel-js.sh)
 	compat/otel-js.sh
+
+.PHONY: compat-genkit-cli
+compat-genkit-cli: ## the real genkit CLI (npm genkit-cli, pinned) and its Dev UI server against a throwaway Loupe (compat/genkit-cli.sh)
+	compat/genkit-cli.sh
 
 .PHONY: bench-smoke
 bench-smoke: ## run every benchmark and bench/ script once, tiny, so none rots (bench/smoke.sh)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 )
@@ -180,7 +181,27 @@ func (r *Registry) Run(ctx context.Context, key string, input json.RawMessage, c
 	if a == nil {
 		return nil, Errorf(StatusNotFound, "run %s: action not found", key)
 	}
+	if typ := a.Desc().Type; typ == ActionTypeTool || typ == ActionTypeToolV2 {
+		return r.runTool(ctx, a, input, cb)
+	}
 	return a.RunJSON(ctx, input, cb)
+}
+
+// runTool runs a tool on its own (not from a generate) in a tool span of its own, as Genkit's
+// action.run traces every action it runs, so that such a run has a trace and its interrupt shows.
+func (r *Registry) runTool(ctx context.Context, a Action, input json.RawMessage, cb StreamFunc) (json.RawMessage, error) {
+	name := a.Desc().Name
+	ctx, span := r.startSpan(ctx, name, "action", "tool",
+		attribute.String(AttrGenAIOp, "execute_tool"), attribute.String(AttrGenAIToolName, name))
+	if len(input) > 0 {
+		r.setJSONAttr(span, AttrInput, input)
+	}
+	out, err := a.RunJSON(ctx, input, cb)
+	if err == nil {
+		r.setJSONAttr(span, AttrOutput, out)
+	}
+	r.endSpan(span, err)
+	return out, err
 }
 
 // toolLookupPrefixes is the order in which a short tool name is resolved, as in Genkit's

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -46,6 +47,37 @@ type spanLinksKey struct{}
 // interrupted, so that one run reads as one story across the pause.
 func WithSpanLinks(ctx context.Context, links ...trace.Link) context.Context {
 	return context.WithValue(ctx, spanLinksKey{}, links)
+}
+
+type rootSpanKey struct{}
+
+// rootSpanOptions are what WithRootSpan asks of the next root span under a context.
+type rootSpanOptions struct {
+	labels  []attribute.KeyValue
+	onStart func(trace.SpanContext)
+	taken   atomic.Bool
+}
+
+// WithRootSpan asks that the next root span started under ctx (an action run on its own: a
+// flow's, a tool's, a generate's outside a flow) carry labels as extra attributes and, once it has
+// started, be reported to onStart (which may be nil) with its trace and span ids. This is Genkit's
+// telemetryLabels and onTraceStart: its reflection server labels a batch run's root span, and
+// sends the trace id in a response header before the action's first chunk.
+func WithRootSpan(ctx context.Context, labels map[string]string, onStart func(trace.SpanContext)) context.Context {
+	o := &rootSpanOptions{onStart: onStart}
+	for k, v := range labels {
+		o.labels = append(o.labels, attribute.String(k, v))
+	}
+	return context.WithValue(ctx, rootSpanKey{}, o)
+}
+
+// takeRootSpan returns the options of WithRootSpan the first time it is called under ctx.
+func takeRootSpan(ctx context.Context) *rootSpanOptions {
+	o, ok := ctx.Value(rootSpanKey{}).(*rootSpanOptions)
+	if !ok || !o.taken.CompareAndSwap(false, true) {
+		return nil
+	}
+	return o
 }
 
 type rootSpanIDsKey struct{}

@@ -67,6 +67,10 @@ func (r *Registry) startSpan(ctx context.Context, name, typ, subtype string, ext
 			opts = append(opts, trace.WithLinks(links...))
 		}
 	}
+	var root *rootSpanOptions
+	if parent == "" {
+		root = takeRootSpan(ctx)
+	}
 	ctx, span := r.tracer.Load().Start(ctx, name, opts...)
 	if span.IsRecording() {
 		attrs := make([]attribute.KeyValue, 0, 6+len(extra))
@@ -82,13 +86,21 @@ func (r *Registry) startSpan(ctx context.Context, name, typ, subtype string, ext
 			attrs = append(attrs, attribute.Bool(AttrIsRoot, true))
 		}
 		attrs = append(attrs, extra...)
+		if root != nil {
+			attrs = append(attrs, root.labels...)
+		}
 		span.SetAttributes(attrs...)
+	}
+	if root != nil && root.onStart != nil {
+		root.onStart(span.SpanContext())
 	}
 	return context.WithValue(ctx, pathKey{}, path), span
 }
 
 // setJSONAttr marshals v into a span attribute, cut at the limit with a marker. It does nothing
-// when the span is not recording, so untraced runs never pay for it.
+// when the span is not recording, so untraced runs never pay for it. A string is encoded as JSON
+// like any other value (liftoff becomes "\"liftoff\""), as Genkit's JSON.stringify does, so that
+// readers such as the genkit CLI's eval:extractData can parse every genkit:input and genkit:output.
 func (r *Registry) setJSONAttr(span trace.Span, key string, v any) {
 	if !span.IsRecording() {
 		return
@@ -97,9 +109,6 @@ func (r *Registry) setJSONAttr(span trace.Span, key string, v any) {
 	switch x := v.(type) {
 	case json.RawMessage:
 		b = x
-	case string:
-		span.SetAttributes(attribute.String(key, r.truncate(x)))
-		return
 	default:
 		var err error
 		if b, err = json.Marshal(v); err != nil {
@@ -123,13 +132,6 @@ func (r *Registry) setFreshJSON(span trace.Span, key string, b []byte) {
 		return
 	}
 	span.SetAttributes(attribute.String(key, unsafe.String(unsafe.SliceData(b), len(b))))
-}
-
-func (r *Registry) truncate(s string) string {
-	if r.attrLimit <= 0 || len(s) <= r.attrLimit {
-		return s
-	}
-	return s[:r.attrLimit] + TruncationMarker + strconv.Itoa(len(s)) + "]"
 }
 
 func (r *Registry) truncateBytes(b []byte) string {

@@ -2,11 +2,13 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/codes"
+	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/engine/scripted"
@@ -107,4 +109,73 @@ func TestItem13_ErrorSpanState(t *testing.T) {
 	st, _ := attr(s, engine.AttrState)
 	require.Equal(t, "error", st)
 	require.Equal(t, codes.Error, s.Status.Code)
+}
+
+// Genkit writes genkit:input and genkit:output with JSON.stringify, strings too, and readers such
+// as the genkit CLI's eval:extractData parse them: a flow's string output is stored as JSON.
+func TestStringInputAndOutputAreJSONInSpans(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	engine.DefineFlow(b.r, "shout", func(ctx context.Context, in string) (string, error) {
+		return strings.ToUpper(in) + "!", nil
+	})
+	_, err := b.r.Run(context.Background(), "/flow/shout", json.RawMessage(`"liftoff"`), nil)
+	require.NoError(t, err)
+	s := spanByName(b.exp.GetSpans(), "shout")[0]
+	in, _ := attr(s, engine.AttrInput)
+	out, _ := attr(s, engine.AttrOutput)
+	require.Equal(t, `"liftoff"`, in)
+	require.Equal(t, `"LIFTOFF!"`, out)
+}
+
+// WithRootSpan is Genkit's telemetryLabels and onTraceStart: the labels land on the root span only,
+// and onStart sees the root span's ids once, before the action returns.
+func TestWithRootSpanLabelsAndReportsTheRootSpan(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	m := scripted.New("m", scripted.Text("ok"))
+	engine.DefineFlow(b.r, "ask", func(ctx context.Context, in string) (string, error) {
+		resp, err := engine.Generate(ctx, b.r, engine.WithModel(m), engine.WithPrompt(in))
+		if err != nil {
+			return "", err
+		}
+		return resp.Text(), nil
+	})
+	var started []oteltrace.SpanContext
+	ctx := engine.WithRootSpan(context.Background(), map[string]string{"batchRun": "b1"}, func(sc oteltrace.SpanContext) {
+		started = append(started, sc)
+	})
+	_, err := b.r.Run(ctx, "/flow/ask", json.RawMessage(`"q"`), nil)
+	require.NoError(t, err)
+	root := spanByName(b.exp.GetSpans(), "ask")[0]
+	require.Len(t, started, 1)
+	require.Equal(t, root.SpanContext.TraceID(), started[0].TraceID())
+	require.Equal(t, root.SpanContext.SpanID(), started[0].SpanID())
+	label, ok := attr(root, "batchRun")
+	require.True(t, ok)
+	require.Equal(t, "b1", label)
+	for _, s := range b.exp.GetSpans() {
+		if s.Name != "ask" {
+			_, ok := attr(s, "batchRun")
+			require.False(t, ok, s.Name)
+		}
+	}
+}
+
+// A tool run on its own (the reflection API's runAction, a durable run of a tool) is traced in a
+// tool span of its own, as Genkit traces every action it runs; its interrupt shows on that span.
+func TestToolRunOnItsOwnHasItsOwnSpan(t *testing.T) {
+	t.Parallel()
+	h := setupHITL(t)
+	_, err := h.r.Run(context.Background(), "/tool/transferMoney", json.RawMessage(`{"to":"bob","amount":500}`), nil)
+	var ie *engine.InterruptError
+	require.ErrorAs(t, err, &ie)
+	s := spanByName(h.exp.GetSpans(), "transferMoney")
+	require.Len(t, s, 1)
+	for k, v := range map[string]any{engine.AttrSubtype: "tool", engine.AttrState: "interrupted", engine.AttrIsRoot: true,
+		engine.AttrInput: `{"to":"bob","amount":500}`} {
+		got, ok := attr(s[0], k)
+		require.True(t, ok, k)
+		require.Equal(t, v, got, k)
+	}
 }

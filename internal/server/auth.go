@@ -44,11 +44,12 @@ func bearerToken(r *http.Request) (string, bool) {
 }
 
 // isPublic lists the paths that need no sign-in: health, metrics, assets, the sign-in page itself,
-// and Genkit's telemetry API and OTLP ingest, whose handlers check the ingest token themselves
-// (see traceRoutes).
+// Genkit's telemetry API and OTLP ingest, whose handlers check the ingest token themselves (see
+// traceRoutes), and the reflection API's /api/notify, which the genkit CLI sends on connecting and
+// which changes nothing.
 func isPublic(path string) bool {
 	switch path {
-	case "/healthz", "/readyz", "/metrics", "/login", "/api/__health", "/api/traces", "/v1/traces":
+	case "/healthz", "/readyz", "/metrics", "/login", "/api/__health", "/api/traces", "/v1/traces", "/api/logs", "/api/notify":
 		return true
 	}
 	return strings.HasPrefix(path, "/static/") || strings.HasPrefix(path, "/api/traces/")

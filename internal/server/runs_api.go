@@ -34,8 +34,11 @@ func (s *Server) runRoutes(api *echo.Group) {
 	api.POST("/interrupts/:id/resolve", s.apiInterruptResolve, reviewer)
 	api.GET("/actions", s.apiActionList)
 
+	// Genkit's reflection API: genkit_reflection.go.
 	s.echo.GET("/api/actions", s.genkitActions)
 	s.echo.POST("/api/runAction", s.genkitRunAction, reviewer)
+	s.echo.POST("/api/cancelAction", s.genkitCancelAction, reviewer)
+	s.echo.POST("/api/notify", s.genkitNotify)
 }
 
 // bindJSON decodes a JSON request body into v (see decodeJSON).

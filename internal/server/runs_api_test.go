@@ -306,20 +306,6 @@ func TestGenkitReflectionRunAction(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
 	require.Equal(t, []string{`{"n":2}`, `{"n":1}`}, lines[:2], "chunks stream as NDJSON")
 	require.Contains(t, lines[2], `"result":"liftoff"`)
-
-	// A tool that interrupts, run on its own, stops at its interrupt: a 409 saying so, not a 500.
-	var failed struct {
-		Error struct {
-			Status  string         `json:"status"`
-			Message string         `json:"message"`
-			Details map[string]any `json:"details"`
-		} `json:"error"`
-	}
-	require.Contains(t, actions, "/tool/transfer")
-	require.Equal(t, http.StatusConflict, call(t, "POST", b.url+"/api/runAction", `{"key":"/tool/transfer","input":{"to":"bob","amount":5,"currency":"EUR"}}`, &failed))
-	require.Equal(t, "FAILED_PRECONDITION", failed.Error.Status)
-	require.Contains(t, failed.Error.Message, "interrupted to ask a person")
-	require.NotNil(t, failed.Error.Details["interrupt"])
 }
 
 // TestAPIInterruptListPages: the interrupt list pages by cursor, so that no pending interrupt is

@@ -66,6 +66,11 @@ type Server struct {
 	echo    *echo.Echo
 	metrics *metrics
 	outage  outage
+	// active are the actions that Genkit's /api/runAction runs, for /api/cancelAction.
+	active activeActions
+	// closing is closed by Stop, to end long streams (stopStreams).
+	closing   chan struct{}
+	closeOnce sync.Once
 
 	mu       sync.Mutex
 	http     *http.Server
@@ -95,7 +100,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Store == nil {
 		return nil, errors.New("server: a store is required")
 	}
-	s := &Server{cfg: cfg, deps: deps, store: deps.Store, auth: auth.New(deps.Store), log: cfg.Logger, echo: echo.New()}
+	s := &Server{cfg: cfg, deps: deps, store: deps.Store, auth: auth.New(deps.Store), log: cfg.Logger, echo: echo.New(),
+		closing: make(chan struct{})}
 	s.metrics = newMetrics(deps.Store)
 	s.routes()
 	return s, nil
@@ -153,7 +159,9 @@ func (s *Server) routes() {
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{Skipper: func(c echo.Context) bool {
 		p := c.Request().URL.Path
 		// Ingest answers a few bytes, thousands of times a second: not worth a gzip writer.
-		return p == "/ws" || p == "/metrics" || c.Request().Method == http.MethodPost && (p == "/api/traces" || p == "/v1/traces")
+		// Genkit's streams (runAction's NDJSON, a trace's events) go out as written, unbuffered.
+		return p == "/ws" || p == "/metrics" || c.Request().Method == http.MethodPost && (p == "/api/traces" || p == "/v1/traces") ||
+			p == "/api/runAction" || isTraceStreamPath(p)
 	}}))
 	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{
 		Limit: strconv.FormatInt(s.cfg.BodyLimit, 10),
@@ -233,6 +241,7 @@ func (s *Server) Addr() string {
 // Stop stops accepting connections and waits for in-flight requests, up to the shutdown timeout.
 // It is safe to call twice and without Start.
 func (s *Server) Stop() {
+	s.stopStreams()
 	s.mu.Lock()
 	srv, done := s.http, s.done
 	s.mu.Unlock()

@@ -41,6 +41,10 @@ func (s *Server) traceRoutes() {
 	e.POST("/api/traces", s.genkitTraceIngest)
 	e.GET("/api/traces", s.genkitTraceList)
 	e.GET("/api/traces/:id", s.genkitTraceGet)
+	e.GET("/api/traces/:id/stream", s.genkitTraceStream) // genkit_telemetry.go
+	e.GET("/api/logs", s.genkitLogs)
+	e.GET("/api/traces/:id/logs", s.genkitLogs)
+	e.GET("/api/traces/:id/spans/:spanId/logs", s.genkitLogs)
 	e.POST("/v1/traces", s.otlpTraceIngest)
 	e.GET("/api/v1/traces", s.apiTraceList)
 	e.GET("/api/v1/traces/:id", s.apiTraceGet)
@@ -52,7 +56,9 @@ func (s *Server) traceRoutes() {
 func isIngestPath(p string) bool { return p == "/api/traces" || p == "/v1/traces" }
 
 // isTelemetryPath names the routes that take LOUPE_INGEST_TOKEN: ingest and Genkit's reads.
-func isTelemetryPath(p string) bool { return isIngestPath(p) || strings.HasPrefix(p, "/api/traces/") }
+func isTelemetryPath(p string) bool {
+	return isIngestPath(p) || strings.HasPrefix(p, "/api/traces/") || p == "/api/logs"
+}
 
 // checkIngest enforces the ingest token off loopback and refuses cross-site browser requests.
 func (s *Server) checkIngest(c echo.Context) error {

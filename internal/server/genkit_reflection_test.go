@@ -1,0 +1,427 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/internal/bridge"
+	"github.com/loupe-dev/loupe/internal/demo"
+	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/runs"
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/store/storetest"
+	"github.com/loupe-dev/loupe/internal/trace"
+)
+
+// genkitBundle is a local-mode Loupe that traces into PostgreSQL and serves Genkit's reflection
+// and telemetry APIs, with the demo agents and two test flows: gate, which waits for the test to
+// open it (or for cancellation), and fail, which fails.
+type genkitBundle struct {
+	url   string
+	prov  *trace.Provider
+	store *store.Store
+	open  chan struct{}
+}
+
+func genkitSetup(t *testing.T) *genkitBundle {
+	t.Helper()
+	ctx := context.Background()
+	st := store.New(storetest.NewPool(t))
+	prov, err := trace.NewProvider(ctx, trace.ProviderConfig{NoForward: true,
+		Processor: trace.ProcessorConfig{Store: st, FlushInterval: 20 * time.Millisecond}})
+	require.NoError(t, err)
+	traces, err := trace.NewService(trace.Config{Store: st})
+	require.NoError(t, err)
+	reg := engine.NewRegistry(engine.WithTracerProvider(prov.TracerProvider()))
+	require.NoError(t, demo.Register(bridge.NewApp(reg).(*loupe.App), demo.Config{}))
+	b := &genkitBundle{prov: prov, store: st, open: make(chan struct{})}
+	engine.DefineFlow(reg, "gate", func(ctx context.Context, in string) (string, error) {
+		select {
+		case <-b.open:
+			return "opened " + in, nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})
+	engine.DefineFlow(reg, "fail", func(ctx context.Context, in string) (string, error) {
+		return "", errors.New("the flow broke on " + in)
+	})
+	svc, err := runs.New(runs.Config{Workers: 2, LeaseTTL: 5 * time.Second}, st, reg)
+	require.NoError(t, err)
+	srv, err := New(Config{Addr: "127.0.0.1:0", Dev: true, Version: "test", ShutdownTimeout: 5 * time.Second},
+		Deps{Store: st, Runs: svc, Traces: traces})
+	require.NoError(t, err)
+	require.NoError(t, prov.Start(ctx))
+	require.NoError(t, svc.Start(ctx))
+	require.NoError(t, srv.Start(ctx))
+	t.Cleanup(func() { srv.Stop(); svc.Stop(); traces.Close(); prov.Stop() })
+	b.url = "http://" + srv.Addr()
+	return b
+}
+
+// post sends a JSON body and returns the response, its body not yet read.
+func (b *genkitBundle) post(t *testing.T, path, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, b.url+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func readAll(t *testing.T, r io.Reader) string {
+	t.Helper()
+	b, err := io.ReadAll(r)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// rootSpan waits until the trace's root span has ended in the database, and returns it as
+// Genkit's GET /api/traces/{id} gives it.
+func (b *genkitBundle) rootSpan(t *testing.T, traceID string) *trace.SpanData {
+	t.Helper()
+	require.NoError(t, b.prov.ForceFlush(context.Background()))
+	var root *trace.SpanData
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(b.url + "/api/traces/" + traceID)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false
+		}
+		var td trace.TraceData
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&td))
+		for _, sp := range td.Spans {
+			if sp.ParentSpanID == "" && sp.EndTime > 0 {
+				root = sp
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond, "trace %s has no ended root span", traceID)
+	return root
+}
+
+func attrsOf(t *testing.T, sp *trace.SpanData) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(sp.Attributes, &m))
+	return m
+}
+
+var (
+	hexTraceID = regexp.MustCompile(`^[0-9a-f]{32}$`)
+	hexSpanID  = regexp.MustCompile(`^[0-9a-f]{16}$`)
+)
+
+// TestGenkitRunActionAnswersInGenkitsShape: runAction answers as Genkit's reflection server does:
+// the trace and span ids in X-Genkit-Trace-Id / X-Genkit-Span-Id, and a body of
+// {"result","telemetry":{"traceId"}} that names the same trace, whose root span stores the input
+// and output JSON-encoded (a string output as "\"liftoff\"").
+func TestGenkitRunActionAnswersInGenkitsShape(t *testing.T) {
+	t.Parallel()
+	b := genkitSetup(t)
+	resp := b.post(t, "/api/runAction", `{"key":"/flow/countdown","input":{"from":1},"runtimeId":"loupe"}`)
+	body := readAll(t, resp.Body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	traceID, spanID := resp.Header.Get("X-Genkit-Trace-Id"), resp.Header.Get("X-Genkit-Span-Id")
+	require.Regexp(t, hexTraceID, traceID)
+	require.Regexp(t, hexSpanID, spanID)
+	require.Equal(t, "loupe/test", resp.Header.Get("X-Genkit-Version"))
+	require.JSONEq(t, `{"result":"liftoff","telemetry":{"traceId":"`+traceID+`"}}`, body)
+
+	root := b.rootSpan(t, traceID)
+	require.Equal(t, spanID, root.SpanID)
+	attrs := attrsOf(t, root)
+	require.Equal(t, `"liftoff"`, attrs["genkit:output"])
+	require.JSONEq(t, `{"from":1}`, attrs["genkit:input"].(string))
+	require.Equal(t, "flow", attrs["genkit:metadata:subtype"])
+	require.Equal(t, "countdown", attrs["genkit:name"])
+}
+
+// TestGenkitStreamingRunActionFraming: with ?stream=true the headers, trace id included, are sent
+// as the action starts, before its first chunk; each chunk is a JSON line ending in "\n", and the
+// final {"result","telemetry"} follows the last newline with none after it, which is what the
+// genkit CLI's manager parses as the final object (a trailing newline made it parse "" and fail
+// with "Unexpected end of JSON input").
+func TestGenkitStreamingRunActionFraming(t *testing.T) {
+	t.Parallel()
+	b := genkitSetup(t)
+	resp := b.post(t, "/api/runAction?stream=true", `{"key":"/flow/countdown","input":{"from":2}}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "text/plain", resp.Header.Get("Content-Type"))
+	traceID := resp.Header.Get("X-Genkit-Trace-Id")
+	require.Regexp(t, hexTraceID, traceID)
+	require.Regexp(t, hexSpanID, resp.Header.Get("X-Genkit-Span-Id"))
+	body := readAll(t, resp.Body)
+	require.Equal(t, `{"n":2}`+"\n"+`{"n":1}`+"\n"+`{"result":"liftoff","telemetry":{"traceId":"`+traceID+`"}}`, body)
+
+	// The headers come before the action ends: gate holds its flow open until the test opens it.
+	resp = b.post(t, "/api/runAction?stream=true", `{"key":"/flow/gate","input":"up"}`)
+	require.Regexp(t, hexTraceID, resp.Header.Get("X-Genkit-Trace-Id"), "the trace id is sent while the flow still runs")
+	close(b.open)
+	require.JSONEq(t, `{"result":"opened up","telemetry":{"traceId":"`+resp.Header.Get("X-Genkit-Trace-Id")+`"}}`, readAll(t, resp.Body))
+}
+
+// genkitError is Genkit's {"error": Status}.
+type genkitError struct {
+	Error struct {
+		Code    *int           `json:"code"`
+		Message string         `json:"message"`
+		Details map[string]any `json:"details"`
+	} `json:"error"`
+}
+
+func decodeGenkitError(t *testing.T, body string) genkitError {
+	t.Helper()
+	var e genkitError
+	require.NoError(t, json.Unmarshal([]byte(body), &e), body)
+	require.NotNil(t, e.Error.Code, "the error has a numeric code: %s", body)
+	require.NotNil(t, e.Error.Details, "details is always an object (the CLI reads details.stack): %s", body)
+	return e
+}
+
+// TestGenkitRunActionErrorsInGenkitsShape: a failed action answers 200 with
+// {"error":{"code","message","details":{"traceId"}}}, in both modes, the stream's error being its
+// last line with no newline after it; an input the schema refuses fails before any span, with
+// INVALID_ARGUMENT; an unknown action is a 404 whose body is the Status itself, as Genkit Go
+// answers, so that the CLI prints its code and message instead of "undefined".
+func TestGenkitRunActionErrorsInGenkitsShape(t *testing.T) {
+	t.Parallel()
+	b := genkitSetup(t)
+	for _, path := range []string{"/api/runAction", "/api/runAction?stream=true"} {
+		resp := b.post(t, path, `{"key":"/flow/fail","input":"purpose"}`)
+		body := readAll(t, resp.Body)
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		require.False(t, strings.HasSuffix(body, "\n"), path)
+		e := decodeGenkitError(t, body)
+		require.Equal(t, 2, *e.Error.Code, "UNKNOWN: %s", body)
+		require.Contains(t, e.Error.Message, "the flow broke on purpose")
+		require.Equal(t, resp.Header.Get("X-Genkit-Trace-Id"), e.Error.Details["traceId"])
+		require.Regexp(t, hexTraceID, e.Error.Details["traceId"])
+	}
+
+	resp := b.post(t, "/api/runAction", `{"key":"/flow/countdown","input":{"from":"ten"}}`)
+	body := readAll(t, resp.Body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	e := decodeGenkitError(t, body)
+	require.Equal(t, 3, *e.Error.Code, "INVALID_ARGUMENT: %s", body)
+	require.Contains(t, e.Error.Message, "from")
+
+	resp = b.post(t, "/api/runAction", `{"key":"/flow/nope","input":1}`)
+	body = readAll(t, resp.Body)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	var st struct {
+		Code    int            `json:"code"`
+		Message string         `json:"message"`
+		Details map[string]any `json:"details"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &st), body)
+	require.Equal(t, 5, st.Code)
+	require.Contains(t, st.Message, `"/flow/nope" not found`)
+	require.NotNil(t, st.Details)
+}
+
+// TestGenkitRunActionTelemetryLabels: flow:batchRun --label b1 sends telemetryLabels
+// {"batchRun":"b1"}; Genkit puts them on the root span's attributes, where eval:extractData --label
+// looks for them, and so does Loupe.
+func TestGenkitRunActionTelemetryLabels(t *testing.T) {
+	t.Parallel()
+	b := genkitSetup(t)
+	resp := b.post(t, "/api/runAction", `{"key":"/flow/countdown","input":{"from":1},"telemetryLabels":{"batchRun":"b1"}}`)
+	body := readAll(t, resp.Body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Contains(t, body, `"result":"liftoff"`)
+	root := b.rootSpan(t, resp.Header.Get("X-Genkit-Trace-Id"))
+	require.Equal(t, "b1", attrsOf(t, root)["batchRun"])
+}
+
+// TestGenkitRunActionInterrupts: a flow whose generate ends interrupted has no result yet, and a
+// run through the reflection API is not durable, so nobody could answer it: the CLI gets
+// FAILED_PRECONDITION naming the question and the way to answer it, with the trace id and the
+// interrupted tool requests, instead of an empty result. A tool run on its own that interrupts
+// answers the same code with its interrupt's metadata.
+func TestGenkitRunActionInterrupts(t *testing.T) {
+	t.Parallel()
+	b := genkitSetup(t)
+	resp := b.post(t, "/api/runAction", `{"key":"/flow/travelAgent","input":{"destination":"Lisbon"}}`)
+	body := readAll(t, resp.Body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	e := decodeGenkitError(t, body)
+	require.Equal(t, 9, *e.Error.Code, body)
+	require.Contains(t, e.Error.Message, `bookFlight asks "Approve booking a economy flight to Lisbon`)
+	require.Contains(t, e.Error.Message, "inbox")
+	require.Equal(t, resp.Header.Get("X-Genkit-Trace-Id"), e.Error.Details["traceId"])
+	interrupts := e.Error.Details["interrupts"].([]any)
+	require.Len(t, interrupts, 1)
+	require.Equal(t, "bookFlight", interrupts[0].(map[string]any)["name"])
+	require.NotNil(t, interrupts[0].(map[string]any)["interrupt"])
+
+	resp = b.post(t, "/api/runAction", `{"key":"/tool/transfer","input":{"to":"bob","amount":5,"currency":"EUR"}}`)
+	body = readAll(t, resp.Body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	e = decodeGenkitError(t, body)
+	require.Equal(t, 9, *e.Error.Code, body)
+	require.Contains(t, e.Error.Message, "interrupted to ask a person")
+	require.NotNil(t, e.Error.Details["interrupt"])
+	require.Regexp(t, hexTraceID, e.Error.Details["traceId"])
+}
+
+// TestGenkitCancelAction: POST /api/cancelAction {traceId} stops an action that runAction runs,
+// which then ends with Genkit's CANCELLED error; a trace id that runs nothing (any more) is a 404
+// {"message"}, and a body without one a 400, as Genkit's reflection server answers.
+func TestGenkitCancelAction(t *testing.T) {
+	t.Parallel()
+	b := genkitSetup(t)
+	resp := b.post(t, "/api/runAction?stream=true", `{"key":"/flow/gate","input":"never"}`)
+	traceID := resp.Header.Get("X-Genkit-Trace-Id")
+	require.Regexp(t, hexTraceID, traceID)
+
+	cancel := b.post(t, "/api/cancelAction", `{"traceId":"`+traceID+`"}`)
+	require.Equal(t, http.StatusOK, cancel.StatusCode)
+	require.JSONEq(t, `{"message":"Action cancelled"}`, readAll(t, cancel.Body))
+	require.JSONEq(t, `{"error":{"code":1,"message":"Action was cancelled","details":{"traceId":"`+traceID+`"}}}`, readAll(t, resp.Body))
+
+	again := b.post(t, "/api/cancelAction", `{"traceId":"`+traceID+`"}`)
+	require.Equal(t, http.StatusNotFound, again.StatusCode)
+	require.JSONEq(t, `{"message":"Action not found or already completed"}`, readAll(t, again.Body))
+	missing := b.post(t, "/api/cancelAction", `{}`)
+	require.Equal(t, http.StatusBadRequest, missing.StatusCode)
+	require.JSONEq(t, `{"error":"traceId is required"}`, readAll(t, missing.Body))
+}
+
+// TestGenkitNotifyAndLogs: the CLI's POST /api/notify is answered OK (no more "Failed to notify
+// runtime: 404"), and the log lists answer Genkit's {"logs":[]}.
+func TestGenkitNotifyAndLogs(t *testing.T) {
+	t.Parallel()
+	b := genkitSetup(t)
+	resp := b.post(t, "/api/notify", `{"telemetryServerUrl":"http://localhost:4033","reflectionApiSpecVersion":1}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "OK", readAll(t, resp.Body))
+	for _, path := range []string{"/api/logs?limit=15", "/api/traces/0af7651916cd43dd8448eb211c80319c/logs",
+		"/api/traces/0af7651916cd43dd8448eb211c80319c/spans/b7ad6b7169203331/logs"} {
+		var out map[string]any
+		require.Equal(t, http.StatusOK, call(t, "GET", b.url+path, "", &out), path)
+		require.Equal(t, map[string]any{"logs": []any{}}, out, path)
+	}
+}
+
+// readEvents reads a trace stream's "data: <json>\n\n" messages until it ends.
+func readEvents(t *testing.T, r io.Reader) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 1<<16), 1<<24)
+	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+		if i := strings.Index(string(data), "\n\n"); i >= 0 {
+			return i + 2, data[:i], nil
+		}
+		if atEOF && len(data) > 0 {
+			return len(data), data, nil
+		}
+		return 0, nil, nil
+	})
+	for sc.Scan() {
+		msg, ok := strings.CutPrefix(sc.Text(), "data: ")
+		require.True(t, ok, "an SSE data message: %q", sc.Text())
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(msg), &m), msg)
+		out = append(out, m)
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+// TestGenkitStreamTrace: GET /api/traces/{id}/stream is Genkit's telemetry server's stream: an
+// event stream that starts with the trace so far, then sends span_start / span_end events with
+// the span as its spans come in; Loupe's ends once the root span has ended. A trace that ended
+// before the stream opened is its snapshot alone.
+func TestGenkitStreamTrace(t *testing.T) {
+	t.Parallel()
+	b := genkitSetup(t)
+	resp := b.post(t, "/api/runAction?stream=true", `{"key":"/flow/gate","input":"later"}`)
+	traceID := resp.Header.Get("X-Genkit-Trace-Id")
+	require.Regexp(t, hexTraceID, traceID)
+
+	stream, err := http.Get(b.url + "/api/traces/" + traceID + "/stream")
+	require.NoError(t, err)
+	defer stream.Body.Close()
+	require.Equal(t, http.StatusOK, stream.StatusCode)
+	require.Equal(t, "text/event-stream", stream.Header.Get("Content-Type"))
+	done := make(chan []map[string]any)
+	go func() { done <- readEvents(t, stream.Body) }()
+	close(b.open)
+	require.Contains(t, readAll(t, resp.Body), `"result":"opened later"`)
+	require.NoError(t, b.prov.ForceFlush(context.Background()))
+	var events []map[string]any
+	select {
+	case events = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the trace stream did not end after its root span ended")
+	}
+	require.NotEmpty(t, events)
+	last := events[len(events)-1]
+	if _, isSnapshot := last["spans"]; !isSnapshot {
+		require.Equal(t, "span_end", last["type"], "the stream ends with the root span's end: %v", last)
+		require.Equal(t, traceID, last["traceId"])
+		span := last["span"].(map[string]any)
+		require.Equal(t, "gate", span["displayName"])
+		require.NotContains(t, span, "parentSpanId")
+		for _, ev := range events {
+			if _, isSnapshot := ev["spans"]; !isSnapshot {
+				require.Contains(t, []any{"span_start", "span_end"}, ev["type"])
+			}
+		}
+	}
+
+	// Afterwards: the snapshot alone, and the stream ends at once.
+	b.rootSpan(t, traceID)
+	stream2, err := http.Get(b.url + "/api/traces/" + traceID + "/stream")
+	require.NoError(t, err)
+	defer stream2.Body.Close()
+	events = readEvents(t, stream2.Body)
+	require.Len(t, events, 1)
+	require.Equal(t, traceID, events[0]["traceId"])
+	require.NotEmpty(t, events[0]["spans"])
+}
+
+// TestGenkitRunActionGenerateInterruptedIsItsResult: /util/generate run on its own answers its
+// interrupted response as its result, interrupts included, as Genkit's does; only a flow, whose
+// output is not final while it waits, answers FAILED_PRECONDITION.
+func TestGenkitRunActionGenerateInterruptedIsItsResult(t *testing.T) {
+	t.Parallel()
+	b := genkitSetup(t)
+	resp := b.post(t, "/api/runAction", `{"key":"/util/generate","input":{"model":"demo/travel",
+		"messages":[{"role":"user","content":[{"text":"Plan a trip to Lisbon next Friday."}]}],"tools":["getWeather","bookFlight"]}}`)
+	body := readAll(t, resp.Body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	var res struct {
+		Result struct {
+			FinishReason string `json:"finishReason"`
+			Message      struct {
+				Content []map[string]any `json:"content"`
+			} `json:"message"`
+		} `json:"result"`
+		Telemetry struct {
+			TraceID string `json:"traceId"`
+		} `json:"telemetry"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &res), body)
+	require.Equal(t, "interrupted", res.Result.FinishReason, body)
+	require.Contains(t, body, `"interrupt"`)
+	require.Equal(t, resp.Header.Get("X-Genkit-Trace-Id"), res.Telemetry.TraceID)
+}

@@ -1,0 +1,182 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/trace"
+)
+
+// The parts of Genkit's telemetry server (genkit-tools/telemetry-server) beyond storing and
+// reading traces, which the genkit CLI and the Dev UI server call on GENKIT_TELEMETRY_SERVER:
+// streaming one trace as it grows, and logs.
+
+// isTraceStreamPath names GET /api/traces/{id}/stream.
+func isTraceStreamPath(p string) bool {
+	return strings.HasPrefix(p, "/api/traces/") && strings.HasSuffix(p, "/stream")
+}
+
+// Trace streams are polled from the database, so that they see spans that any instance, or any
+// program, wrote.
+var (
+	traceStreamPoll = 200 * time.Millisecond
+	// traceStreamIdle ends a stream whose trace has not changed for this long.
+	traceStreamIdle = 5 * time.Minute
+)
+
+// genkitTraceStream is GET /api/traces/{id}/stream, as Genkit's telemetry server serves it: a
+// text/event-stream whose first message is the trace so far ("data: <TraceData>\n\n", when it
+// exists), followed by "data: {"type":"span_start"|"span_end","traceId","span"}\n\n" as spans
+// start and end (an ended span that was not seen running gets both, as Genkit sends them).
+// Genkit's stream stays open until the client leaves; Loupe's also ends once the root span has
+// ended, when nothing more is to come, or after traceStreamIdle without a change.
+func (s *Server) genkitTraceStream(c echo.Context) error {
+	if err := s.checkTelemetryToken(c, "reading traces"); err != nil {
+		return err
+	}
+	traceID, err := trace.ParseTraceID(c.Param("id"))
+	if err != nil {
+		return traceError(err)
+	}
+	ctx := c.Request().Context()
+	w := c.Response()
+	h := w.Header()
+	h.Set(echo.HeaderContentType, "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	w.WriteHeader(http.StatusOK)
+	w.Flush()
+
+	send := func(v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(append(append([]byte("data: "), b...), '\n', '\n')); err != nil {
+			return err
+		}
+		w.Flush()
+		return nil
+	}
+	seen := map[string]bool{} // span id: ended
+	first := true
+	lastChange := time.Now()
+	tick := time.NewTicker(traceStreamPoll)
+	defer tick.Stop()
+	for {
+		td, err := s.deps.Traces.GenkitGet(ctx, traceID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil
+			}
+			s.log.Warn("trace stream: read trace", "trace_id", traceID, "err", err)
+			return nil
+		case first:
+			first = false
+			lastChange = time.Now()
+			for id, sp := range td.Spans {
+				seen[id] = sp.EndTime > 0
+			}
+			if err := send(td); err != nil {
+				return nil
+			}
+		default:
+			for _, ev := range traceStreamEvents(traceID, td, seen) {
+				lastChange = time.Now()
+				if err := send(ev); err != nil {
+					return nil
+				}
+			}
+		}
+		if td != nil && rootEnded(td) {
+			return nil
+		}
+		if time.Since(lastChange) > traceStreamIdle {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.closing:
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// genkitSpanEvent is one message of a trace stream after the first.
+type genkitSpanEvent struct {
+	Type    string          `json:"type"`
+	TraceID string          `json:"traceId"`
+	Span    *trace.SpanData `json:"span"`
+}
+
+// traceStreamEvents are the events that take seen (span id: ended) to td, ordered by the time they
+// happened, starts before ends at the same time, as Genkit's spanBroadcastEvents orders them.
+func traceStreamEvents(traceID string, td *trace.TraceData, seen map[string]bool) []genkitSpanEvent {
+	var evs []genkitSpanEvent
+	for id, sp := range td.Spans {
+		ended, known := seen[id]
+		done := sp.EndTime > 0
+		if known && (ended || !done) {
+			continue
+		}
+		seen[id] = done
+		evs = append(evs, genkitSpanEvent{Type: trace.SpanStarted, TraceID: traceID, Span: sp})
+		if done {
+			evs = append(evs, genkitSpanEvent{Type: trace.SpanEnded, TraceID: traceID, Span: sp})
+		}
+	}
+	at := func(e genkitSpanEvent) trace.Millis {
+		if e.Type == trace.SpanStarted {
+			return e.Span.StartTime
+		}
+		return e.Span.EndTime
+	}
+	// Few events per poll: an insertion sort keeps equal times in their start-before-end order.
+	for i := 1; i < len(evs); i++ {
+		for j := i; j > 0 && (at(evs[j]) < at(evs[j-1]) || at(evs[j]) == at(evs[j-1]) && evs[j].Type == trace.SpanStarted && evs[j-1].Type == trace.SpanEnded); j-- {
+			evs[j], evs[j-1] = evs[j-1], evs[j]
+		}
+	}
+	return evs
+}
+
+// rootEnded reports whether the trace's root span (the one without a parent) has ended.
+func rootEnded(td *trace.TraceData) bool {
+	for _, sp := range td.Spans {
+		if sp.ParentSpanID == "" && sp.EndTime > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// genkitLogs is Genkit's GET /api/logs, /api/traces/{id}/logs and
+// /api/traces/{id}/spans/{spanId}/logs. Loupe keeps no logs yet, so the list is empty, in
+// Genkit's shape ({"logs":[]}), which the genkit CLI's log:list and the Dev UI read.
+func (s *Server) genkitLogs(c echo.Context) error {
+	if err := s.checkTelemetryToken(c, "reading logs"); err != nil {
+		return err
+	}
+	if id := c.Param("id"); id != "" {
+		if _, err := trace.ParseTraceID(id); err != nil {
+			return traceError(err)
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"logs": []any{}})
+}
+
+// stopStreams ends the long streams (trace streams) when the server stops, instead of letting
+// them hold up the shutdown.
+func (s *Server) stopStreams() {
+	s.closeOnce.Do(func() { close(s.closing) })
+}
