@@ -19,6 +19,8 @@ type StartParams struct {
 	Input  json.RawMessage
 	// CreatedBy is the user who started it.
 	CreatedBy string
+	// Labels are extra attributes of the run's root span (Genkit's telemetryLabels).
+	Labels map[string]string
 }
 
 // StartRun inserts a run and its job in one transaction and returns the queued run at once.
@@ -43,7 +45,7 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*store.Run, erro
 	var run *store.Run
 	err = s.store.WithTx(ctx, func(tx *store.Store) error {
 		var err error
-		run, err = tx.RunCreate(ctx, store.RunCreateParams{Action: key, Input: input, CreatedBy: p.CreatedBy})
+		run, err = tx.RunCreate(ctx, store.RunCreateParams{Action: key, Input: input, CreatedBy: p.CreatedBy, Labels: p.Labels})
 		if err != nil {
 			return err
 		}

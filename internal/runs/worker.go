@@ -163,6 +163,9 @@ func (s *Service) executeOnce(jobCtx context.Context, run *store.Run, l *lease) 
 	opts = append(opts, replayOpts...)
 	runCtx := engine.WithRunID(ctx, run.ID.String())
 	runCtx = continueTrace(runCtx, run, len(history) > 0)
+	if len(run.Labels) > 0 {
+		runCtx = engine.WithRootSpan(runCtx, run.Labels, nil)
+	}
 	runCtx = engine.WithContextOptionsFor(runCtx, resumeGen, opts...)
 	out, runErr := s.registry.Run(runCtx, run.Action, run.Input, rec.recordStream)
 	stopFlush()

@@ -60,11 +60,13 @@ type Run struct {
 	// WaitedMs is how long the run waited for reviewers in its finished waits (an interrupted
 	// run's current wait is since UpdatedAt).
 	WaitedMs int64 `db:"waited_ms" json:"waited_ms"`
+	// Labels are extra attributes of the run's root span (Genkit's telemetryLabels).
+	Labels map[string]string `db:"labels" json:"labels,omitempty"`
 }
 
 const runColumns = `id, action, input, status, output, error, trace_id, model, turns, input_tokens,
 	output_tokens, replay_of, replay_mode, fork_of, fork_turn, created_by, created_at, started_at,
-	finished_at, updated_at, version, lease_owner, lease_expires_at, lease_epoch, resumes, resume_span_id, waited_ms`
+	finished_at, updated_at, version, lease_owner, lease_expires_at, lease_epoch, resumes, resume_span_id, waited_ms, labels`
 
 // RunCreateParams describes a new run.
 type RunCreateParams struct {
@@ -75,6 +77,15 @@ type RunCreateParams struct {
 	ReplayMode string
 	ForkOf     *uuid.UUID
 	ForkTurn   *int
+	Labels     map[string]string
+}
+
+// labelsJSON is a run's labels as stored: NULL when there are none.
+func labelsJSON(labels map[string]string) any {
+	if len(labels) == 0 {
+		return nil
+	}
+	return labels
 }
 
 // RunCreate inserts a queued run.
@@ -84,10 +95,10 @@ func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (*Run, error) 
 		input = json.RawMessage("null")
 	}
 	rows, err := s.db.Query(ctx, `
-		INSERT INTO runs (id, action, input, created_by, replay_of, replay_mode, fork_of, fork_turn)
-		VALUES ($1, $2, $3, NULLIF($4, ''), $5, NULLIF($6, ''), $7, $8)
+		INSERT INTO runs (id, action, input, created_by, replay_of, replay_mode, fork_of, fork_turn, labels)
+		VALUES ($1, $2, $3, NULLIF($4, ''), $5, NULLIF($6, ''), $7, $8, $9)
 		RETURNING `+runColumns,
-		NewID(), p.Action, input, p.CreatedBy, p.ReplayOf, p.ReplayMode, p.ForkOf, p.ForkTurn)
+		NewID(), p.Action, input, p.CreatedBy, p.ReplayOf, p.ReplayMode, p.ForkOf, p.ForkTurn, labelsJSON(p.Labels))
 	if err != nil {
 		return nil, fmt.Errorf("create run: %w", err)
 	}

@@ -154,3 +154,20 @@ func TestRunWaitsAreCountedApartFromRunning(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, r.WaitedMs, "a queued run that is cancelled never waited")
 }
+
+// TestRunLabelsAreKept: a run's labels (Genkit's telemetryLabels) are stored with it, and a run
+// without any has none.
+func TestRunLabelsAreKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	r, err := s.RunCreate(ctx, store.RunCreateParams{Action: "/flow/l", Labels: map[string]string{"batchRun": "b1"}})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"batchRun": "b1"}, r.Labels)
+	got, err := s.RunGet(ctx, r.ID)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"batchRun": "b1"}, got.Labels)
+	plain, err := s.RunCreate(ctx, store.RunCreateParams{Action: "/flow/l"})
+	require.NoError(t, err)
+	require.Nil(t, plain.Labels)
+}
