@@ -181,7 +181,7 @@ func (s *Service) resolution(ctx context.Context, it *store.Interrupt, p Resolve
 		if len(p.Input) == 0 || string(p.Input) == "null" {
 			return nil, &ValidationError{Field: "input", Message: "edit needs the replacement input"}
 		}
-		if err := s.validate(ctx, it.Tool, "input", p.Input); err != nil {
+		if err := s.validate(ctx, it, "input", p.Input); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal(p.Input, &res.Input); err != nil {
@@ -191,7 +191,7 @@ func (s *Service) resolution(ctx context.Context, it *store.Interrupt, p Resolve
 		if len(p.Output) == 0 {
 			return nil, &ValidationError{Field: "output", Message: "respond needs the tool's output"}
 		}
-		if err := s.validate(ctx, it.Tool, "output", p.Output); err != nil {
+		if err := s.validate(ctx, it, "output", p.Output); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal(p.Output, &res.Output); err != nil {
@@ -239,13 +239,22 @@ func Denial(by, reason string) map[string]any {
 		"message": "A reviewer denied this tool call. Do not retry it; tell the user."}
 }
 
-func (s *Service) validate(ctx context.Context, tool, field string, value json.RawMessage) error {
+func (s *Service) validate(ctx context.Context, it *store.Interrupt, field string, value json.RawMessage) error {
 	if !json.Valid(value) {
 		return &ValidationError{Field: field, Message: "not valid JSON"}
 	}
+	tool := it.Tool
 	in, out, found, err := s.toolSchemas(ctx, tool)
 	if err != nil {
 		return err
+	}
+	if !found {
+		// A tool that no program announces under its name (a Genkit app's, whose actions are
+		// announced under the app's name): the schemas stored with the interrupt.
+		in, out, found, err = storedSchemas(it)
+		if err != nil {
+			return err
+		}
 	}
 	if !found {
 		return &ValidationError{Field: field, Message: fmt.Sprintf("tool %s is no longer registered, so its schema cannot be checked", tool),
@@ -274,4 +283,28 @@ func fieldError(field string, err error) *ValidationError {
 		return &ValidationError{Field: path, Message: f.Message, Cause: err}
 	}
 	return &ValidationError{Field: field, Message: err.Error(), Cause: err}
+}
+
+// storedSchemas are the tool schemas an interrupt was stored with; found is false when it has none.
+func storedSchemas(it *store.Interrupt) (in, out *engine.Schema, found bool, err error) {
+	if len(it.InputSchema) == 0 && len(it.OutputSchema) == 0 {
+		return nil, nil, false, nil
+	}
+	compile := func(raw json.RawMessage) (*engine.Schema, error) {
+		if len(raw) == 0 || string(raw) == "null" {
+			return nil, nil
+		}
+		sch, err := engine.NewSchema(raw)
+		if err != nil {
+			return nil, fmt.Errorf("compile the schema stored with interrupt %s: %w", it.ID, err)
+		}
+		return sch, nil
+	}
+	if in, err = compile(it.InputSchema); err != nil {
+		return nil, nil, false, err
+	}
+	if out, err = compile(it.OutputSchema); err != nil {
+		return nil, nil, false, err
+	}
+	return in, out, true, nil
 }
