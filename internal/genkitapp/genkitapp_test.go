@@ -16,6 +16,7 @@ import (
 
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/genkitapp"
+	"github.com/loupe-dev/loupe/internal/genkitapp/genkitapptest"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/internal/store/storetest"
@@ -118,8 +119,8 @@ func (b *bundle) lastText(t *testing.T, id uuid.UUID) string {
 // the app returned, and the chunks of a streaming flow are the run's.
 func TestAppFlowsRunAsDurableRuns(t *testing.T) {
 	t.Parallel()
-	dir := project(t)
-	startApp(t, dir, "flows")
+	dir := genkitapptest.Project(t)
+	genkitapptest.Start(t, dir, "flows")
 	b := setup(t, dir)
 	b.waitLive(t, "flows")
 
@@ -164,8 +165,8 @@ func TestAppFlowsRunAsDurableRuns(t *testing.T) {
 // through the app's own /util/generate (resume.respond), whose model then answers.
 func TestInterruptedPromptResumesInTheApp(t *testing.T) {
 	t.Parallel()
-	dir := project(t)
-	startApp(t, dir, "prompts")
+	dir := genkitapptest.Project(t)
+	genkitapptest.Start(t, dir, "prompts")
 	b := setup(t, dir)
 	b.waitLive(t, "prompts")
 	ctx := context.Background()
@@ -207,8 +208,8 @@ func TestInterruptedPromptResumesInTheApp(t *testing.T) {
 // a denial reaches its model as the tool's answer.
 func TestApprovedToolRestartsInTheApp(t *testing.T) {
 	t.Parallel()
-	dir := project(t)
-	startApp(t, dir, "restarts")
+	dir := genkitapptest.Project(t)
+	genkitapptest.Start(t, dir, "restarts")
 	b := setup(t, dir)
 	b.waitLive(t, "restarts")
 	ctx := context.Background()
@@ -242,13 +243,13 @@ func TestApprovedToolRestartsInTheApp(t *testing.T) {
 // start is gone from the first.
 func TestAppsComeAndGo(t *testing.T) {
 	t.Parallel()
-	dir := project(t)
+	dir := genkitapptest.Project(t)
 	// A leftover of a crashed app: no process has that pid.
 	require.NoError(t, os.MkdirAll(genkitapp.RuntimesDir(dir), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(genkitapp.RuntimesDir(dir), "999999-1.json"),
 		[]byte(`{"id":"999999","pid":999999,"name":"crashed","reflectionServerUrl":"http://127.0.0.1:9","timestamp":"2026-01-01T00:00:00Z"}`), 0o644))
-	one := startApp(t, dir, "one")
-	startApp(t, dir, "two")
+	one := genkitapptest.Start(t, dir, "one")
+	genkitapptest.Start(t, dir, "two")
 	b := setup(t, dir)
 	b.waitLive(t, "one")
 	b.waitLive(t, "two")
@@ -266,7 +267,7 @@ func TestAppsComeAndGo(t *testing.T) {
 	require.True(t, status("one").Live)
 	require.Equal(t, "nodejs/1.42.0", status("one").GenkitVersion)
 
-	one.kill(t)
+	one.Kill(t)
 	require.Eventually(t, func() bool {
 		s := status("one")
 		return !s.Live && strings.Contains(s.Reason, "exited")
@@ -281,4 +282,21 @@ func TestAppsComeAndGo(t *testing.T) {
 	reason, err := b.runs.WaitingReason(context.Background(), run)
 	require.NoError(t, err)
 	require.Contains(t, reason, "program genkit:one")
+}
+
+// TestProjectRootsAreWhereGenkitWritesRuntimeFiles finds a project's roots as Genkit does, from
+// a working directory: JS's nearest package.json, Go's nearest go.mod, both for a JS app inside a Go
+// module, and the directory itself when there is neither.
+func TestProjectRootsAreWhereGenkitWritesRuntimeFiles(t *testing.T) {
+	t.Parallel()
+	repo := t.TempDir()
+	js := filepath.Join(repo, "web", "app")
+	src := filepath.Join(js, "src")
+	require.NoError(t, os.MkdirAll(src, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "go.mod"), []byte("module x\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(js, "package.json"), []byte("{}"), 0o644))
+	require.Equal(t, []string{js, repo}, genkitapp.ProjectRoots(src))
+	require.Equal(t, []string{repo}, genkitapp.ProjectRoots(filepath.Join(repo, "web")))
+	lone := t.TempDir()
+	require.Equal(t, []string{lone}, genkitapp.ProjectRoots(lone))
 }

@@ -1,4 +1,8 @@
-package genkitapp_test
+// Package genkitapptest runs the real Genkit JS app of compat/genkit-js for tests: with node, its
+// npm packages installed from the committed lock file with `npm ci` when they are missing, so a
+// fresh clone with node and npm (which .ci/run installs) runs them. Without node or npm a test
+// that needs the app fails, saying so.
+package genkitapptest
 
 import (
 	"bytes"
@@ -15,10 +19,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The tests run the real Genkit JS app of compat/genkit-js with node. Its packages are installed
-// with `npm ci` from the committed lock file when they are missing, so a fresh clone with node and
-// npm (which .ci/run installs) runs them; without node or npm the tests fail, saying so.
-
 var (
 	npmOnce sync.Once
 	npmErr  error
@@ -28,7 +28,7 @@ var (
 func appSource(t *testing.T) string {
 	_, file, _, ok := runtime.Caller(0)
 	require.True(t, ok)
-	return filepath.Join(filepath.Dir(file), "..", "..", "compat", "genkit-js")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "compat", "genkit-js")
 }
 
 // ensurePackages installs the app's npm packages once per test binary when they are missing.
@@ -39,7 +39,26 @@ func ensurePackages(t *testing.T) string {
 		t.Fatalf("these tests run the Genkit JS app in compat/genkit-js with node, which is not installed: apt-get install -y nodejs npm")
 	}
 	npmOnce.Do(func() {
-		if _, err := os.Stat(filepath.Join(src, "node_modules", "genkit", "package.json")); err == nil {
+		installed := func() bool {
+			_, err := os.Stat(filepath.Join(src, "node_modules", "genkit", "package.json"))
+			return err == nil
+		}
+		if installed() {
+			return
+		}
+		// Test binaries run at once (go test ./...): one installs, the others wait for it.
+		lock, err := os.OpenFile(filepath.Join(src, ".npm-ci.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			npmErr = err
+			return
+		}
+		defer lock.Close()
+		if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+			npmErr = err
+			return
+		}
+		defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
+		if installed() {
 			return
 		}
 		if _, err := exec.LookPath("npm"); err != nil {
@@ -56,9 +75,9 @@ func ensurePackages(t *testing.T) string {
 	return src
 }
 
-// project is a throwaway Genkit project: the app and its package.json, its node_modules linked
+// Project is a throwaway Genkit project: the app and its package.json, its node_modules linked
 // from compat/genkit-js. Runtime files land in its .genkit/runtimes/.
-func project(t *testing.T) string {
+func Project(t *testing.T) string {
 	t.Helper()
 	src := ensurePackages(t)
 	dir := t.TempDir()
@@ -73,16 +92,16 @@ func project(t *testing.T) string {
 	return dir
 }
 
-// nodeApp is a running app.
-type nodeApp struct {
+// App is a running app.
+type App struct {
 	cmd    *exec.Cmd
 	out    *bytes.Buffer
 	exited chan struct{}
 }
 
-// startApp runs the app named name in the project with GENKIT_ENV=dev, and stops it when the
+// Start runs the app named name in the project with GENKIT_ENV=dev, and stops it when the
 // test ends.
-func startApp(t *testing.T, dir, name string) *nodeApp {
+func Start(t *testing.T, dir, name string) *App {
 	t.Helper()
 	cmd := exec.Command("node", "app.mjs")
 	cmd.Dir = dir
@@ -90,7 +109,7 @@ func startApp(t *testing.T, dir, name string) *nodeApp {
 	out := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
-	a := &nodeApp{cmd: cmd, out: out, exited: make(chan struct{})}
+	a := &App{cmd: cmd, out: out, exited: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(a.exited) }()
 	t.Cleanup(func() {
 		a.signal(syscall.SIGTERM)
@@ -107,10 +126,10 @@ func startApp(t *testing.T, dir, name string) *nodeApp {
 	return a
 }
 
-func (a *nodeApp) signal(sig syscall.Signal) { _ = a.cmd.Process.Signal(sig) }
+func (a *App) signal(sig syscall.Signal) { _ = a.cmd.Process.Signal(sig) }
 
-// kill ends the app at once: its runtime file stays behind, as after a crash.
-func (a *nodeApp) kill(t *testing.T) {
+// Kill ends the app at once: its runtime file stays behind, as after a crash.
+func (a *App) Kill(t *testing.T) {
 	a.signal(syscall.SIGKILL)
 	select {
 	case <-a.exited:
