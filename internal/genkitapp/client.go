@@ -175,6 +175,19 @@ func (c *Client) RunAction(ctx context.Context, r RunRequest, onChunk func(json.
 	}
 	defer resp.Body.Close()
 	traceID := resp.Header.Get("X-Genkit-Trace-Id")
+	if traceID != "" {
+		// A run cancelled here is cancelled in the app too: closing the connection does not stop
+		// the action there.
+		finished := make(chan struct{})
+		defer close(finished)
+		go func() {
+			select {
+			case <-finished:
+			case <-ctx.Done():
+				c.cancel(traceID)
+			}
+		}()
+	}
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		code := 13
@@ -184,12 +197,24 @@ func (c *Client) RunAction(ctx context.Context, r RunRequest, onChunk func(json.
 		return nil, &ActionError{Code: code, Message: fmt.Sprintf("run %s: %s: %s", r.Key, resp.Status, firstLine(msg)), TraceID: traceID}
 	}
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
-	var last []byte
+	var last, held []byte
 	for {
 		line, err := br.ReadBytes('\n')
 		if err == nil {
 			line = bytes.TrimSpace(line)
 			if len(line) == 0 {
+				continue
+			}
+			// Genkit Go ends a cancelled run with its outcome and a newline: a line that reads as
+			// an outcome waits for the next before it counts as a chunk.
+			if held != nil && onChunk != nil {
+				if cerr := onChunk(json.RawMessage(held)); cerr != nil {
+					return nil, cerr
+				}
+			}
+			held = nil
+			if isOutcome(line) {
+				held = line
 				continue
 			}
 			if onChunk != nil {
@@ -203,6 +228,13 @@ func (c *Client) RunAction(ctx context.Context, r RunRequest, onChunk func(json.
 			return nil, fmt.Errorf("run %s: read the response: %w", r.Key, err)
 		}
 		last = bytes.TrimSpace(line)
+		if len(last) == 0 {
+			last = held
+		} else if held != nil && onChunk != nil {
+			if cerr := onChunk(json.RawMessage(held)); cerr != nil {
+				return nil, cerr
+			}
+		}
 		break
 	}
 	if len(last) == 0 {
@@ -232,6 +264,37 @@ func (c *Client) RunAction(ctx context.Context, r RunRequest, onChunk func(json.
 		out.Result = json.RawMessage("null")
 	}
 	return &RunResult{Result: out.Result, TraceID: traceID}, nil
+}
+
+// cancel asks the app to cancel the run whose trace is traceID (POST /api/cancelAction).
+func (c *Client) cancel(traceID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	body, _ := json.Marshal(map[string]string{"traceId": traceID})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+"/api/cancelAction", bytes.NewReader(body))
+	if err != nil {
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+}
+
+// isOutcome says whether a line of a stream reads as its outcome: {"error": …}, or
+// {"result": …, "telemetry": …}.
+func isOutcome(line []byte) bool {
+	var o map[string]json.RawMessage
+	if json.Unmarshal(line, &o) != nil {
+		return false
+	}
+	_, e := o["error"]
+	_, r := o["result"]
+	_, t := o["telemetry"]
+	return len(o) == 1 && e || len(o) == 2 && r && t
 }
 
 // errorBody is the {error} a reflection server answers a failed request with (status 200).
