@@ -184,6 +184,9 @@ func (c *Client) RunAction(ctx context.Context, r RunRequest, onChunk func(json.
 			select {
 			case <-finished:
 			case <-ctx.Done():
+			}
+			// Cancelled, whether or not the read has ended meanwhile.
+			if ctx.Err() != nil {
 				c.cancel(traceID)
 			}
 		}()
