@@ -160,8 +160,9 @@ func TestAppFlowsRunAsDurableRuns(t *testing.T) {
 }
 
 // TestInterruptedPromptResumesInTheApp runs the app's prompt, whose model asks the approveTransfer
-// interrupt: the run waits with the interrupt in the inbox, schemas and question included; the
-// reviewer's answer is checked against the tool's output schema, and resumes the conversation
+// interrupt: the run waits with the interrupt in the inbox, schemas and question included; it
+// cannot be approved (there is nothing to run again), the reviewer's answer is checked against the
+// tool's output schema, and resumes the conversation
 // through the app's own /util/generate (resume.respond), whose model then answers.
 func TestInterruptedPromptResumesInTheApp(t *testing.T) {
 	t.Parallel()
@@ -179,8 +180,12 @@ func TestInterruptedPromptResumesInTheApp(t *testing.T) {
 	require.JSONEq(t, `{"message":"Send 50 to Bob?"}`, string(it.Metadata))
 	require.NotEmpty(t, it.OutputSchema)
 
-	_, err := b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionRespond, Output: json.RawMessage(`{"approved":"yes"}`), Actor: "rita"})
+	_, err := b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionApprove, Actor: "rita"})
 	var ve *runs.ValidationError
+	require.True(t, errors.As(err, &ve), "an interrupt that only asks (defineInterrupt: restartable=false) cannot be approved, got %v", err)
+	require.Equal(t, "action", ve.Field)
+
+	_, err = b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionRespond, Output: json.RawMessage(`{"approved":"yes"}`), Actor: "rita"})
 	require.True(t, errors.As(err, &ve), "got %v", err)
 	require.Equal(t, "output/approved", ve.Field)
 

@@ -393,8 +393,14 @@ func (c *conn) proxies() []*proxy {
 	for _, k := range keys {
 		a := c.actions[k]
 		typ, name := splitGenkitKey(k)
-		d := &engine.ActionDesc{Key: Key(c.name, k), Name: name, Type: engine.ActionType(typ), Description: a.Description,
-			Metadata: map[string]any{MetaApp: c.name, "genkit:key": k}}
+		// Genkit's metadata comes along (a tool's restartable=false, a prompt's template), with
+		// the app's name and the action's key in the app.
+		md := map[string]any{}
+		for mk, mv := range a.Metadata {
+			md[mk] = mv
+		}
+		md[MetaApp], md["genkit:key"] = c.name, k
+		d := &engine.ActionDesc{Key: Key(c.name, k), Name: name, Type: engine.ActionType(typ), Description: a.Description, Metadata: md}
 		if a.Name != "" {
 			d.Name = a.Name
 		}

@@ -105,7 +105,7 @@ func (s *Service) Resolve(ctx context.Context, p ResolveParams) (*store.Interrup
 		if p.Version != 0 && p.Version != it.Version {
 			return &ConflictError{Interrupt: it, Reason: fmt.Sprintf("interrupt %s changed since version %d (now %d): reload it", it.ID, p.Version, it.Version)}
 		}
-		res, err := s.resolution(ctx, it, p)
+		res, err := s.resolution(ctx, run, it, p)
 		if err != nil {
 			return err
 		}
@@ -174,8 +174,20 @@ func alreadyResolved(it *store.Interrupt) error {
 
 // resolution validates the payload of a decision against the tool's schemas: this program's, or
 // those the program that has the tool announced in the catalogue.
-func (s *Service) resolution(ctx context.Context, it *store.Interrupt, p ResolveParams) (*resolution, error) {
+func (s *Service) resolution(ctx context.Context, run *store.Run, it *store.Interrupt, p ResolveParams) (*resolution, error) {
 	res := &resolution{Action: p.Action}
+	if p.Action == ActionApprove || p.Action == ActionEdit {
+		// Approving runs the tool again; an interrupt that only asks (restartable=false, as
+		// defineInterrupt makes them) has nothing to run. Refused here, the reviewer can still
+		// answer it, instead of the resume failing (or, in a Genkit app, crashing).
+		d, err := s.toolDesc(ctx, run.Action, it.Tool)
+		if err != nil {
+			return nil, err
+		}
+		if d != nil && !descRestartable(d) {
+			return nil, &ValidationError{Field: "action", Message: fmt.Sprintf("%s only asks a person and has nothing to run again: respond to it or deny it", it.Tool)}
+		}
+	}
 	switch p.Action {
 	case ActionEdit:
 		if len(p.Input) == 0 || string(p.Input) == "null" {
@@ -307,4 +319,34 @@ func storedSchemas(it *store.Interrupt) (in, out *engine.Schema, found bool, err
 		return nil, nil, false, err
 	}
 	return in, out, true, nil
+}
+
+// toolDesc finds a tool's description: this program's, else the catalogue's under the tool's name,
+// or under the scope of the run's action: a program that announces another program's actions
+// under a "<scope>:" prefix ("app:/flow/x", as internal/genkitapp does) announces their tools so
+// too. It returns nil when none is found.
+func (s *Service) toolDesc(ctx context.Context, runAction, name string) (*engine.ActionDesc, error) {
+	if t, ok := s.registry.LookupTool(name); ok {
+		return t.Desc(), nil
+	}
+	keys := make([]string, 0, 2*len(toolPrefixes))
+	if i := strings.Index(runAction, ":/"); i > 0 {
+		for _, p := range toolPrefixes[1:] {
+			keys = append(keys, runAction[:i+1]+p+name)
+		}
+	}
+	for _, p := range toolPrefixes {
+		keys = append(keys, p+name)
+	}
+	return s.lookupAction(ctx, keys...)
+}
+
+// descRestartable reads Genkit's metadata.tool.restartable, true unless it says false.
+func descRestartable(d *engine.ActionDesc) bool {
+	if m, ok := d.Metadata["tool"].(map[string]any); ok {
+		if v, ok := m["restartable"].(bool); ok {
+			return v
+		}
+	}
+	return true
 }
