@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,4 +89,117 @@ func TestServeAttachesToARunningGenkitApp(t *testing.T) {
 		return code == http.StatusOK && strings.Contains(page, `data-app="shop">`) && strings.Contains(page, "gone since")
 	}, 30*time.Second, 50*time.Millisecond, "the app is shown as gone, not as an error")
 	require.NotContains(t, page, `data-action="shop:/flow/echo"`)
+}
+
+// TestStartRunsAGenkitAppAndResumesItsInterrupt runs `devui start -- node app.mjs` on the real
+// Genkit JS app: the app's traces come to Loupe (GENKIT_TELEMETRY_SERVER), its actions are listed
+// once its runtime file appears, its prompt interrupts into Loupe's inbox and, answered there, goes
+// on in the app. Killed, the app is started again and found again under the same name.
+func TestStartRunsAGenkitAppAndResumesItsInterrupt(t *testing.T) {
+	t.Parallel()
+	dir := genkitapptest.Project(t)
+	addr := freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs syncBuffer
+	cmd := newRootCommand(demoProgram())
+	cmd.SetOut(&logs)
+	cmd.SetErr(&logs)
+	// The app runs in its own folder, where Genkit JS finds its package.json.
+	cmd.SetArgs([]string{"start", "--addr", addr, "--database-url", storetest.NewURL(t), "--data-dir", t.TempDir(), "--log-level", "error",
+		"--genkit-project", dir, "--", "sh", "-c", "cd '" + dir + "' && APP_NAME=started exec node app.mjs"})
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+		if t.Failed() {
+			t.Logf("devui start's output:\n%s", logs.String())
+		}
+	})
+	base := "http://" + addr
+	listed := func() bool {
+		var list struct {
+			Actions []struct {
+				Key string `json:"key"`
+			} `json:"actions"`
+		}
+		getJSON(t, base+"/api/v1/actions", &list)
+		for _, a := range list.Actions {
+			if a.Key == "started:/prompt/transferPrompt" {
+				return true
+			}
+		}
+		return false
+	}
+	require.Eventually(t, listed, time.Minute, 100*time.Millisecond, "the app's actions are listed")
+
+	var run struct {
+		ID       string          `json:"id"`
+		Status   string          `json:"status"`
+		TraceID  string          `json:"trace_id"`
+		Messages json.RawMessage `json:"messages"`
+	}
+	require.Equal(t, http.StatusCreated, postJSON(t, base+"/api/v1/runs", `{"action":"started:/prompt/transferPrompt","input":{"to":"Bob","amount":50}}`, &run))
+	var list struct {
+		Interrupts []struct {
+			ID    string `json:"id"`
+			RunID string `json:"run_id"`
+		} `json:"interrupts"`
+	}
+	require.Eventually(t, func() bool {
+		getJSON(t, base+"/api/v1/interrupts?status=pending", &list)
+		return len(list.Interrupts) == 1 && list.Interrupts[0].RunID == run.ID
+	}, time.Minute, 50*time.Millisecond, "the app's interrupt reached the inbox")
+	require.Equal(t, http.StatusOK, postJSON(t, base+"/api/v1/interrupts/"+list.Interrupts[0].ID+"/resolve", `{"action":"respond","output":{"approved":true}}`, nil))
+	require.Eventually(t, func() bool {
+		getJSON(t, base+"/api/v1/runs/"+run.ID, &run)
+		require.NotEqual(t, "failed", run.Status)
+		return run.Status == "succeeded"
+	}, time.Minute, 50*time.Millisecond)
+	require.Contains(t, string(run.Messages), `Done: approveTransfer={\"approved\":true}`, "the app's model answered after the reviewer")
+	require.NotEmpty(t, run.TraceID)
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/api/v1/traces/" + run.TraceID)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, time.Minute, 100*time.Millisecond, "the app sent the run's trace to Loupe")
+
+	// Kill the app (its pid is in its runtime file): devui start runs it again, and Loupe finds
+	// the new one.
+	pidOf := func() int {
+		files, _ := filepath.Glob(filepath.Join(dir, ".genkit", "runtimes", "*.json"))
+		for _, f := range files {
+			var rt struct {
+				PID int `json:"pid"`
+			}
+			if b, err := os.ReadFile(f); err == nil && json.Unmarshal(b, &rt) == nil && rt.PID > 0 && syscall.Kill(rt.PID, 0) == nil {
+				return rt.PID
+			}
+		}
+		return 0
+	}
+	first := pidOf()
+	require.NotZero(t, first)
+	require.NoError(t, syscall.Kill(first, syscall.SIGKILL))
+	require.Eventually(t, func() bool {
+		p := pidOf()
+		return p != 0 && p != first
+	}, time.Minute, 100*time.Millisecond, "devui start ran the app again")
+	var echo struct {
+		ID     string          `json:"id"`
+		Status string          `json:"status"`
+		Output json.RawMessage `json:"output"`
+	}
+	require.Eventually(t, func() bool {
+		return listed() && postJSON(t, base+"/api/v1/runs", `{"action":"started:/flow/echo","input":"again"}`, &echo) == http.StatusCreated
+	}, time.Minute, 100*time.Millisecond)
+	require.Eventually(t, func() bool {
+		getJSON(t, base+"/api/v1/runs/"+echo.ID, &echo)
+		require.NotEqual(t, "failed", echo.Status)
+		return echo.Status == "succeeded"
+	}, time.Minute, 50*time.Millisecond, "the restarted app runs the flow")
+	require.JSONEq(t, `"echo: again"`, string(echo.Output))
 }
