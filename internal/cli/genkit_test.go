@@ -19,8 +19,9 @@ import (
 )
 
 // TestServeAttachesToARunningGenkitApp starts a real Genkit JS app first, then
-// `serve --genkit-project` on its folder: the app's actions are listed and run through the API,
-// the Actions page shows the app under its name, and once the app is killed it shows it as gone,
+// `serve --genkit-project` on its folder: the app's actions are listed and run through the API, its
+// trace comes to Loupe (the app was told where through /api/notify), the Actions page shows the app
+// under its name, and once the app is killed it shows it as gone,
 // still answering 200.
 func TestServeAttachesToARunningGenkitApp(t *testing.T) {
 	t.Parallel()
@@ -67,8 +68,9 @@ func TestServeAttachesToARunningGenkitApp(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
 	var detail struct {
-		Status string          `json:"status"`
-		Output json.RawMessage `json:"output"`
+		Status  string          `json:"status"`
+		Output  json.RawMessage `json:"output"`
+		TraceID string          `json:"trace_id"`
 	}
 	require.Eventually(t, func() bool {
 		_, body := get("/api/v1/runs/" + created.ID)
@@ -77,6 +79,10 @@ func TestServeAttachesToARunningGenkitApp(t *testing.T) {
 		return detail.Status == "succeeded"
 	}, 60*time.Second, 50*time.Millisecond)
 	require.JSONEq(t, `"echo: hi"`, string(detail.Output))
+	require.Eventually(t, func() bool {
+		code, _ := get("/api/v1/traces/" + detail.TraceID)
+		return detail.TraceID != "" && code == http.StatusOK
+	}, 60*time.Second, 100*time.Millisecond, "the app, told where Loupe is (POST /api/notify), sent the run's trace")
 
 	code, page := get("/actions")
 	require.Equal(t, http.StatusOK, code)
