@@ -193,6 +193,10 @@ func TestInterruptedPromptResumesInTheApp(t *testing.T) {
 	require.NoError(t, err)
 	done := b.wait(t, run.ID, store.RunSucceeded)
 	require.Equal(t, `Done: approveTransfer={"approved":true}`, b.lastText(t, run.ID))
+	// The scripted model counts a call's messages as its input tokens: 1 before the pause, 3 after.
+	require.Equal(t, int64(4), done.InputTokens, "the run's tokens are the app's generates'")
+	require.NotNil(t, done.Model)
+	require.Equal(t, "scripted", *done.Model)
 	var out struct {
 		FinishReason string `json:"finishReason"`
 	}

@@ -137,6 +137,17 @@ func (e *External) RecordGenerate(g ExternalGenerate) error {
 	if g.Model != "" {
 		r.model = g.Model
 	}
+	// The generate is the turn's model call in the ledger, for the run's token counts (Genkit's
+	// usage is the whole generate's). It is written with the next checkpoint, the run's end.
+	req, err := json.Marshal(map[string]any{"messages": g.Messages})
+	if err != nil {
+		return fmt.Errorf("record external generate: %w", err)
+	}
+	resp, err := json.Marshal(g.Response)
+	if err != nil {
+		return fmt.Errorf("record external generate: %w", err)
+	}
+	r.lastCall = &store.ModelCall{RunID: r.run.ID, Turn: r.turn, Model: r.model, Request: req, Response: resp}
 	if r.toolSchemas == nil {
 		r.toolSchemas = map[string]ToolSchemas{}
 	}
