@@ -148,6 +148,17 @@ func TestAppFlowsRunAsDurableRuns(t *testing.T) {
 	require.NotNil(t, run.TraceID)
 	require.Len(t, *run.TraceID, 32, "the run is linked to the trace the app recorded")
 
+	// A Genkit app's run can be re-run (in the app again), not replayed exactly: the app would run
+	// its tools again.
+	_, err = b.runs.Replay(context.Background(), runs.ReplayParams{RunID: run.ID, Mode: store.ReplayExact})
+	var ve *runs.ValidationError
+	require.True(t, errors.As(err, &ve), "got %v", err)
+	require.Equal(t, "mode", ve.Field)
+	again, err := b.runs.Replay(context.Background(), runs.ReplayParams{RunID: run.ID, Mode: store.ReplayRerun})
+	require.NoError(t, err)
+	again = b.wait(t, again.ID, store.RunSucceeded)
+	require.JSONEq(t, string(run.Output), string(again.Output))
+
 	run = b.start(t, genkitapp.Key("flows", "/flow/countdown"), `{"from":3}`)
 	run = b.wait(t, run.ID, store.RunSucceeded)
 	require.JSONEq(t, `"liftoff"`, string(run.Output))

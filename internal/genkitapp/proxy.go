@@ -399,7 +399,7 @@ func (c *conn) proxies() []*proxy {
 		for mk, mv := range a.Metadata {
 			md[mk] = mv
 		}
-		md[MetaApp], md["genkit:key"] = c.name, k
+		md[MetaApp], md["genkit:key"], md[runs.MetaExternal] = c.name, k, true
 		d := &engine.ActionDesc{Key: Key(c.name, k), Name: name, Type: engine.ActionType(typ), Description: a.Description, Metadata: md}
 		if a.Name != "" {
 			d.Name = a.Name

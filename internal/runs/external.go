@@ -16,6 +16,10 @@ import (
 // conversation, the response, and whether it stopped on interrupts; and on resume it reads the
 // recorded conversation and the reviewers' decisions as Genkit's resume.respond / resume.restart.
 
+// MetaExternal marks an action description (its metadata) as external: it can be re-run, but not
+// replayed exactly or forked, which need the engine's generate loop.
+const MetaExternal = "loupe:external"
+
 // External is the run an external action executes in. Its methods are safe for one goroutine,
 // the action's.
 type External struct {
