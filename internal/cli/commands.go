@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
 
 	"github.com/spf13/cobra"
 
 	"github.com/loupe-dev/loupe/internal/auth"
+	"github.com/loupe-dev/loupe/internal/genkitapp"
 	"github.com/loupe-dev/loupe/internal/live"
 	"github.com/loupe-dev/loupe/internal/pgcluster"
 	"github.com/loupe-dev/loupe/internal/server"
@@ -67,6 +70,7 @@ func newServeCommand(cfg *config) *cobra.Command {
 		noMigrate bool
 		bodyLimit string
 		eng       engineOptions
+		projects  []string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -78,15 +82,34 @@ func newServeCommand(cfg *config) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--body-limit %q: want bytes, or a number with K, M or G (binary: 16M is 16 MiB)", bodyLimit)
 			}
-			return serve(cmd.Context(), cfg, serveOptions{addr: addr, dev: dev, migrate: !noMigrate, bodyLimit: limit, engine: eng})
+			return serve(cmd.Context(), cfg, serveOptions{addr: addr, dev: dev, migrate: !noMigrate, bodyLimit: limit, engine: eng,
+				genkitProjects: absPaths(projects)})
 		},
 	}
 	cmd.Flags().String("addr", envOr("LOUPE_ADDR", "127.0.0.1:4000"), "listen address (env LOUPE_ADDR)")
 	cmd.Flags().BoolVar(&dev, "dev", false, "local mode: skip sign-in; only allowed on a loopback address")
 	cmd.Flags().BoolVar(&noMigrate, "no-migrate", false, "do not apply pending migrations at start")
 	cmd.Flags().StringVar(&bodyLimit, "body-limit", "16M", "largest accepted request body, K, M and G binary (trace ingest has its own: LOUPE_INGEST_MAX_BODY)")
+	bindGenkitProjects(cmd, &projects)
 	eng.bind(cmd.Flags(), 8)
 	return cmd
+}
+
+// bindGenkitProjects adds --genkit-project, which attaches to the Genkit apps of a project.
+func bindGenkitProjects(cmd *cobra.Command, projects *[]string) {
+	cmd.Flags().StringArrayVar(projects, "genkit-project", nil,
+		"a Genkit project's root (where its package.json or go.mod is): list and run the actions of the apps running there, found through its .genkit/runtimes/ (repeatable)")
+}
+
+// absPaths makes each path absolute, leaving out duplicates.
+func absPaths(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if abs, err := filepath.Abs(p); err == nil && !slices.Contains(out, abs) {
+			out = append(out, abs)
+		}
+	}
+	return out
 }
 
 type serveOptions struct {
@@ -97,6 +120,9 @@ type serveOptions struct {
 	engine    engineOptions
 	// ready, when set, is called once the server listens, with its address and the database's URL.
 	ready func(addr, databaseURL string)
+	// genkitProjects are project roots whose .genkit/runtimes/ are watched for Genkit apps, whose
+	// actions this server then lists and runs (internal/genkitapp).
+	genkitProjects []string
 }
 
 func serve(ctx context.Context, cfg *config, opts serveOptions) error {
@@ -123,6 +149,13 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 	if err := st.srv.Start(ctx); err != nil {
 		return err
 	}
+	if st.apps != nil {
+		st.apps.SetTelemetryURL("http://" + st.srv.Addr())
+		if err := st.apps.Start(ctx); err != nil {
+			return err
+		}
+		st.stops = append(st.stops, st.apps.Stop) // first to stop: its runs before the database
+	}
 	if opts.ready != nil {
 		opts.ready(st.srv.Addr(), st.db.url)
 	}
@@ -141,8 +174,10 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 // server. serve listens with it; a program that mounts Loupe in its own HTTP server (devui.Handler)
 // serves st.srv.Handler() itself.
 type stack struct {
-	db    *database
-	srv   *server.Server
+	db  *database
+	srv *server.Server
+	// apps watches for Genkit apps when the serve was given project roots; nil otherwise.
+	apps  *genkitapp.Manager
 	stops []func()
 }
 
@@ -200,9 +235,15 @@ func newStack(ctx context.Context, cfg *config, opts serveOptions, log *slog.Log
 		return nil, err
 	}
 	runSvc.SetPublisher(hub)
+	deps := server.Deps{Store: data, Runs: runSvc, Traces: tracing.service, Live: hub, Database: db.monitor()}
+	if len(opts.genkitProjects) > 0 {
+		st.apps = genkitapp.New(genkitapp.Config{Projects: opts.genkitProjects, Store: data, LeaseTTL: opts.engine.leaseTTL,
+			Publisher: hub, Logger: log})
+		deps.GenkitApps = st.apps
+	}
 	srv, err := server.New(server.Config{
 		Addr: opts.addr, Dev: opts.dev, Version: version, BodyLimit: opts.bodyLimit, Logger: log,
-	}, server.Deps{Store: data, Runs: runSvc, Traces: tracing.service, Live: hub, Database: db.monitor()})
+	}, deps)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/loupe-dev/loupe/internal/genkitapp"
 )
 
 // startEnv tells a Loupe program that devui start runs it: run without a command, it works as a
@@ -24,8 +26,9 @@ const startEnv = "LOUPE_START"
 
 func newStartCommand(cfg *config) *cobra.Command {
 	var (
-		demo bool
-		eng  engineOptions
+		demo     bool
+		eng      engineOptions
+		projects []string
 	)
 	cmd := &cobra.Command{
 		Use:   "start [--addr A] [--demo] -- <command> [args...]",
@@ -51,9 +54,17 @@ its generate calls must be deterministic for that (see the README's "Durability"
 			if !demo {
 				eng.workers = 0 // your program is the worker
 			}
-			return start(cmd.Context(), cfg, addr, eng, args, cmd.ErrOrStderr())
+			wd, err := os.Getwd()
+			if err != nil {
+				return err
+			}
+			// The command's own project: where a Genkit app started here writes its runtime
+			// files (the nearest package.json or go.mod up from the working directory).
+			projects = absPaths(append(genkitapp.ProjectRoots(wd), projects...))
+			return start(cmd.Context(), cfg, addr, eng, projects, args, cmd.ErrOrStderr())
 		},
 	}
+	bindGenkitProjects(cmd, &projects)
 	cmd.Flags().String("addr", envOr("LOUPE_ADDR", "127.0.0.1:4000"), "listen address, loopback (env LOUPE_ADDR)")
 	cmd.Flags().BoolVar(&demo, "demo", false, "also register and execute the demo agents")
 	eng.bind(cmd.Flags(), 8)
@@ -61,7 +72,7 @@ its generate calls must be deterministic for that (see the README's "Durability"
 }
 
 // start serves in local mode and supervises the user's command until ctx ends.
-func start(ctx context.Context, cfg *config, addr string, eng engineOptions, argv []string, out io.Writer) error {
+func start(ctx context.Context, cfg *config, addr string, eng engineOptions, projects []string, argv []string, out io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type ready struct{ addr, url string }
@@ -69,7 +80,7 @@ func start(ctx context.Context, cfg *config, addr string, eng engineOptions, arg
 	served := make(chan error, 1)
 	go func() {
 		served <- serve(ctx, cfg, serveOptions{addr: addr, dev: true, migrate: true, bodyLimit: 16 << 20, engine: eng,
-			ready: func(addr, url string) { readyCh <- ready{addr, url} }})
+			genkitProjects: projects, ready: func(addr, url string) { readyCh <- ready{addr, url} }})
 	}()
 	var r ready
 	select {

@@ -63,6 +63,8 @@ type Registry struct {
 	aliases   map[string]Action
 	tracer    atomic.Pointer[tracerRef]
 	attrLimit int
+	// noGenerate leaves out the /util/generate action (WithoutGenerateAction).
+	noGenerate bool
 }
 
 // tracerRef holds the registry's tracer, which SetTracerProvider may replace while actions run.
@@ -91,6 +93,12 @@ func WithAttributeLimit(n int) RegistryOption {
 	return func(r *Registry) { r.attrLimit = n }
 }
 
+// WithoutGenerateAction leaves the engine's /util/generate out of the registry: a registry that
+// holds only proxies of another program's actions (internal/genkitapp) announces none of its own.
+func WithoutGenerateAction() RegistryOption {
+	return func(r *Registry) { r.noGenerate = true }
+}
+
 // NewRegistry returns a registry holding the /util/generate action.
 func NewRegistry(opts ...RegistryOption) *Registry {
 	r := &Registry{
@@ -102,7 +110,9 @@ func NewRegistry(opts ...RegistryOption) *Registry {
 	for _, o := range opts {
 		o(r)
 	}
-	r.mustRegister(&generateAction{r: r})
+	if !r.noGenerate {
+		r.mustRegister(&generateAction{r: r})
+	}
 	return r
 }
 

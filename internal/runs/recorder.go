@@ -68,6 +68,10 @@ type recorder struct {
 	transferModels int
 	entered        bool
 	bases          map[int]genBase
+	// toolSchemas are the schemas of the tools of a generate that ran in another process, by
+	// name, for its interrupts (external.go).
+	toolSchemas map[string]ToolSchemas
+
 	// resumeGen is the call this execution resumes (or starts: 0), with the history it was handed;
 	// the calls before it replay from the ledgers and record nothing. resumeTurn is the turn the
 	// resumed call stopped at.

@@ -236,6 +236,10 @@ func (s *Service) checkReplay(ctx context.Context, orig *store.Run, p *ReplayPar
 		return err
 	} else if d == nil {
 		return &ValidationError{Field: "run", Message: fmt.Sprintf("action %s is no longer registered", orig.Action)}
+	} else if external, _ := d.Metadata[MetaExternal].(bool); external && p.Mode != store.ReplayRerun {
+		// Exact playback and forks work on the engine's generate loop; an external action's loop
+		// runs in its own program, which would call the model and run the tools again.
+		return &ValidationError{Field: "mode", Message: fmt.Sprintf("%s runs in another program (a Genkit app): it can be re-run (mode rerun), not replayed exactly or forked", orig.Action)}
 	}
 	switch p.Tools {
 	case "":

@@ -105,7 +105,7 @@ func (s *Service) Resolve(ctx context.Context, p ResolveParams) (*store.Interrup
 		if p.Version != 0 && p.Version != it.Version {
 			return &ConflictError{Interrupt: it, Reason: fmt.Sprintf("interrupt %s changed since version %d (now %d): reload it", it.ID, p.Version, it.Version)}
 		}
-		res, err := s.resolution(ctx, it, p)
+		res, err := s.resolution(ctx, run, it, p)
 		if err != nil {
 			return err
 		}
@@ -174,14 +174,26 @@ func alreadyResolved(it *store.Interrupt) error {
 
 // resolution validates the payload of a decision against the tool's schemas: this program's, or
 // those the program that has the tool announced in the catalogue.
-func (s *Service) resolution(ctx context.Context, it *store.Interrupt, p ResolveParams) (*resolution, error) {
+func (s *Service) resolution(ctx context.Context, run *store.Run, it *store.Interrupt, p ResolveParams) (*resolution, error) {
 	res := &resolution{Action: p.Action}
+	if p.Action == ActionApprove || p.Action == ActionEdit {
+		// Approving runs the tool again; an interrupt that only asks (restartable=false, as
+		// defineInterrupt makes them) has nothing to run. Refused here, the reviewer can still
+		// answer it, instead of the resume failing (or, in a Genkit app, crashing).
+		d, err := s.toolDesc(ctx, run.Action, it.Tool)
+		if err != nil {
+			return nil, err
+		}
+		if d != nil && !descRestartable(d) {
+			return nil, &ValidationError{Field: "action", Message: fmt.Sprintf("%s only asks a person and has nothing to run again: respond to it or deny it", it.Tool)}
+		}
+	}
 	switch p.Action {
 	case ActionEdit:
 		if len(p.Input) == 0 || string(p.Input) == "null" {
 			return nil, &ValidationError{Field: "input", Message: "edit needs the replacement input"}
 		}
-		if err := s.validate(ctx, it.Tool, "input", p.Input); err != nil {
+		if err := s.validate(ctx, it, "input", p.Input); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal(p.Input, &res.Input); err != nil {
@@ -191,7 +203,7 @@ func (s *Service) resolution(ctx context.Context, it *store.Interrupt, p Resolve
 		if len(p.Output) == 0 {
 			return nil, &ValidationError{Field: "output", Message: "respond needs the tool's output"}
 		}
-		if err := s.validate(ctx, it.Tool, "output", p.Output); err != nil {
+		if err := s.validate(ctx, it, "output", p.Output); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal(p.Output, &res.Output); err != nil {
@@ -239,13 +251,22 @@ func Denial(by, reason string) map[string]any {
 		"message": "A reviewer denied this tool call. Do not retry it; tell the user."}
 }
 
-func (s *Service) validate(ctx context.Context, tool, field string, value json.RawMessage) error {
+func (s *Service) validate(ctx context.Context, it *store.Interrupt, field string, value json.RawMessage) error {
 	if !json.Valid(value) {
 		return &ValidationError{Field: field, Message: "not valid JSON"}
 	}
+	tool := it.Tool
 	in, out, found, err := s.toolSchemas(ctx, tool)
 	if err != nil {
 		return err
+	}
+	if !found {
+		// A tool that no program announces under its name (a Genkit app's, whose actions are
+		// announced under the app's name): the schemas stored with the interrupt.
+		in, out, found, err = storedSchemas(it)
+		if err != nil {
+			return err
+		}
 	}
 	if !found {
 		return &ValidationError{Field: field, Message: fmt.Sprintf("tool %s is no longer registered, so its schema cannot be checked", tool),
@@ -274,4 +295,58 @@ func fieldError(field string, err error) *ValidationError {
 		return &ValidationError{Field: path, Message: f.Message, Cause: err}
 	}
 	return &ValidationError{Field: field, Message: err.Error(), Cause: err}
+}
+
+// storedSchemas are the tool schemas an interrupt was stored with; found is false when it has none.
+func storedSchemas(it *store.Interrupt) (in, out *engine.Schema, found bool, err error) {
+	if len(it.InputSchema) == 0 && len(it.OutputSchema) == 0 {
+		return nil, nil, false, nil
+	}
+	compile := func(raw json.RawMessage) (*engine.Schema, error) {
+		if len(raw) == 0 || string(raw) == "null" {
+			return nil, nil
+		}
+		sch, err := engine.NewSchema(raw)
+		if err != nil {
+			return nil, fmt.Errorf("compile the schema stored with interrupt %s: %w", it.ID, err)
+		}
+		return sch, nil
+	}
+	if in, err = compile(it.InputSchema); err != nil {
+		return nil, nil, false, err
+	}
+	if out, err = compile(it.OutputSchema); err != nil {
+		return nil, nil, false, err
+	}
+	return in, out, true, nil
+}
+
+// toolDesc finds a tool's description: this program's, else the catalogue's under the tool's name,
+// or under the scope of the run's action: a program that announces another program's actions
+// under a "<scope>:" prefix ("app:/flow/x", as internal/genkitapp does) announces their tools so
+// too. It returns nil when none is found.
+func (s *Service) toolDesc(ctx context.Context, runAction, name string) (*engine.ActionDesc, error) {
+	if t, ok := s.registry.LookupTool(name); ok {
+		return t.Desc(), nil
+	}
+	keys := make([]string, 0, 2*len(toolPrefixes))
+	if i := strings.Index(runAction, ":/"); i > 0 {
+		for _, p := range toolPrefixes[1:] {
+			keys = append(keys, runAction[:i+1]+p+name)
+		}
+	}
+	for _, p := range toolPrefixes {
+		keys = append(keys, p+name)
+	}
+	return s.lookupAction(ctx, keys...)
+}
+
+// descRestartable reads Genkit's metadata.tool.restartable, true unless it says false.
+func descRestartable(d *engine.ActionDesc) bool {
+	if m, ok := d.Metadata["tool"].(map[string]any); ok {
+		if v, ok := m["restartable"].(bool); ok {
+			return v
+		}
+	}
+	return true
 }

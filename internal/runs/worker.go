@@ -142,8 +142,9 @@ func (s *Service) executeOnce(jobCtx context.Context, run *store.Run, l *lease) 
 	}()
 	defer func() { stopFlush(); <-flushDone }()
 	opts := []engine.GenerateOption{engine.WithHooks(rec.hooks()), engine.WithMiddleware(rec.middleware())}
+	ext := &External{rec: rec, history: history}
 	if len(history) > 0 {
-		resume, err := s.resumeOptions(ctx, run, l, history, rec.bases[resumeGen].turn)
+		ext.respond, ext.restart, err = s.resumeParts(ctx, run, l, history, rec.bases[resumeGen].turn)
 		if errors.Is(err, store.ErrLeaseLost) {
 			return err
 		}
@@ -151,7 +152,7 @@ func (s *Service) executeOnce(jobCtx context.Context, run *store.Run, l *lease) 
 			return s.finishFailed(ctx, run, l, err)
 		}
 		opts = append(opts, engine.WithHistory(history...))
-		opts = append(opts, resume...)
+		opts = append(opts, resumeOptions(ext.respond, ext.restart)...)
 	}
 	// Replays, re-executions and forks (replay.go): exact playback middleware, or the overrides.
 	replay, replayOpts, err := s.replayFor(ctx, run, rec)
@@ -167,6 +168,7 @@ func (s *Service) executeOnce(jobCtx context.Context, run *store.Run, l *lease) 
 		runCtx = engine.WithRootSpan(runCtx, run.Labels, nil)
 	}
 	runCtx = engine.WithContextOptionsFor(runCtx, resumeGen, opts...)
+	runCtx = withExternal(runCtx, ext)
 	out, runErr := s.registry.Run(runCtx, run.Action, run.Input, rec.recordStream)
 	stopFlush()
 	<-flushDone
@@ -311,6 +313,8 @@ func (s *Service) finishInterrupted(ctx context.Context, run *store.Run, l *leas
 			if out != nil {
 				ip.OutputSchema = out.Raw()
 			}
+		} else if sch, ok := rec.toolSchemas[tr.Name]; ok {
+			ip.InputSchema, ip.OutputSchema = sch.Input, sch.Output // an external generate's tool (external.go)
 		}
 		list = append(list, ip)
 	}

@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/loupe-dev/loupe/internal/auth"
 	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/genkitapp"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/web/templates"
@@ -23,11 +26,56 @@ var actionTypeOrder = []engine.ActionType{engine.ActionTypeFlow, engine.ActionTy
 func (s *Server) actionsData(c echo.Context) templates.ActionsPage {
 	pr := principal(c)
 	p := templates.ActionsPage{Page: s.page(c, "Actions", "actions"), CanRun: pr != nil && auth.Allows(pr.Role, store.RoleReviewer)}
+	// A Genkit app's actions (internal/genkitapp) are listed under the app, the others by type.
+	var own []*engine.ActionDesc
+	byApp := map[string][]*engine.ActionDesc{}
+	for _, a := range s.actions(c.Request().Context()) {
+		if app, ok := a.Metadata[genkitapp.MetaApp].(string); ok && app != "" {
+			byApp[app] = append(byApp[app], a)
+			continue
+		}
+		own = append(own, a)
+	}
+	p.Groups = groupActions(own)
+	if s.deps.GenkitApps != nil {
+		for _, app := range s.deps.GenkitApps.Apps() {
+			v := templates.AppSection{Name: app.Name, Live: app.Live, Project: app.Project}
+			if app.Live {
+				v.Status = fmt.Sprintf("live at %s (pid %d, %s) since %s", app.URL, app.PID, app.GenkitVersion, app.Since.Local().Format("15:04:05"))
+				v.Groups = groupActions(byApp[app.Name])
+			} else {
+				v.Status = fmt.Sprintf("gone since %s: %s. Its runs wait until it is back.", app.Since.Local().Format("15:04:05"), app.Reason)
+			}
+			delete(byApp, app.Name)
+			p.Apps = append(p.Apps, v)
+		}
+	}
+	// Apps another Loupe process attached to: their actions, without a status.
+	names := make([]string, 0, len(byApp))
+	for name := range byApp {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p.Apps = append(p.Apps, templates.AppSection{Name: name, Live: true, Status: "attached by another Loupe process", Groups: groupActions(byApp[name])})
+	}
+	return p
+}
+
+// groupActions sorts actions into sections by type. A Genkit app's actions can all be run; of
+// Loupe's own, the flows.
+func groupActions(list []*engine.ActionDesc) []templates.ActionGroup {
 	byType := map[engine.ActionType][]templates.ActionView{}
 	var extra []engine.ActionType
-	for _, a := range s.actions(c.Request().Context()) {
+	for _, a := range list {
+		_, fromApp := a.Metadata[genkitapp.MetaApp]
 		v := templates.ActionView{Key: a.Key, Name: a.Name, Type: string(a.Type), Description: a.Description,
-			Runnable: a.Type == engine.ActionTypeFlow}
+			Runnable: a.Type == engine.ActionTypeFlow || fromApp}
+		if note, ok := a.Metadata["loupe:runs"].(string); ok && v.Description == "" {
+			v.Description = "Running it " + note + "."
+		} else if ok {
+			v.Description += " (running it " + note + ")"
+		}
 		if a.InputSchema != nil {
 			v.InputSchema = prettyJSON(a.InputSchema.Raw())
 			v.Example = prettyJSON(mustJSON(exampleFor(a.InputSchema.Raw())))
@@ -42,12 +90,13 @@ func (s *Server) actionsData(c echo.Context) templates.ActionsPage {
 		}
 		byType[a.Type] = append(byType[a.Type], v)
 	}
+	var groups []templates.ActionGroup
 	for _, t := range append(append([]engine.ActionType{}, actionTypeOrder...), extra...) {
 		if len(byType[t]) > 0 {
-			p.Groups = append(p.Groups, templates.ActionGroup{Type: string(t), Actions: byType[t]})
+			groups = append(groups, templates.ActionGroup{Type: string(t), Actions: byType[t]})
 		}
 	}
-	return p
+	return groups
 }
 
 // actions lists this program's actions and those live workers announce; when the catalogue cannot

@@ -18,6 +18,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/loupe-dev/loupe/internal/auth"
+	"github.com/loupe-dev/loupe/internal/genkitapp"
 	"github.com/loupe-dev/loupe/internal/live"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
@@ -54,6 +55,14 @@ type Deps struct {
 	// Database, when set, reports outages it knows of (the embedded PostgreSQL restarting), for
 	// /readyz and the 503s of requests that need the database.
 	Database DatabaseMonitor
+	// GenkitApps, when set, lists the Genkit apps this process attached to (devui start, or
+	// serve --genkit-project); the Actions page shows each, live or gone, with its actions.
+	GenkitApps GenkitApps
+}
+
+// GenkitApps lists Genkit apps and their state.
+type GenkitApps interface {
+	Apps() []genkitapp.AppStatus
 }
 
 // Server serves Loupe's HTTP interface. Start and Stop follow the house lifecycle contract.

@@ -436,6 +436,17 @@ type ActionsPage struct {
 	ErrorFor string
 	Input    string
 	CanRun   bool
+	// Apps are the Genkit apps Loupe attached to, each with its actions.
+	Apps []AppSection
+}
+
+// AppSection is one Genkit app on the actions page: live with its actions, or gone.
+type AppSection struct {
+	Name    string
+	Project string
+	Live    bool
+	Status  string
+	Groups  []ActionGroup
 }
 
 // ActionGroup is the actions of one type.

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Check Loupe as the Dev UI of a real Genkit JS app (compat/genkit-js, npm genkit 1.42.0 pinned).
+#
+# Builds devui, installs the app's packages (npm ci), then twice, in Genkit's dev mode and in its
+# realtime telemetry mode (GENKIT_ENABLE_REALTIME_TELEMETRY=true): runs
+#   devui start -- node app.mjs
+# in compat/genkit-js on a throwaway Loupe (embedded PostgreSQL in a temp data dir, a free loopback
+# port), and checks through Loupe's API (compat/genkit-js/check.mjs) that the app's actions are
+# listed under its name, a flow runs as a Loupe run linked to the app's trace, a streaming flow's
+# chunks are stored, and a prompt whose tool interrupts waits in the inbox and, resolved there, goes
+# on in the app. Then it stops Loupe (which stops the app) and removes the temp dir.
+#
+# Usage (from the repo root):   compat/genkit-js.sh
+#   KEEP_LOG=1 compat/genkit-js.sh          # print devui's log even when the checks pass
+#   MODES=dev compat/genkit-js.sh           # one mode only (dev, realtime)
+#   READY_TIMEOUT=180 compat/genkit-js.sh   # seconds to wait for /readyz (default 120)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+APP="$ROOT/compat/genkit-js"
+READY_TIMEOUT="${READY_TIMEOUT:-120}"
+MODES="${MODES:-dev realtime}"
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/loupe-genkit-js.XXXXXX")"
+# As root, devui runs the embedded PostgreSQL as user postgres, which must be able to reach the
+# data dir: let others traverse (not list) the temp dir.
+chmod 0711 "$TMP"
+DEVUI_PID=""
+LOG=""
+
+stop_devui() {
+	if [[ -n "$DEVUI_PID" ]] && kill -0 "$DEVUI_PID" 2>/dev/null; then
+		kill -INT "$DEVUI_PID" 2>/dev/null || true
+		# devui stops the app, then the embedded PostgreSQL; then insist.
+		for _ in $(seq 1 300); do
+			kill -0 "$DEVUI_PID" 2>/dev/null || break
+			sleep 0.1
+		done
+		if kill -0 "$DEVUI_PID" 2>/dev/null; then
+			echo "devui did not stop after SIGINT; killing it" >&2
+			kill -KILL "$DEVUI_PID" 2>/dev/null || true
+		fi
+		wait "$DEVUI_PID" 2>/dev/null || true
+	fi
+	DEVUI_PID=""
+}
+
+cleanup() {
+	local rc=$?
+	stop_devui
+	if ((rc != 0)) || [[ -n "${KEEP_LOG:-}" ]]; then
+		if [[ -n "$LOG" && -s "$LOG" ]]; then
+			echo "--- devui log (last 60 lines) ---" >&2
+			tail -n 60 "$LOG" >&2
+		fi
+	fi
+	rm -rf "$TMP"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# free_port asks the kernel for an unused loopback port.
+free_port() {
+	node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
+}
+
+command -v node >/dev/null || { echo "ERROR: node is not installed (apt-get install -y nodejs npm)" >&2; exit 1; }
+command -v npm >/dev/null || { echo "ERROR: npm is not installed (apt-get install -y npm)" >&2; exit 1; }
+
+echo "==> building devui" >&2
+(cd "$ROOT" && go build -o "$TMP/devui" ./cmd/devui)
+echo "==> npm ci in compat/genkit-js" >&2
+(cd "$APP" && npm ci --no-audit --no-fund --loglevel=error)
+
+for mode in $MODES; do
+	realtime=""
+	case "$mode" in
+	dev) ;;
+	realtime) realtime=true ;;
+	*) echo "ERROR: unknown mode $mode (dev, realtime)" >&2; exit 2 ;;
+	esac
+	PORT="$(free_port)"
+	URL="http://127.0.0.1:$PORT"
+	LOG="$TMP/devui-$mode.log"
+	mkdir -m 0711 "$TMP/data-$mode"
+	echo "==> [$mode] devui start -- node app.mjs on $URL" >&2
+	# Genkit JS writes its runtime file under the nearest package.json up from its working
+	# directory: the app runs in its own folder. APP_NAME names it (genkit({name})).
+	(cd "$APP" && exec env -u GENKIT_TELEMETRY_SERVER GENKIT_ENABLE_REALTIME_TELEMETRY="$realtime" APP_NAME="compat-js-$mode" \
+		"$TMP/devui" start --addr "127.0.0.1:$PORT" --data-dir "$TMP/data-$mode" -- node app.mjs) >"$LOG" 2>&1 &
+	DEVUI_PID=$!
+	deadline=$((SECONDS + READY_TIMEOUT))
+	until curl -fsS -o /dev/null "$URL/readyz" 2>/dev/null; do
+		if ! kill -0 "$DEVUI_PID" 2>/dev/null; then
+			echo "ERROR: devui exited before becoming ready" >&2
+			exit 1
+		fi
+		if ((SECONDS >= deadline)); then
+			echo "ERROR: devui not ready after ${READY_TIMEOUT}s" >&2
+			exit 1
+		fi
+		sleep 0.25
+	done
+	(cd "$APP" && LOUPE_URL="$URL" APP_NAME="compat-js-$mode" node check.mjs)
+	stop_devui
+	if [[ -n "$(ls -A "$APP/.genkit/runtimes" 2>/dev/null | grep "^" || true)" ]]; then
+		# The app removes its runtime file when it stops; one left means it did not stop.
+		echo "WARNING: runtime files left in $APP/.genkit/runtimes" >&2
+	fi
+	echo "==> [$mode] passed" >&2
+done

@@ -1,0 +1,183 @@
+// A Genkit JS app with a scripted model, for Loupe's compatibility tests (compat/genkit-js.sh and the
+// Go tests of internal/genkitapp). Everything it answers is deterministic, so a test can check the
+// exact text. Run it with GENKIT_ENV=dev: Genkit then starts its reflection server and writes a runtime
+// file under .genkit/runtimes/ of this folder (the nearest package.json), which Loupe discovers.
+//
+// The scripted model reads the conversation:
+//   - the last message is a tool's answer -> it answers in text, quoting the tool's output;
+//   - the user asks for the weather -> it requests getWeather;
+//   - the user asks to transfer (or "send") money -> it requests approveTransfer (an interrupt);
+//   - the user asks to wire money -> it requests transferMoney (a tool that interrupts until restarted);
+//   - otherwise it echoes the prompt.
+// It streams its text word by word when the caller streams.
+import { genkit, z } from 'genkit/beta';
+
+// The default model lets Loupe resume a flow's interrupted response, which names no model.
+const ai = genkit({ name: process.env.APP_NAME || 'compat-js', model: 'scripted' });
+
+function lastText(messages, role) {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (role && m.role !== role) continue;
+    const text = (m.content || [])
+      .map((p) => p.text || '')
+      .join('')
+      .trim();
+    if (text) return text;
+  }
+  return '';
+}
+
+function parseTransfer(text) {
+  const amount = Number((text.match(/(\d+(?:\.\d+)?)/) || [])[1] || 0);
+  const to = (text.match(/\bto\s+([A-Za-z]+)/) || [])[1] || 'nobody';
+  return { to, amount };
+}
+
+let refCounter = 0;
+
+const scripted = ai.defineModel(
+  {
+    name: 'scripted',
+    label: 'Scripted model',
+    apiVersion: 'v2',
+    supports: { multiturn: true, tools: true, systemRole: true },
+  },
+  async (request, { sendChunk, streamingRequested }) => {
+    const messages = request.messages || [];
+    const last = messages[messages.length - 1];
+    let content;
+    if (last && last.role === 'tool') {
+      const outputs = last.content
+        .filter((p) => p.toolResponse)
+        .map((p) => `${p.toolResponse.name}=${JSON.stringify(p.toolResponse.output)}`);
+      content = [{ text: `Done: ${outputs.join(', ')}` }];
+    } else {
+      const prompt = lastText(messages, 'user');
+      const tools = new Set((request.tools || []).map((t) => t.name));
+      const ref = () => `r${++refCounter}`;
+      if (/weather/i.test(prompt) && tools.has('getWeather')) {
+        const city = (prompt.match(/\bin\s+([A-Za-z]+)/) || [])[1] || 'Paris';
+        content = [{ toolRequest: { name: 'getWeather', ref: ref(), input: { city } } }];
+      } else if (/\b(transfer|send)\b/i.test(prompt) && tools.has('approveTransfer')) {
+        content = [{ toolRequest: { name: 'approveTransfer', ref: ref(), input: parseTransfer(prompt) } }];
+      } else if (/\bwire\b/i.test(prompt) && tools.has('transferMoney')) {
+        content = [{ toolRequest: { name: 'transferMoney', ref: ref(), input: parseTransfer(prompt) } }];
+      } else {
+        content = [{ text: `You said: ${prompt}` }];
+      }
+    }
+    if (streamingRequested) {
+      for (const part of content) {
+        if (!part.text) continue;
+        for (const word of part.text.split(/(?<= )/)) {
+          sendChunk({ content: [{ text: word }] });
+        }
+      }
+    }
+    return {
+      message: { role: 'model', content },
+      finishReason: 'stop',
+      usage: { inputTokens: messages.length, outputTokens: content.length },
+    };
+  }
+);
+
+const getWeather = ai.defineTool(
+  {
+    name: 'getWeather',
+    description: 'The current weather in a city',
+    inputSchema: z.object({ city: z.string() }),
+    outputSchema: z.object({ city: z.string(), tempC: z.number() }),
+  },
+  async ({ city }) => ({ city, tempC: 21 })
+);
+
+// approveTransfer asks a person; a reviewer answers it (resume.respond) with {approved, note?}.
+const approveTransfer = ai.defineInterrupt({
+  name: 'approveTransfer',
+  description: 'Ask a person to approve a money transfer',
+  inputSchema: z.object({ to: z.string(), amount: z.number() }),
+  outputSchema: z.object({ approved: z.boolean(), note: z.string().optional() }),
+  requestMetadata: (input) => ({ message: `Send ${input.amount} to ${input.to}?` }),
+});
+
+// transferMoney interrupts until it is restarted (resume.restart), then executes.
+const transferMoney = ai.defineTool(
+  {
+    name: 'transferMoney',
+    description: 'Transfer money; needs a confirmation first',
+    inputSchema: z.object({ to: z.string(), amount: z.number() }),
+    outputSchema: z.object({ done: z.boolean(), to: z.string(), amount: z.number() }),
+  },
+  async (input, { interrupt, resumed }) => {
+    if (!resumed) interrupt({ message: `Wire ${input.amount} to ${input.to}?` });
+    return { done: true, to: input.to, amount: input.amount };
+  }
+);
+
+ai.defineFlow(
+  {
+    name: 'weatherFlow',
+    inputSchema: z.object({ city: z.string() }),
+    outputSchema: z.string(),
+  },
+  async ({ city }) => {
+    const response = await ai.generate({
+      model: scripted,
+      prompt: `What is the weather in ${city}?`,
+      tools: [getWeather],
+    });
+    return response.text;
+  }
+);
+
+ai.defineFlow(
+  {
+    name: 'countdown',
+    inputSchema: z.object({ from: z.number().int() }),
+    outputSchema: z.string(),
+    streamSchema: z.object({ n: z.number() }),
+  },
+  async ({ from }, { sendChunk }) => {
+    for (let n = from; n > 0; n--) sendChunk({ n });
+    return 'liftoff';
+  }
+);
+
+ai.defineFlow({ name: 'echo', inputSchema: z.string(), outputSchema: z.string() }, async (text) => `echo: ${text}`);
+
+// transferFlow returns the whole generate response, so when the transfer interrupts, the flow's
+// output is the interrupted response itself, which Loupe can resume through /util/generate.
+ai.defineFlow(
+  { name: 'transferFlow', inputSchema: z.object({ to: z.string(), amount: z.number() }) },
+  async ({ to, amount }) => {
+    const response = await ai.generate({
+      model: scripted,
+      prompt: `Please transfer ${amount} to ${to}`,
+      tools: [approveTransfer],
+    });
+    return response.toJSON();
+  }
+);
+
+ai.definePrompt({
+  name: 'transferPrompt',
+  description: 'Transfers money after a person approves it',
+  model: scripted,
+  input: { schema: z.object({ to: z.string(), amount: z.number() }) },
+  tools: [approveTransfer, transferMoney],
+  prompt: 'Please transfer {{amount}} to {{to}}',
+});
+
+ai.definePrompt({
+  name: 'wirePrompt',
+  description: 'Wires money; the tool itself asks for confirmation and runs when restarted',
+  model: scripted,
+  input: { schema: z.object({ to: z.string(), amount: z.number() }) },
+  tools: [transferMoney],
+  prompt: 'Please wire {{amount}} to {{to}}',
+});
+
+// Keep the process alive: the reflection server runs only while it does.
+setInterval(() => {}, 1 << 30);

@@ -1,0 +1,130 @@
+// Checks, through Loupe's API, what Loupe made of the app in app.mjs that `devui start` runs beside
+// it (compat/genkit-js.sh): its actions are listed under its name, a flow runs as a Loupe run
+// linked to the app's trace, a streaming flow's chunks are stored, and a prompt whose tool
+// interrupts waits in the inbox until a reviewer answers, then the conversation goes on in the app.
+//
+//   LOUPE_URL=http://127.0.0.1:4000 APP_NAME=compat-js node check.mjs
+const base = process.env.LOUPE_URL;
+const app = process.env.APP_NAME || 'compat-js';
+if (!base) throw new Error('LOUPE_URL is not set');
+
+const key = (k) => `${app}:${k}`;
+
+async function api(method, path, body) {
+  const res = await fetch(base + path, {
+    method,
+    headers: { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, json, text };
+}
+
+async function until(what, fn, seconds = 60) {
+  const deadline = Date.now() + seconds * 1000;
+  let last;
+  while (Date.now() < deadline) {
+    last = await fn();
+    if (last) return last;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+// check prints msg when cond holds, and fails with msg and detail when not.
+function check(cond, msg, detail = '') {
+  if (!cond) throw new Error(`check failed: ${msg}${detail ? ` (${detail})` : ''}`);
+  console.log('ok   ' + msg);
+}
+
+async function startRun(action, input) {
+  const r = await api('POST', '/api/v1/runs', { action, input });
+  check(r.status === 201, `POST /api/v1/runs ${action} is 201`, `got ${r.status} ${r.text}`);
+  return r.json.id;
+}
+
+async function waitRun(id, status) {
+  return until(`run ${id} to be ${status}`, async () => {
+    const r = await api('GET', `/api/v1/runs/${id}`);
+    if (r.json?.status === 'failed') throw new Error(`run ${id} failed: ${JSON.stringify(r.json.error)}`);
+    return r.json?.status === status ? r.json : undefined;
+  });
+}
+
+function lastText(run) {
+  const m = run.messages[run.messages.length - 1].content;
+  return m.content.map((p) => p.text || '').join('');
+}
+
+async function resolve(runId, decision) {
+  const it = await until(`an interrupt of run ${runId} in the inbox`, async () => {
+    const r = await api('GET', '/api/v1/interrupts?status=pending');
+    return r.json?.interrupts?.find((i) => i.run_id === runId);
+  });
+  const r = await api('POST', `/api/v1/interrupts/${it.id}/resolve`, decision);
+  check(r.status === 200, `resolve ${it.tool} with ${decision.action} is 200`, `got ${r.status} ${r.text}`);
+  return it;
+}
+
+// The app's actions, under its name.
+const actions = await until(`${app}'s actions in GET /api/v1/actions`, async () => {
+  const r = await api('GET', '/api/v1/actions');
+  const list = r.json?.actions || [];
+  return list.some((a) => a.key === key('/flow/weatherFlow')) ? list : undefined;
+});
+for (const k of ['/flow/weatherFlow', '/flow/countdown', '/prompt/transferPrompt', '/tool/approveTransfer', '/model/scripted', '/util/generate']) {
+  check(actions.some((a) => a.key === key(k)), `the app's ${k} is listed as ${key(k)}`);
+}
+const page = await api('GET', '/actions');
+check(page.status === 200 && page.text.includes(`data-app="${app}"`), 'the Actions page shows the app');
+
+// A flow with a tool: a Loupe run, linked to the trace the app recorded.
+let id = await startRun(key('/flow/weatherFlow'), { city: 'Oslo' });
+let run = await waitRun(id, 'succeeded');
+check(run.output === 'Done: getWeather={"city":"Oslo","tempC":21}', `the flow's output is the app's (${JSON.stringify(run.output)})`);
+check(/^[0-9a-f]{32}$/.test(run.trace_id || ''), `the run has the app's trace id (${run.trace_id})`);
+const tree = await until(`trace ${run.trace_id} in Loupe`, async () => {
+  const r = await api('GET', `/api/v1/traces/${run.trace_id}`);
+  return r.status === 200 && JSON.stringify(r.json).includes('weatherFlow') ? r.json : undefined;
+});
+check(JSON.stringify(tree).includes('getWeather'), "the app's trace holds the tool's span");
+
+// A streaming flow: its chunks are the run's.
+id = await startRun(key('/flow/countdown'), { from: 3 });
+run = await waitRun(id, 'succeeded');
+const chunks = (await api('GET', `/api/v1/runs/${id}/chunks`)).json.chunks;
+check(JSON.stringify(chunks.map((c) => c.content)) === '[{"n":3},{"n":2},{"n":1}]', 'the streamed chunks are stored in order');
+
+// A prompt whose tool interrupts: the inbox, then the conversation goes on in the app.
+id = await startRun(key('/prompt/transferPrompt'), { to: 'Bob', amount: 50 });
+run = await waitRun(id, 'interrupted');
+const it = await resolve(id, { action: 'respond', output: { approved: true } });
+check(it.tool === 'approveTransfer' && it.metadata?.message === 'Send 50 to Bob?', "the interrupt asks the app's question");
+run = await waitRun(id, 'succeeded');
+check(lastText(run) === 'Done: approveTransfer={"approved":true}', `the app's model answered after the reviewer (${lastText(run)})`);
+
+// A tool that interrupts until restarted: approving it runs it in the app.
+id = await startRun(key('/prompt/wirePrompt'), { to: 'Eve', amount: 7 });
+await waitRun(id, 'interrupted');
+await resolve(id, { action: 'approve' });
+run = await waitRun(id, 'succeeded');
+check(lastText(run) === 'Done: transferMoney={"done":true,"to":"Eve","amount":7}', `the restarted tool ran in the app (${lastText(run)})`);
+
+// /util/generate itself, denied.
+id = await startRun(key('/util/generate'), {
+  model: 'scripted',
+  tools: ['approveTransfer'],
+  messages: [{ role: 'user', content: [{ text: 'send 5 to Zed' }] }],
+});
+await waitRun(id, 'interrupted');
+await resolve(id, { action: 'deny', comment: 'not today' });
+run = await waitRun(id, 'succeeded');
+check(lastText(run).includes('"denied":true'), 'a denial reaches the model as the tool answer');
+
+console.log('all checks passed');

@@ -1,0 +1,322 @@
+package genkitapp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/genkitapp"
+	"github.com/loupe-dev/loupe/internal/genkitapp/genkitapptest"
+	"github.com/loupe-dev/loupe/internal/runs"
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
+		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).triggerHealthCheck.func1"),
+		// http.DefaultTransport's idle connections to the apps.
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+	)
+}
+
+// bundle is a Loupe server's side of the tests: an insert-only run service, as devui start's, and
+// the Manager attached to the project's apps.
+type bundle struct {
+	store   *store.Store
+	runs    *runs.Service
+	apps    *genkitapp.Manager
+	project string
+}
+
+func setup(t *testing.T, project string) *bundle {
+	t.Helper()
+	st := storetest.New(t)
+	svc, err := runs.New(runs.Config{Program: "devui", Workers: 0}, st, engine.NewRegistry())
+	require.NoError(t, err)
+	m := genkitapp.New(genkitapp.Config{Projects: []string{project}, Store: st, LeaseTTL: 3 * time.Second, Interval: 100 * time.Millisecond})
+	require.NoError(t, m.Start(context.Background()))
+	t.Cleanup(m.Stop)
+	return &bundle{store: st, runs: svc, apps: m, project: project}
+}
+
+// waitLive waits until the app is attached with its actions announced.
+func (b *bundle) waitLive(t *testing.T, app string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		d, err := b.runs.Actions(context.Background())
+		require.NoError(t, err)
+		for _, a := range d {
+			if a.Key == genkitapp.Key(app, "/flow/weatherFlow") {
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 50*time.Millisecond, "the app's actions are in the catalogue")
+}
+
+func (b *bundle) start(t *testing.T, action, input string) *store.Run {
+	t.Helper()
+	run, err := b.runs.StartRun(context.Background(), runs.StartParams{Action: action, Input: json.RawMessage(input), CreatedBy: "test"})
+	require.NoError(t, err)
+	return run
+}
+
+// wait waits for the run to reach the status, failing at once on failed.
+func (b *bundle) wait(t *testing.T, id uuid.UUID, status string) *store.Run {
+	t.Helper()
+	var run *store.Run
+	require.Eventually(t, func() bool {
+		var err error
+		run, err = b.store.RunGet(context.Background(), id)
+		require.NoError(t, err)
+		if run.Status == store.RunFailed && status != store.RunFailed {
+			t.Fatalf("run %s failed: %s", id, run.Error)
+		}
+		return run.Status == status
+	}, 60*time.Second, 50*time.Millisecond, "run %s reaches %s", id, status)
+	return run
+}
+
+func (b *bundle) pending(t *testing.T, id uuid.UUID) *store.Interrupt {
+	t.Helper()
+	list, err := b.store.InterruptListByRun(context.Background(), id)
+	require.NoError(t, err)
+	for _, it := range list {
+		if it.Status == store.InterruptPending {
+			return it
+		}
+	}
+	t.Fatalf("run %s has no pending interrupt", id)
+	return nil
+}
+
+// lastText is the text of the run's last recorded message.
+func (b *bundle) lastText(t *testing.T, id uuid.UUID) string {
+	t.Helper()
+	msgs, err := b.store.MessageList(context.Background(), id)
+	require.NoError(t, err)
+	require.NotEmpty(t, msgs)
+	var m engine.Message
+	require.NoError(t, json.Unmarshal(msgs[len(msgs)-1].Content, &m))
+	return m.Text()
+}
+
+// TestAppFlowsRunAsDurableRuns attaches to a real Genkit JS app through its runtime file, lists
+// its actions under its name, and runs two of its flows as Loupe runs: the output, the trace id
+// the app returned, and the chunks of a streaming flow are the run's.
+func TestAppFlowsRunAsDurableRuns(t *testing.T) {
+	t.Parallel()
+	dir := genkitapptest.Project(t)
+	genkitapptest.Start(t, dir, "flows")
+	b := setup(t, dir)
+	b.waitLive(t, "flows")
+
+	descs, err := b.runs.Actions(context.Background())
+	require.NoError(t, err)
+	keys := map[string]*engine.ActionDesc{}
+	for _, d := range descs {
+		keys[d.Key] = d
+	}
+	for _, k := range []string{"/flow/countdown", "/prompt/transferPrompt", "/tool/approveTransfer", "/model/scripted", "/util/generate"} {
+		require.Contains(t, keys, genkitapp.Key("flows", k))
+	}
+	require.Contains(t, keys, "/util/generate", "Loupe's own generate is still there, apart from the app's")
+	weather := keys[genkitapp.Key("flows", "/flow/weatherFlow")]
+	require.Equal(t, engine.ActionTypeFlow, weather.Type)
+	require.Equal(t, "flows", weather.Metadata[genkitapp.MetaApp])
+	require.NotNil(t, weather.InputSchema, "the app's schema comes along")
+
+	_, err = b.runs.StartRun(context.Background(), runs.StartParams{Action: genkitapp.Key("flows", "/flow/weatherFlow"), Input: json.RawMessage(`{"town":1}`)})
+	require.ErrorIs(t, err, runs.ErrInvalid, "input is checked against the app's schema")
+
+	run := b.start(t, genkitapp.Key("flows", "/flow/weatherFlow"), `{"city":"Oslo"}`)
+	run = b.wait(t, run.ID, store.RunSucceeded)
+	require.JSONEq(t, `"Done: getWeather={\"city\":\"Oslo\",\"tempC\":21}"`, string(run.Output))
+	require.NotNil(t, run.TraceID)
+	require.Len(t, *run.TraceID, 32, "the run is linked to the trace the app recorded")
+
+	// A Genkit app's run can be re-run (in the app again), not replayed exactly: the app would run
+	// its tools again.
+	_, err = b.runs.Replay(context.Background(), runs.ReplayParams{RunID: run.ID, Mode: store.ReplayExact})
+	var ve *runs.ValidationError
+	require.True(t, errors.As(err, &ve), "got %v", err)
+	require.Equal(t, "mode", ve.Field)
+	again, err := b.runs.Replay(context.Background(), runs.ReplayParams{RunID: run.ID, Mode: store.ReplayRerun})
+	require.NoError(t, err)
+	again = b.wait(t, again.ID, store.RunSucceeded)
+	require.JSONEq(t, string(run.Output), string(again.Output))
+
+	run = b.start(t, genkitapp.Key("flows", "/flow/countdown"), `{"from":3}`)
+	run = b.wait(t, run.ID, store.RunSucceeded)
+	require.JSONEq(t, `"liftoff"`, string(run.Output))
+	chunks, err := b.store.ChunkList(context.Background(), run.ID, 0, 100)
+	require.NoError(t, err)
+	require.Len(t, chunks, 3)
+	for i, c := range chunks {
+		require.JSONEq(t, `{"n":`+string(rune('3'-i))+`}`, string(c.Content))
+	}
+}
+
+// TestInterruptedPromptResumesInTheApp runs the app's prompt, whose model asks the approveTransfer
+// interrupt: the run waits with the interrupt in the inbox, schemas and question included; it
+// cannot be approved (there is nothing to run again), the reviewer's answer is checked against the
+// tool's output schema, and resumes the conversation
+// through the app's own /util/generate (resume.respond), whose model then answers.
+func TestInterruptedPromptResumesInTheApp(t *testing.T) {
+	t.Parallel()
+	dir := genkitapptest.Project(t)
+	genkitapptest.Start(t, dir, "prompts")
+	b := setup(t, dir)
+	b.waitLive(t, "prompts")
+	ctx := context.Background()
+
+	run := b.start(t, genkitapp.Key("prompts", "/prompt/transferPrompt"), `{"to":"Bob","amount":50}`)
+	b.wait(t, run.ID, store.RunInterrupted)
+	it := b.pending(t, run.ID)
+	require.Equal(t, "approveTransfer", it.Tool)
+	require.JSONEq(t, `{"to":"Bob","amount":50}`, string(it.Input))
+	require.JSONEq(t, `{"message":"Send 50 to Bob?"}`, string(it.Metadata))
+	require.NotEmpty(t, it.OutputSchema)
+
+	_, err := b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionApprove, Actor: "rita"})
+	var ve *runs.ValidationError
+	require.True(t, errors.As(err, &ve), "an interrupt that only asks (defineInterrupt: restartable=false) cannot be approved, got %v", err)
+	require.Equal(t, "action", ve.Field)
+
+	_, err = b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionRespond, Output: json.RawMessage(`{"approved":"yes"}`), Actor: "rita"})
+	require.True(t, errors.As(err, &ve), "got %v", err)
+	require.Equal(t, "output/approved", ve.Field)
+
+	_, err = b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionRespond, Output: json.RawMessage(`{"approved":true}`), Actor: "rita"})
+	require.NoError(t, err)
+	done := b.wait(t, run.ID, store.RunSucceeded)
+	require.Equal(t, `Done: approveTransfer={"approved":true}`, b.lastText(t, run.ID))
+	// The scripted model counts a call's messages as its input tokens: 1 before the pause, 3 after.
+	require.Equal(t, int64(4), done.InputTokens, "the run's tokens are the app's generates'")
+	require.NotNil(t, done.Model)
+	require.Equal(t, "scripted", *done.Model)
+	var out struct {
+		FinishReason string `json:"finishReason"`
+	}
+	require.NoError(t, json.Unmarshal(done.Output, &out))
+	require.Equal(t, "stop", out.FinishReason)
+	msgs, err := b.store.MessageList(ctx, run.ID)
+	require.NoError(t, err)
+	roles := []string{}
+	for _, m := range msgs {
+		roles = append(roles, m.Role)
+	}
+	require.Equal(t, []string{"user", "model", "tool", "model"}, roles, "the history is the whole conversation, across the pause")
+}
+
+// TestApprovedToolRestartsInTheApp approves, then edits, the call of a tool that interrupts until it
+// is restarted: the app runs it (resume.restart with metadata.resumed), with the reviewer's input
+// when edited. A flow that returns its interrupted generate response is resumed the same way, and
+// a denial reaches its model as the tool's answer.
+func TestApprovedToolRestartsInTheApp(t *testing.T) {
+	t.Parallel()
+	dir := genkitapptest.Project(t)
+	genkitapptest.Start(t, dir, "restarts")
+	b := setup(t, dir)
+	b.waitLive(t, "restarts")
+	ctx := context.Background()
+
+	approved := b.start(t, genkitapp.Key("restarts", "/prompt/wirePrompt"), `{"to":"Eve","amount":7}`)
+	edited := b.start(t, genkitapp.Key("restarts", "/prompt/wirePrompt"), `{"to":"Eve","amount":7}`)
+	flow := b.start(t, genkitapp.Key("restarts", "/flow/transferFlow"), `{"to":"Ann","amount":3}`)
+	for _, r := range []*store.Run{approved, edited, flow} {
+		b.wait(t, r.ID, store.RunInterrupted)
+	}
+	_, err := b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: b.pending(t, approved.ID).ID, Action: runs.ActionApprove, Actor: "rita"})
+	require.NoError(t, err)
+	_, err = b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: b.pending(t, edited.ID).ID, Action: runs.ActionEdit,
+		Input: json.RawMessage(`{"to":"Mallory","amount":8}`), Actor: "rita"})
+	require.NoError(t, err)
+	_, err = b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: b.pending(t, flow.ID).ID, Action: runs.ActionDeny, Comment: "no way", Actor: "rita"})
+	require.NoError(t, err)
+
+	b.wait(t, approved.ID, store.RunSucceeded)
+	require.Equal(t, `Done: transferMoney={"done":true,"to":"Eve","amount":7}`, b.lastText(t, approved.ID))
+	b.wait(t, edited.ID, store.RunSucceeded)
+	require.Equal(t, `Done: transferMoney={"done":true,"to":"Mallory","amount":8}`, b.lastText(t, edited.ID))
+	b.wait(t, flow.ID, store.RunSucceeded)
+	require.Contains(t, b.lastText(t, flow.ID), `"denied":true`)
+	require.Contains(t, b.lastText(t, flow.ID), `"reason":"no way"`)
+}
+
+// TestAppsComeAndGo watches one project with two apps: both are listed, each under its name;
+// one killed (its runtime file left behind, its pid dead) is shown as gone, its actions leave the
+// catalogue and a run of them waits, saying why; a leftover runtime file of a dead process found at
+// start is gone from the first.
+func TestAppsComeAndGo(t *testing.T) {
+	t.Parallel()
+	dir := genkitapptest.Project(t)
+	// A leftover of a crashed app: no process has that pid.
+	require.NoError(t, os.MkdirAll(genkitapp.RuntimesDir(dir), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(genkitapp.RuntimesDir(dir), "999999-1.json"),
+		[]byte(`{"id":"999999","pid":999999,"name":"crashed","reflectionServerUrl":"http://127.0.0.1:9","timestamp":"2026-01-01T00:00:00Z"}`), 0o644))
+	one := genkitapptest.Start(t, dir, "one")
+	genkitapptest.Start(t, dir, "two")
+	b := setup(t, dir)
+	b.waitLive(t, "one")
+	b.waitLive(t, "two")
+	status := func(name string) genkitapp.AppStatus {
+		for _, a := range b.apps.Apps() {
+			if a.Name == name {
+				return a
+			}
+		}
+		t.Fatalf("no app %s in %+v", name, b.apps.Apps())
+		return genkitapp.AppStatus{}
+	}
+	require.False(t, status("crashed").Live)
+	require.Contains(t, status("crashed").Reason, "process 999999 exited")
+	require.True(t, status("one").Live)
+	require.Equal(t, "nodejs/1.42.0", status("one").GenkitVersion)
+
+	one.Kill(t)
+	require.Eventually(t, func() bool {
+		s := status("one")
+		return !s.Live && strings.Contains(s.Reason, "exited")
+	}, 30*time.Second, 50*time.Millisecond, "gone, since its process exited")
+	require.True(t, status("two").Live)
+	descs, err := b.runs.Actions(context.Background())
+	require.NoError(t, err)
+	for _, d := range descs {
+		require.NotEqual(t, "one", d.Metadata[genkitapp.MetaApp], "a gone app's actions are not live")
+	}
+	run := b.start(t, genkitapp.Key("one", "/flow/echo"), `"hi"`)
+	reason, err := b.runs.WaitingReason(context.Background(), run)
+	require.NoError(t, err)
+	require.Contains(t, reason, "program genkit:one")
+}
+
+// TestProjectRootsAreWhereGenkitWritesRuntimeFiles finds a project's roots as Genkit does, from
+// a working directory: JS's nearest package.json, Go's nearest go.mod, both for a JS app inside a Go
+// module, and the directory itself when there is neither.
+func TestProjectRootsAreWhereGenkitWritesRuntimeFiles(t *testing.T) {
+	t.Parallel()
+	repo := t.TempDir()
+	js := filepath.Join(repo, "web", "app")
+	src := filepath.Join(js, "src")
+	require.NoError(t, os.MkdirAll(src, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "go.mod"), []byte("module x\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(js, "package.json"), []byte("{}"), 0o644))
+	require.Equal(t, []string{js, repo}, genkitapp.ProjectRoots(src))
+	require.Equal(t, []string{repo}, genkitapp.ProjectRoots(filepath.Join(repo, "web")))
+	lone := t.TempDir()
+	require.Equal(t, []string{lone}, genkitapp.ProjectRoots(lone))
+}

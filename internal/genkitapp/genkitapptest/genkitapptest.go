@@ -1,0 +1,139 @@
+// Package genkitapptest runs the real Genkit JS app of compat/genkit-js for tests: with node, its
+// npm packages installed from the committed lock file with `npm ci` when they are missing, so a
+// fresh clone with node and npm (which .ci/run installs) runs them. Without node or npm a test
+// that needs the app fails, saying so.
+package genkitapptest
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	npmOnce sync.Once
+	npmErr  error
+)
+
+// appSource is compat/genkit-js of this checkout.
+func appSource(t *testing.T) string {
+	_, file, _, ok := runtime.Caller(0)
+	require.True(t, ok)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "compat", "genkit-js")
+}
+
+// ensurePackages installs the app's npm packages once per test binary when they are missing.
+func ensurePackages(t *testing.T) string {
+	t.Helper()
+	src := appSource(t)
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatalf("these tests run the Genkit JS app in compat/genkit-js with node, which is not installed: apt-get install -y nodejs npm")
+	}
+	npmOnce.Do(func() {
+		installed := func() bool {
+			_, err := os.Stat(filepath.Join(src, "node_modules", "genkit", "package.json"))
+			return err == nil
+		}
+		if installed() {
+			return
+		}
+		// Test binaries run at once (go test ./...): one installs, the others wait for it.
+		lock, err := os.OpenFile(filepath.Join(src, ".npm-ci.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			npmErr = err
+			return
+		}
+		defer lock.Close()
+		if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+			npmErr = err
+			return
+		}
+		defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
+		if installed() {
+			return
+		}
+		if _, err := exec.LookPath("npm"); err != nil {
+			npmErr = fmt.Errorf("the Genkit JS app's packages are not installed and npm is missing: apt-get install -y npm, then npm ci in %s", src)
+			return
+		}
+		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
+		cmd.Dir = src
+		if out, err := cmd.CombinedOutput(); err != nil {
+			npmErr = fmt.Errorf("npm ci in %s: %v\n%s", src, err, out)
+		}
+	})
+	require.NoError(t, npmErr)
+	return src
+}
+
+// Project is a throwaway Genkit project: the app and its package.json, its node_modules linked
+// from compat/genkit-js. Runtime files land in its .genkit/runtimes/.
+func Project(t *testing.T) string {
+	t.Helper()
+	src := ensurePackages(t)
+	dir := t.TempDir()
+	for _, f := range []string{"app.mjs", "package.json"} {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
+	}
+	abs, err := filepath.Abs(filepath.Join(src, "node_modules"))
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(abs, filepath.Join(dir, "node_modules")))
+	return dir
+}
+
+// App is a running app.
+type App struct {
+	cmd    *exec.Cmd
+	out    *bytes.Buffer
+	exited chan struct{}
+}
+
+// Start runs the app named name in the project with GENKIT_ENV=dev, and stops it when the
+// test ends.
+func Start(t *testing.T, dir, name string) *App {
+	t.Helper()
+	cmd := exec.Command("node", "app.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GENKIT_ENV=dev", "APP_NAME="+name)
+	out := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start())
+	a := &App{cmd: cmd, out: out, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(a.exited) }()
+	t.Cleanup(func() {
+		a.signal(syscall.SIGTERM)
+		select {
+		case <-a.exited:
+		case <-time.After(10 * time.Second):
+			a.signal(syscall.SIGKILL)
+			<-a.exited
+		}
+		if t.Failed() {
+			t.Logf("app %s said:\n%s", name, out.String())
+		}
+	})
+	return a
+}
+
+func (a *App) signal(sig syscall.Signal) { _ = a.cmd.Process.Signal(sig) }
+
+// Kill ends the app at once: its runtime file stays behind, as after a crash.
+func (a *App) Kill(t *testing.T) {
+	a.signal(syscall.SIGKILL)
+	select {
+	case <-a.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the app did not die")
+	}
+}
