@@ -213,8 +213,10 @@ genkit flow:run countdown '{"from":"ten"}'
 check "an error prints Genkit's code and message" eval 'has "Code: 3" && has "Message: INVALID_ARGUMENT" && clean'
 
 genkit flow:run travelAgent '{"destination":"Lisbon"}'
-check "a flow that interrupts says so, with its question and trace id" eval \
-	'has "Code: 9" && has "bookFlight asks" && has "inbox" && [[ -n "$(trace_id)" ]] && hasnt "Result:" && clean'
+check "a flow that interrupts says so, with its question, where it waits and its trace id" eval \
+	'has "Code: 9" && has "bookFlight: Approve booking" && has "waits in Loupe'"'"'s inbox" && [[ -n "$(trace_id)" ]] && hasnt "Result:" && clean'
+check "the interrupted flow's question waits in Loupe's inbox" eval \
+	'[[ "$(jsget "$URL/api/v1/interrupts?status=pending" "d.interrupts.filter(i => i.tool === \"bookFlight\").length")" -ge 1 ]]'
 
 genkit trace:list --limit 3
 check "trace:list lists Loupe's traces" eval 'has "Found 3 traces" && has "Type:     flow" && clean'

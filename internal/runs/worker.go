@@ -392,6 +392,10 @@ func continueTrace(ctx context.Context, run *store.Run, resumed bool) context.Co
 	return engine.WithSpanLinks(ctx, oteltrace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attribute.String("loupe.link.type", "resume")}})
 }
 
+// RootSpanIDs are the trace and span ids of a run's root span, known as soon as the run exists: a
+// caller can name its trace before a worker has taken it (the reflection API's X-Genkit-Trace-Id).
+func RootSpanIDs(run *store.Run) (oteltrace.TraceID, oteltrace.SpanID) { return rootSpanIDs(run) }
+
 // rootSpanIDs are the ids of a run's root span, the same for each of its executions: the trace id
 // its first execution recorded, or else the run id itself (a UUID is 16 bytes, as a trace id is),
 // and a span id hashed from the run id.

@@ -44,6 +44,13 @@ func (s *Server) genkitActions(c echo.Context) error {
 	for _, d := range s.deps.Runs.Registry().List() {
 		out[d.Key] = d
 	}
+	// Flows run as durable runs, by whichever program announces them (devui start's program too);
+	// a Genkit app's proxied actions ("app:/flow/x") are that app's to list.
+	for _, d := range s.actions(c.Request().Context()) {
+		if d.Type == engine.ActionTypeFlow && strings.HasPrefix(d.Key, "/") {
+			out[d.Key] = d
+		}
+	}
 	return c.JSON(http.StatusOK, out)
 }
 
@@ -94,11 +101,14 @@ func (s *Server) genkitRunAction(c echo.Context) error {
 	if err := unstorableJSON(store.CheckJSON("", body)); err != nil {
 		return err
 	}
+	stream := c.QueryParam("stream") == "true"
+	if strings.HasPrefix(req.Key, "/"+string(engine.ActionTypeFlow)+"/") {
+		return s.genkitRunDurably(c, req, stream)
+	}
 	reg := s.deps.Runs.Registry()
 	if reg.Lookup(req.Key) == nil {
 		return c.JSON(http.StatusNotFound, genkitStatusBody(engine.StatusNotFound, fmt.Sprintf("action %q not found", req.Key), nil))
 	}
-	stream := c.QueryParam("stream") == "true"
 	w := c.Response()
 	ctx, cancel := context.WithCancelCause(c.Request().Context())
 	defer cancel(nil)

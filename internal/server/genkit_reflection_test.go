@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/google/uuid"
 	"io"
 	"net/http"
 	"regexp"
@@ -31,6 +32,7 @@ type genkitBundle struct {
 	url   string
 	prov  *trace.Provider
 	store *store.Store
+	runs  *runs.Service
 	open  chan struct{}
 }
 
@@ -67,6 +69,7 @@ func genkitSetup(t *testing.T) *genkitBundle {
 	require.NoError(t, srv.Start(ctx))
 	t.Cleanup(func() { srv.Stop(); svc.Stop(); traces.Close(); prov.Stop() })
 	b.url = "http://" + srv.Addr()
+	b.runs = svc
 	return b
 }
 
@@ -250,11 +253,11 @@ func TestGenkitRunActionTelemetryLabels(t *testing.T) {
 	require.Equal(t, "b1", attrsOf(t, root)["batchRun"])
 }
 
-// TestGenkitRunActionInterrupts: a flow whose generate ends interrupted has no result yet, and a
-// run through the reflection API is not durable, so nobody could answer it: the CLI gets
-// FAILED_PRECONDITION naming the question and the way to answer it, with the trace id and the
-// interrupted tool requests, instead of an empty result. A tool run on its own that interrupts
-// answers the same code with its interrupt's metadata.
+// TestGenkitRunActionInterrupts: a flow run through the reflection API is a durable run, so one
+// whose generate stops at an interrupt waits in Loupe's inbox: the CLI gets FAILED_PRECONDITION
+// naming the question and where it waits (the inbox item, the run), with the trace id and the
+// interrupted tool requests, instead of an empty result; the reviewer's decision then finishes the
+// run. A tool run on its own that interrupts answers the same code with its interrupt's metadata.
 func TestGenkitRunActionInterrupts(t *testing.T) {
 	t.Parallel()
 	b := genkitSetup(t)
@@ -263,13 +266,30 @@ func TestGenkitRunActionInterrupts(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	e := decodeGenkitError(t, body)
 	require.Equal(t, 9, *e.Error.Code, body)
-	require.Contains(t, e.Error.Message, `bookFlight asks "Approve booking a economy flight to Lisbon`)
-	require.Contains(t, e.Error.Message, "inbox")
+	require.Contains(t, e.Error.Message, `bookFlight: Approve booking a economy flight to Lisbon`)
+	require.Contains(t, e.Error.Message, "waits in Loupe's inbox")
 	require.Equal(t, resp.Header.Get("X-Genkit-Trace-Id"), e.Error.Details["traceId"])
 	interrupts := e.Error.Details["interrupts"].([]any)
 	require.Len(t, interrupts, 1)
 	require.Equal(t, "bookFlight", interrupts[0].(map[string]any)["name"])
 	require.NotNil(t, interrupts[0].(map[string]any)["interrupt"])
+	require.Contains(t, e.Error.Details["inbox"], "/inbox#i-"+interrupts[0].(map[string]any)["id"].(string))
+
+	runID, err := uuid.Parse(e.Error.Details["runId"].(string))
+	require.NoError(t, err)
+	require.Equal(t, runID.String(), resp.Header.Get("X-Loupe-Run-Id"))
+	itID, err := uuid.Parse(interrupts[0].(map[string]any)["id"].(string))
+	require.NoError(t, err)
+	it, err := b.store.InterruptGet(context.Background(), itID, false)
+	require.NoError(t, err)
+	require.Equal(t, store.InterruptPending, it.Status, "the interrupt waits in the inbox")
+	_, err = b.runs.Resolve(context.Background(), runs.ResolveParams{InterruptID: itID, Action: runs.ActionApprove, Actor: "rita", Version: it.Version})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		r, err := b.store.RunGet(context.Background(), runID)
+		require.NoError(t, err)
+		return r.Status == store.RunSucceeded
+	}, 30*time.Second, 20*time.Millisecond, "the approval finishes the run")
 
 	resp = b.post(t, "/api/runAction", `{"key":"/tool/transfer","input":{"to":"bob","amount":5,"currency":"EUR"}}`)
 	body = readAll(t, resp.Body)
@@ -294,7 +314,7 @@ func TestGenkitCancelAction(t *testing.T) {
 	cancel := b.post(t, "/api/cancelAction", `{"traceId":"`+traceID+`"}`)
 	require.Equal(t, http.StatusOK, cancel.StatusCode)
 	require.JSONEq(t, `{"message":"Action cancelled"}`, readAll(t, cancel.Body))
-	require.JSONEq(t, `{"error":{"code":1,"message":"Action was cancelled","details":{"traceId":"`+traceID+`"}}}`, readAll(t, resp.Body))
+	require.JSONEq(t, `{"error":{"code":1,"message":"Action was cancelled","details":{"traceId":"`+traceID+`","runId":"`+resp.Header.Get("X-Loupe-Run-Id")+`"}}}`, readAll(t, resp.Body))
 
 	again := b.post(t, "/api/cancelAction", `{"traceId":"`+traceID+`"}`)
 	require.Equal(t, http.StatusNotFound, again.StatusCode)
