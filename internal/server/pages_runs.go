@@ -290,7 +290,7 @@ func (s *Server) runPageData(c echo.Context, id uuid.UUID, withTrace bool) (temp
 		ID: r.ID.String(), Action: r.Action, Status: r.Status, Model: deref(r.Model), Duration: runDuration(r),
 		Turns: r.Turns, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CreatedBy: deref(r.CreatedBy),
 		CreatedAt: r.CreatedAt, ReplayMode: deref(r.ReplayMode), Resumes: r.Resumes,
-		InputJSON: nonEmptyJSON(r.Input), OutputJSON: nonEmptyJSON(r.Output), ErrorJSON: nonEmptyJSON(r.Error),
+		InputJSON: nonEmptyJSON(r.Input), OutputJSON: nonEmptyJSON(r.Output), ErrorJSON: nonEmptyJSON(r.Error), ErrorMessage: runErrorMessage(r.Error),
 		CanCancel: s.deps.Runs != nil && !finished(r.Status) && pr != nil && auth.Allows(pr.Role, store.RoleReviewer),
 		CanReplay: s.deps.Runs != nil && (finished(r.Status) || r.Status == store.RunInterrupted) && pr != nil && auth.Allows(pr.Role, store.RoleReviewer),
 	}
@@ -860,3 +860,19 @@ func convPart(raw json.RawMessage, turn int, byRef map[string]*templates.Interru
 
 // shortUUID is an id's random tail, as the templates' shortID shows it.
 func shortUUID(id uuid.UUID) string { return id.String()[28:] }
+
+// runErrorMessage is a run's error as a line: "STATUS: message" (the status once), or "" when
+// the run has no error.
+func runErrorMessage(raw json.RawMessage) string {
+	var e struct {
+		Status  string `json:"status"`
+		Message string `json:"message"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &e) != nil || e.Message == "" {
+		return ""
+	}
+	if e.Status == "" || strings.HasPrefix(e.Message, e.Status) {
+		return shorten(e.Message, 400)
+	}
+	return shorten(e.Status+": "+e.Message, 400)
+}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"regexp"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -64,6 +65,10 @@ type skeleton struct {
 	stale   bool
 	// latest is the trace's last known time: the latest start or end of any span.
 	latest int64
+	// ownError marks the spans where an error starts: failed, with no failed span below them.
+	// innerError marks the spans with one below them (a failed ancestor, whose red only repeats
+	// its child's, or a span that did not fail itself).
+	ownError, innerError []bool
 }
 
 func (s *Server) loadSkeleton(ctx context.Context, traceID string) (*skeleton, error) {
@@ -176,8 +181,75 @@ func buildSkeleton(traceID string, facts []store.SpanTurnFacts, now int64) *skel
 		seen[i] = true
 	}
 	sk.axis0, sk.axisLen = min0, max(max1-min0, 1)
+	sk.markErrors()
 	return sk
 }
+
+// markErrors finds where errors start. Genkit (and most tracers) mark every ancestor of a failed
+// span failed too; only the deepest failed spans are where something went wrong, and the others
+// merely contain them.
+func (sk *skeleton) markErrors() {
+	n := len(sk.facts)
+	sk.ownError, sk.innerError = make([]bool, n), make([]bool, n)
+	// The trace's own parents, not the display's: a turn lifted beside the turn it is nested in is
+	// still what made that turn fail.
+	up := func(i int32) int32 {
+		if p := sk.facts[i].ParentSpanID; p != nil {
+			if j, ok := sk.idx[*p]; ok && j != i {
+				return j
+			}
+		}
+		return -1
+	}
+	for i := range sk.facts {
+		if sk.facts[i].StatusCode != store.StatusError {
+			continue
+		}
+		for p, hops := up(int32(i)), 0; p >= 0 && !sk.innerError[p] && hops < n; p, hops = up(p), hops+1 {
+			sk.innerError[p] = true
+		}
+	}
+	for i := range sk.facts {
+		sk.ownError[i] = sk.facts[i].StatusCode == store.StatusError && !sk.innerError[i]
+	}
+}
+
+// failure is what failed in a trace, for its header: the first span (by start) where an error
+// starts, said as "tool lookupOrder failed: …" or "turn limit 3 reached".
+func (sk *skeleton) failure() (int32, string) {
+	first := int32(-1)
+	for i := range sk.facts {
+		if sk.ownError[i] && (first < 0 || sk.facts[i].StartTime < sk.facts[first].StartTime) {
+			first = int32(i)
+		}
+	}
+	if first < 0 {
+		return -1, ""
+	}
+	f := &sk.facts[first]
+	msg := strings.TrimSpace(f.StatusMessage)
+	if m := turnLimitMessage.FindStringSubmatch(msg); m != nil {
+		return first, "turn limit " + m[1] + " reached"
+	}
+	what := sk.label(first)
+	if what == "" {
+		what = "span"
+	}
+	if strings.HasPrefix(what, "turn ") {
+		what = "the generate of " + what
+	} else if f.ToolName != nil && *f.ToolName != "" {
+		what += " " + *f.ToolName // a GenAI tool span is named "execute_tool <tool>"
+	} else {
+		what += " " + f.Name
+	}
+	if msg == "" {
+		return first, what + " failed"
+	}
+	return first, what + " failed: " + shorten(msg, 200)
+}
+
+// turnLimitMessage is the engine's and Genkit's error when a generate runs out of turns.
+var turnLimitMessage = regexp.MustCompile(`exceeded maximum tool call iterations \((\d+)\)`)
 
 // ancestors returns the display ancestors of a span, so that a deep link can open them.
 func (sk *skeleton) ancestors(i int32) []int32 {
@@ -240,7 +312,7 @@ func (sk *skeleton) rowsWindow(parent int32, depth, offset, end int, open map[in
 		f := &sk.facts[c]
 		row := templates.SpanRow{ID: f.SpanID, Name: f.Name, Label: sk.label(c), Depth: depth,
 			Children: len(sk.children[c]), Expanded: open[c] && len(sk.children[c]) > 0,
-			Error: f.StatusCode == store.StatusError, Selected: c == selected,
+			Error: sk.ownError[c], ContainsError: sk.innerError[c], Selected: c == selected,
 			Interrupted:   deref(f.State) == "interrupted" && f.StatusCode != store.StatusError,
 			MissingParent: sk.missing[c]}
 		endT := f.EndTime
@@ -388,6 +460,10 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 		}
 		d.MarkStale(sk.stale)
 		v.Selected = d
+	}
+	if i, text := sk.failure(); i >= 0 {
+		id := sk.facts[i].SpanID
+		v.Failure = &templates.TraceFailure{Text: text, SpanID: id, URL: link + id + "#span-" + id}
 	}
 	v.Rows = sk.rows(-1, 0, 0, open, selected)
 	v.Turns = turnRows(sk.turns, link, sk.stale)

@@ -157,7 +157,7 @@ func TestGenkitInterruptsAreNotErrors(t *testing.T) {
 	resp, body := get(t, b.url+"/traces/"+otlpTrace+"/spans/"+otlpTool)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, body, `<span class="status-error">error</span>`)
-	require.Contains(t, body, `<span class="error-text">card declined</span>`)
+	require.Contains(t, body, `data-testid="span-error">card declined</p>`)
 	require.NotContains(t, body, "interrupt: <code>")
 	require.Contains(t, body, `<strong class="ev-name">exception</strong>`)
 }

@@ -336,6 +336,23 @@ function initTree(root) {
     });
   });
   tree.querySelector(".span-row.selected")?.scrollIntoView({ block: "nearest" });
+  keepLinkedSpanInView();
+}
+
+// keepLinkedSpanInView brings the span a link names (#span-<id>, as "show the failing span") to
+// the middle of the screen, and keeps it there while the page is still laying itself out (the
+// stream replaying, sections reloading) until the reader scrolls or three seconds pass.
+function keepLinkedSpanInView() {
+  if (!location.hash.startsWith("#span-")) return;
+  const id = location.hash.slice(1);
+  const show = () => document.getElementById(id)?.scrollIntoView({ block: "center" });
+  show();
+  if (!("ResizeObserver" in window)) return;
+  const ro = new ResizeObserver(show);
+  ro.observe(document.body);
+  const stop = () => { ro.disconnect(); ["wheel", "keydown", "touchstart", "mousedown"].forEach((e) => removeEventListener(e, stop)); };
+  ["wheel", "keydown", "touchstart", "mousedown"].forEach((e) => addEventListener(e, stop, { once: true, passive: true }));
+  setTimeout(stop, 3000);
 }
 
 // ---- run page: sections, trace and the chunk stream ----

@@ -82,7 +82,9 @@ type RunHeader struct {
 	InputJSON  string
 	OutputJSON string
 	ErrorJSON  string
-	Resumes    int
+	// ErrorMessage is the run's error message ("STATUS: message"), shown before its details.
+	ErrorMessage string
+	Resumes      int
 	// CanCancel is true when the run is not finished and the user may cancel it.
 	CanCancel bool
 	// CanReplay is true when the run has settled (finished or waiting for a reviewer) and the user
@@ -242,9 +244,10 @@ type SpanRow struct {
 	Stale bool
 	// Interrupted is a tool span that raised an interrupt (genkit:state interrupted).
 	Interrupted bool
-	Error       bool
-	Selected    bool
-	Duration    string
+	// Error is a span where an error starts; ContainsError one with a failed span below it.
+	Error, ContainsError bool
+	Selected             bool
+	Duration             string
 	// X and W place the waterfall bar on the trace's axis, in thousandths.
 	X, W float64
 	// More is set on a "show more" row: the offset of the next children page of Parent; End, when
@@ -363,6 +366,13 @@ type TraceView struct {
 	Turns []TurnRow
 	// RunURL links the run this trace records, when it records one and the page is not the run's.
 	RunURL string
+	// Failure says what failed in the trace, with a link to the span where it starts.
+	Failure *TraceFailure
+}
+
+// TraceFailure is what failed in a trace: the first span where an error starts.
+type TraceFailure struct {
+	Text, SpanID, URL string
 }
 
 // TurnRow is one turn of a trace's per-turn summary.
