@@ -552,6 +552,7 @@ func (s *Server) spanDetail(ctx context.Context, traceID, spanID, link string) (
 	d.Status = trace.StatusName(sp.StatusCode, state)
 	if d.Status == "interrupted" {
 		d.Interrupt = s.spanInterrupt(ctx, sp, attrs)
+		d.Outcome = s.spanInterruptOutcome(ctx, sp, attrs)
 	}
 	if !d.Running {
 		d.Duration = fmtNanos(sp.EndTime - sp.StartTime)
@@ -577,11 +578,14 @@ func (s *Server) spanDetail(ctx context.Context, traceID, spanID, link string) (
 		if len(text) > payloadPreview {
 			p.Text, p.Truncated = text[:payloadPreview]+"\n…", true
 			p.URL = fmt.Sprintf("/traces/%s/spans/%s/payload?key=%s", traceID, sp.SpanID, url.QueryEscape(k))
+		} else {
+			p.Tree = jsonTree(text)
 		}
 		d.Payloads = append(d.Payloads, p)
 	}
 	if len(rest) > 0 {
 		d.Attributes = prettyJSON(mustJSON(rest))
+		d.AttrRows = attributeRows(rest)
 	}
 	d.EventList, d.Events = spanEvents(sp.Events, sp.StartTime)
 	d.Links = nonEmptyJSON(sp.Links)

@@ -6,7 +6,12 @@ import (
 
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/internal/trace"
+	"github.com/loupe-dev/loupe/web/templates"
 )
+
+// attrToolCallID is the GenAI conventions' tool call id, which Loupe's tool spans carry as the
+// call's ref.
+const attrToolCallID = "gen_ai.tool.call.id"
 
 // spanInterrupt is the question an interrupted span asks: its "interrupt" event's metadata
 // (Loupe's own spans, and Genkit Go's, whose metadata ingest takes out of the error message), or
@@ -65,4 +70,37 @@ func (s *Server) spanInterrupt(ctx context.Context, sp *store.Span, attrs map[st
 		return string(compactRaw(md))
 	}
 	return ""
+}
+
+// spanInterruptOutcome is how the interrupt of an interrupted tool span was resolved, found by the
+// trace's run and the call's ref (gen_ai.tool.call.id) and turn: nil when Loupe holds no such
+// interrupt (a trace from another program), pending while it waits.
+func (s *Server) spanInterruptOutcome(ctx context.Context, sp *store.Span, attrs map[string]json.RawMessage) *templates.InterruptOutcome {
+	var ref string
+	if json.Unmarshal(attrs[attrToolCallID], &ref) != nil || ref == "" {
+		return nil
+	}
+	tr, err := s.store.TraceGet(ctx, sp.TraceID)
+	if err != nil || tr.RunID == nil {
+		return nil
+	}
+	turn := -1
+	if raw, ok := attrs[trace.AttrTurnIndex]; ok {
+		_ = json.Unmarshal(raw, &turn)
+	}
+	list, err := s.store.InterruptListByRun(ctx, *tr.RunID)
+	if err != nil {
+		return nil
+	}
+	var it *store.Interrupt
+	for _, i := range list {
+		if i.Ref == ref && (turn < 0 || i.Turn == turn) {
+			it = i // the last round of this call
+		}
+	}
+	if it == nil {
+		return nil
+	}
+	return &templates.InterruptOutcome{Status: it.Status, ResolvedBy: deref(it.ResolvedBy), Comment: deref(it.Comment),
+		ResolvedAt: it.ResolvedAt, URL: "/runs/" + tr.RunID.String() + "#interrupt-" + it.ID.String()}
 }

@@ -188,7 +188,7 @@ func TestRunPageToolLinkInATurnPastAPage(t *testing.T) {
 	ids := rowIDsOf(body)
 	require.Contains(t, ids, target, "the selected tool row is in the tree")
 	require.Regexp(t, `class="span-row d2 interrupted selected"[^>]*id="span-`+target, body)
-	require.Contains(t, body, `<span class="status-interrupted">interrupted</span>`)
+	require.Contains(t, body, `<span class="status-interrupted" data-testid="span-status" title="">interrupted</span>`)
 	require.NotContains(t, body, `class="status-unset"`)
 	require.Contains(t, body, `>interrupted</span>`, "the tree marks it")
 }

@@ -128,7 +128,7 @@ func TestGenkitInterruptsAreNotErrors(t *testing.T) {
 	} {
 		resp, body := get(t, b.url+"/traces/"+tc.trace+"/spans/"+tc.tool)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
-		require.Contains(t, body, `<span class="status-interrupted">interrupted</span>`)
+		require.Contains(t, body, `<span class="status-interrupted" data-testid="span-status" title="">interrupted</span>`)
 		require.Contains(t, body, `interrupt: <code>`+templEscape(tc.question)+`</code>`)
 		require.NotContains(t, body, `class="error-text"`)
 		require.Contains(t, body, `<strong class="ev-name">exception (an interrupt, not an error)</strong>`, "Genkit's exception event is kept, marked")
@@ -156,7 +156,7 @@ func TestGenkitInterruptsAreNotErrors(t *testing.T) {
 	require.Equal(t, "error", n.Status)
 	resp, body := get(t, b.url+"/traces/"+otlpTrace+"/spans/"+otlpTool)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Contains(t, body, `<span class="status-error">error</span>`)
+	require.Contains(t, body, `<span class="status-error" data-testid="span-status" title="">error</span>`)
 	require.Contains(t, body, `data-testid="span-error">card declined</p>`)
 	require.NotContains(t, body, "interrupt: <code>")
 	require.Contains(t, body, `<strong class="ev-name">exception</strong>`)

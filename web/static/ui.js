@@ -823,6 +823,35 @@ function initDashboard() {
   live.connect();
 }
 
+// ---- copy buttons and the attribute table's sort, anywhere on a page (span panels come and go) ----
+
+document.addEventListener("click", async (ev) => {
+  const copy = ev.target.closest("button[data-copy]");
+  if (copy) {
+    ev.preventDefault(); // inside a <summary>, a click would also fold the details
+    const was = copy.textContent;
+    copy.dataset.copied = "true";
+    try {
+      await navigator.clipboard.writeText(copy.dataset.copy);
+      copy.textContent = "copied";
+    } catch {
+      copy.textContent = "copy failed";
+    }
+    setTimeout(() => { copy.textContent = was; }, 1200);
+    return;
+  }
+  const sort = ev.target.closest("button[data-sort-attrs]");
+  if (sort) {
+    // Grouped (Genkit's keys first, then GenAI's) and by key, or by key alone.
+    const body = sort.closest("table").tBodies[0];
+    const byKey = sort.dataset.sorted !== "key";
+    const rows = [...body.rows].sort((a, b) => (byKey ? 0 : a.dataset.group - b.dataset.group) || a.dataset.key.localeCompare(b.dataset.key));
+    body.append(...rows);
+    sort.dataset.sorted = byKey ? "key" : "group";
+    sort.textContent = byKey ? "key (A–Z)" : "key";
+  }
+});
+
 if (page) {
   switch (page.dataset.page) {
     case "run": initRun(); break;

@@ -282,6 +282,34 @@ type Payload struct {
 	Size      int
 	Truncated bool
 	URL       string
+	// Tree is the payload as a collapsible JSON tree, when it is JSON and small enough.
+	Tree *JSONNode
+}
+
+// JSONNode is one node of a collapsible JSON tree: an object, an array or a value, with its path
+// from the payload's root and its value as compact JSON, for the copy buttons.
+type JSONNode struct {
+	Key, Path string
+	Kind      string // object, array, string or scalar
+	Summary   string // "{…} 3 keys", "[…] 2 items"
+	Value     string // a string's text or a scalar's JSON
+	Copy      string
+	Depth     int
+	Children  []*JSONNode
+}
+
+// AttrRow is one attribute of the span panel's key/value table; Group orders Genkit's keys first,
+// then the GenAI conventions', Loupe's, and the others.
+type AttrRow struct {
+	Key, Value string
+	Group      int
+}
+
+// InterruptOutcome is how an interrupted tool span's interrupt was resolved.
+type InterruptOutcome struct {
+	Status, ResolvedBy, Comment string
+	ResolvedAt                  *time.Time
+	URL                         string
 }
 
 // SpanDetail is the selected span's panel.
@@ -306,6 +334,10 @@ type SpanDetail struct {
 	Output     []ConvMessage
 	Payloads   []Payload
 	Attributes string
+	// AttrRows are the attributes as a key/value table (Attributes is them as JSON).
+	AttrRows []AttrRow
+	// Outcome is how the interrupt of an interrupted tool span was resolved, when Loupe holds it.
+	Outcome *InterruptOutcome
 	// EventList is the span's events; Events is them as JSON when they could not be read so.
 	EventList []SpanEvent
 	Events    string
