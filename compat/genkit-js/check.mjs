@@ -62,6 +62,19 @@ function lastText(run) {
   return m.content.map((p) => p.text || '').join('');
 }
 
+// doneWith says whether the scripted model's answer quotes the tool's output: Genkit JS keeps the
+// output's key order, Genkit Go (whose restarted tool's output is a map) sorts the keys.
+function doneWith(text, tool, output) {
+  const prefix = `Done: ${tool}=`;
+  if (!text.startsWith(prefix)) return false;
+  try {
+    const got = JSON.parse(text.slice(prefix.length));
+    return Object.keys(output).length === Object.keys(got).length && Object.entries(output).every(([k, v]) => got[k] === v);
+  } catch {
+    return false;
+  }
+}
+
 async function resolve(runId, decision) {
   const it = await until(`an interrupt of run ${runId} in the inbox`, async () => {
     const r = await api('GET', '/api/v1/interrupts?status=pending');
@@ -117,7 +130,7 @@ id = await startRun(key('/prompt/wirePrompt'), { to: 'Eve', amount: 7 });
 await waitRun(id, 'interrupted');
 await resolve(id, { action: 'approve' });
 run = await waitRun(id, 'succeeded');
-check(lastText(run) === 'Done: transferMoney={"done":true,"to":"Eve","amount":7}', `the restarted tool ran in the app (${lastText(run)})`);
+check(doneWith(lastText(run), 'transferMoney', { done: true, to: 'Eve', amount: 7 }), `the restarted tool ran in the app (${lastText(run)})`);
 
 // /util/generate itself, denied.
 id = await startRun(key('/util/generate'), {

@@ -381,7 +381,12 @@ func (m *Manager) connect(ctx context.Context, name string, rt *Runtime) (*runs.
 			m.log.Debug("notify a Genkit app", "app", name, "err", err)
 		}
 	}
-	c := &conn{name: name, client: cl, actions: actions, defaultModel: defaultModel(ctx, cl)}
+	normalizeActions(actions)
+	model := defaultModel(ctx, cl)
+	if model == "" {
+		model = soleModel(actions)
+	}
+	c := &conn{name: name, client: cl, actions: actions, defaultModel: model}
 	reg := engine.NewRegistry(engine.WithoutGenerateAction())
 	for _, p := range c.proxies() {
 		if err := reg.Register(p); err != nil {

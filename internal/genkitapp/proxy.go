@@ -367,7 +367,7 @@ func (c *conn) toolSchemas(keys []string) map[string]runs.ToolSchemas {
 			if a == nil {
 				continue
 			}
-			out[shortName(a.Key)] = runs.ToolSchemas{Input: a.InputSchema, Output: a.OutputSchema}
+			out[shortName(a.Key)] = runs.ToolSchemas{Input: a.InputSchema, Output: toolOutputSchema(a)}
 			break
 		}
 	}
