@@ -82,7 +82,8 @@ mkdir -m 0711 "$TMP/data"
 echo "==> devui start -- go run . on $URL" >&2
 # Genkit Go writes its runtime file under the nearest go.mod up from its working directory: the
 # app runs in its own folder. The reflection server takes the first free port from 3100.
-(cd "$APP" && exec env -u GENKIT_TELEMETRY_SERVER -u GENKIT_REFLECTION_PORT \
+# GENKIT_RUNTIME_ID names the runtime, which Genkit Go's own health check then refuses: Loupe copes.
+(cd "$APP" && exec env -u GENKIT_TELEMETRY_SERVER -u GENKIT_REFLECTION_PORT GENKIT_RUNTIME_ID=compat-genkit-go \
 	"$TMP/devui" start --addr "127.0.0.1:$PORT" --data-dir "$TMP/data" -- go run .) >"$LOG" 2>&1 &
 DEVUI_PID=$!
 deadline=$((SECONDS + READY_TIMEOUT))

@@ -167,19 +167,11 @@ func scripted(ctx context.Context, req *ai.ModelRequest, cb ai.ModelStreamCallba
 	}, nil
 }
 
-// TransferResponse is what transferFlow returns: the generate response, interrupted or not, and
-// the model it used, which Genkit Go's response does not name (Loupe resumes the flow's generate
-// in /util/generate with it).
-type TransferResponse struct {
-	*ai.ModelResponse
-	Model string `json:"model"`
-}
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	g := genkit.Init(ctx, genkit.WithDefaultModel("scripted"))
+	g := genkit.Init(ctx)
 
 	model := genkit.DefineModel(g, "scripted", &ai.ModelOptions{
 		Label:    "Scripted model",
@@ -231,15 +223,13 @@ func main() {
 
 	// transferFlow returns the whole generate response, so when the transfer interrupts, the
 	// flow's output is the interrupted response itself, which Loupe can resume through
-	// /util/generate.
-	genkit.DefineFlow(g, "transferFlow", func(ctx context.Context, in Transfer) (*TransferResponse, error) {
-		resp, err := genkit.Generate(ctx, g, ai.WithModel(model),
+	// /util/generate. Genkit Go's response names no model: Loupe resumes it with the app's only
+	// model. An app with several would return a struct embedding the response with a "model"
+	// field (struct{ *ai.ModelResponse; Model string `json:"model"` }).
+	genkit.DefineFlow(g, "transferFlow", func(ctx context.Context, in Transfer) (*ai.ModelResponse, error) {
+		return genkit.Generate(ctx, g, ai.WithModel(model),
 			ai.WithPrompt("Please transfer %s to %s", strconv.FormatFloat(in.Amount, 'f', -1, 64), in.To),
 			ai.WithTools(approveTransfer))
-		if err != nil {
-			return nil, err
-		}
-		return &TransferResponse{ModelResponse: resp, Model: model.Name()}, nil
 	})
 
 	genkit.DefinePrompt(g, "transferPrompt",

@@ -1,7 +1,10 @@
 package genkitapp
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/loupe-dev/loupe/internal/engine"
@@ -109,4 +112,22 @@ func statusOfCode(code int) engine.Status {
 		return grpc[code]
 	}
 	return engine.StatusUnknown
+}
+
+// health checks that the runtime is the app answering at its URL. Genkit Go 1.4.0 compares the
+// id it is asked about with <pid>-<port>, not with the runtime file's id, which GENKIT_RUNTIME_ID
+// sets: such an app, asked about its own id, answers 503, and is asked about <pid>-<port> too.
+func health(ctx context.Context, c *Client, rt *Runtime) error {
+	err := c.Health(ctx, rt.ID)
+	if err == nil || !strings.HasPrefix(rt.GenkitVersion, "go/") {
+		return err
+	}
+	u, perr := url.Parse(rt.ReflectionServerURL)
+	if perr != nil || u.Port() == "" {
+		return err
+	}
+	if goID := fmt.Sprintf("%d-%s", rt.PID, u.Port()); goID != rt.ID && c.Health(ctx, goID) == nil {
+		return nil
+	}
+	return err
 }
