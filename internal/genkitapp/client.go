@@ -19,6 +19,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/loupe-dev/loupe/internal/engine"
 )
 
 // Client speaks Genkit's reflection API (the one genkit-tools' runtime manager uses) to one app.
@@ -156,6 +158,16 @@ func (e *ActionError) Error() string {
 	return e.Message
 }
 
+// Unwrap gives the error's status to engine.StatusOf, which the run's stored error carries: the
+// code read as Genkit JS (gRPC) or Genkit Go (HTTP) writes it.
+func (e *ActionError) Unwrap() error {
+	st := statusOfCode(e.Code)
+	if st == engine.StatusOK {
+		st = engine.StatusUnknown
+	}
+	return &engine.Error{Status: st, Message: e.Message}
+}
+
 // RunAction runs an action with POST /api/runAction?stream=true. Genkit writes each chunk as a
 // JSON line ending in a newline and the outcome last, without one: {result, telemetry} or
 // {error}. onChunk, when set, gets each chunk as it arrives.
@@ -196,6 +208,12 @@ func (c *Client) RunAction(ctx context.Context, r RunRequest, onChunk func(json.
 		code := 13
 		if resp.StatusCode == http.StatusNotFound {
 			code = 5
+		}
+		// Genkit Go answers a request it cannot read with the error itself, {code, message},
+		// under the code as HTTP status.
+		var re ActionError
+		if json.Unmarshal(msg, &re) == nil && re.Message != "" {
+			return nil, &ActionError{Code: resp.StatusCode, Message: fmt.Sprintf("run %s: %s", r.Key, re.Message), Details: re.Details, TraceID: traceID}
 		}
 		return nil, &ActionError{Code: code, Message: fmt.Sprintf("run %s: %s: %s", r.Key, resp.Status, firstLine(msg)), TraceID: traceID}
 	}

@@ -286,7 +286,7 @@ func (m *Manager) scan(ctx context.Context) {
 			var err error
 			if !pidAlive(rt.PID) {
 				err = fmt.Errorf("process %d exited", rt.PID)
-			} else if herr := m.client(rt).Health(ctx, rt.ID); herr != nil {
+			} else if herr := health(ctx, m.client(rt), rt); herr != nil {
 				err = fmt.Errorf("health check failed: %v", herr)
 			}
 			byName[name] = append(byName[name], candidate{rt, err})
@@ -381,7 +381,12 @@ func (m *Manager) connect(ctx context.Context, name string, rt *Runtime) (*runs.
 			m.log.Debug("notify a Genkit app", "app", name, "err", err)
 		}
 	}
-	c := &conn{name: name, client: cl, actions: actions, defaultModel: defaultModel(ctx, cl)}
+	normalizeActions(actions)
+	model := defaultModel(ctx, cl)
+	if model == "" {
+		model = soleModel(actions)
+	}
+	c := &conn{name: name, client: cl, actions: actions, defaultModel: model, goApp: strings.HasPrefix(rt.GenkitVersion, "go/")}
 	reg := engine.NewRegistry(engine.WithoutGenerateAction())
 	for _, p := range c.proxies() {
 		if err := reg.Register(p); err != nil {

@@ -53,6 +53,9 @@ type conn struct {
 	// defaultModel is the app's default model (genkit({model})), for a flow's response that
 	// names none.
 	defaultModel string
+	// goApp is a Genkit Go app (its runtime's genkitVersion is go/…), which checks a
+	// resume.respond's output against the tool's output schema, a denial's too.
+	goApp bool
 }
 
 // proxy is an engine action that runs an app's action through its reflection API.
@@ -218,12 +221,15 @@ func (r *response) engine() *engine.ModelResponse {
 func (c *conn) generate(ctx context.Context, ext *runs.External, opts options, cb engine.StreamFunc, fromFlow bool) (json.RawMessage, error) {
 	if ext != nil && len(ext.History()) > 0 {
 		history := stripped(ext.History())
+		respond, restart := ext.Resume()
+		if c.goApp {
+			history = pendingDenials(history, respond)
+		}
 		raw, err := json.Marshal(history)
 		if err != nil {
 			return nil, err
 		}
 		opts["messages"] = raw
-		respond, restart := ext.Resume()
 		resume := map[string]any{}
 		if len(respond) > 0 {
 			resume["respond"] = respond
@@ -334,6 +340,47 @@ func storedOptions(history []*engine.Message) (options, error) {
 	return decodeOptions(raw)
 }
 
+// pendingDenials gives each denied call of the history's last (interrupted) message its denial
+// as metadata.pendingOutput, which Genkit Go's resume takes as the tool's answer before it looks
+// at resume.respond: Genkit Go checks a respond's output against the tool's output schema, which a
+// denial ({denied, by, reason, message}) seldom fits, and would fail the resumed generate. The
+// respond entry stays, so the resume has something to resume; Genkit Go leaves it unused.
+func pendingDenials(history []*engine.Message, respond []*engine.Part) []*engine.Message {
+	if len(history) == 0 {
+		return history
+	}
+	denied := map[[2]string]any{}
+	for _, p := range respond {
+		if d, _ := p.Metadata[engine.MetaDenied].(bool); d && p.ToolResponse != nil {
+			denied[[2]string{p.ToolResponse.Name, p.ToolResponse.Ref}] = p.ToolResponse.Output
+		}
+	}
+	if len(denied) == 0 {
+		return history
+	}
+	last := *history[len(history)-1]
+	last.Content = make([]*engine.Part, len(history[len(history)-1].Content))
+	for i, p := range history[len(history)-1].Content {
+		last.Content[i] = p
+		if p.ToolRequest == nil {
+			continue
+		}
+		out, ok := denied[[2]string{p.ToolRequest.Name, p.ToolRequest.Ref}]
+		if !ok {
+			continue
+		}
+		cp := *p
+		cp.Metadata = map[string]any{}
+		for k, v := range p.Metadata {
+			cp.Metadata[k] = v
+		}
+		cp.Metadata["pendingOutput"] = out
+		last.Content[i] = &cp
+	}
+	out := append([]*engine.Message(nil), history[:len(history)-1]...)
+	return append(out, &last)
+}
+
 // stripped is the history without Loupe's own metadata, as the app gets it back.
 func stripped(history []*engine.Message) []*engine.Message {
 	out := make([]*engine.Message, len(history))
@@ -367,7 +414,7 @@ func (c *conn) toolSchemas(keys []string) map[string]runs.ToolSchemas {
 			if a == nil {
 				continue
 			}
-			out[shortName(a.Key)] = runs.ToolSchemas{Input: a.InputSchema, Output: a.OutputSchema}
+			out[shortName(a.Key)] = runs.ToolSchemas{Input: a.InputSchema, Output: toolOutputSchema(a)}
 			break
 		}
 	}

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Check Loupe as the Dev UI of a real Genkit Go app (compat/genkit-go, github.com/firebase/genkit/go
+# v1.4.0 pinned in its own go.mod).
+#
+# Builds devui, downloads the app's modules, then runs
+#   devui start -- go run .
+# in compat/genkit-go on a throwaway Loupe (embedded PostgreSQL in a temp data dir, a free loopback
+# port), and checks through Loupe's API (compat/genkit-js/check.mjs, the same checks as for the
+# Genkit JS app, whose actions the Go app mirrors) that the app's actions are listed under its name,
+# a flow runs as a Loupe run linked to the app's trace, a streaming flow's chunks are stored, and a
+# prompt whose tool interrupts waits in the inbox and, resolved there, goes on in the app; then that
+# a flow returning its interrupted generate response is resumed the same way. Then it stops Loupe
+# (which stops the app) and removes the temp dir.
+#
+# Usage (from the repo root):   compat/genkit-go.sh
+#   KEEP_LOG=1 compat/genkit-go.sh          # print devui's log even when the checks pass
+#   READY_TIMEOUT=180 compat/genkit-go.sh   # seconds to wait for /readyz (default 120)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+APP="$ROOT/compat/genkit-go"
+READY_TIMEOUT="${READY_TIMEOUT:-120}"
+# Genkit Go names no app in its runtime file: Loupe names it after the project folder.
+APP_NAME="genkit-go"
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/loupe-genkit-go.XXXXXX")"
+# As root, devui runs the embedded PostgreSQL as user postgres, which must be able to reach the
+# data dir: let others traverse (not list) the temp dir.
+chmod 0711 "$TMP"
+DEVUI_PID=""
+LOG="$TMP/devui.log"
+
+stop_devui() {
+	if [[ -n "$DEVUI_PID" ]] && kill -0 "$DEVUI_PID" 2>/dev/null; then
+		kill -INT "$DEVUI_PID" 2>/dev/null || true
+		# devui stops the app, then the embedded PostgreSQL; then insist.
+		for _ in $(seq 1 300); do
+			kill -0 "$DEVUI_PID" 2>/dev/null || break
+			sleep 0.1
+		done
+		if kill -0 "$DEVUI_PID" 2>/dev/null; then
+			echo "devui did not stop after SIGINT; killing it" >&2
+			kill -KILL "$DEVUI_PID" 2>/dev/null || true
+		fi
+		wait "$DEVUI_PID" 2>/dev/null || true
+	fi
+	DEVUI_PID=""
+}
+
+cleanup() {
+	local rc=$?
+	stop_devui
+	if ((rc != 0)) || [[ -n "${KEEP_LOG:-}" ]]; then
+		if [[ -s "$LOG" ]]; then
+			echo "--- devui log (last 80 lines) ---" >&2
+			tail -n 80 "$LOG" >&2
+		fi
+	fi
+	rm -rf "$TMP"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# free_port asks the kernel for an unused loopback port.
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()' 2>/dev/null ||
+		node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
+}
+
+command -v node >/dev/null || { echo "ERROR: node is not installed (apt-get install -y nodejs), check.mjs needs it" >&2; exit 1; }
+
+echo "==> building devui" >&2
+(cd "$ROOT" && go build -o "$TMP/devui" ./cmd/devui)
+echo "==> go mod download in compat/genkit-go" >&2
+# Downloaded (and the app built) before devui starts, so that `go run .` starts the app quickly.
+(cd "$APP" && go mod download && go build -o /dev/null .)
+
+PORT="$(free_port)"
+URL="http://127.0.0.1:$PORT"
+mkdir -m 0711 "$TMP/data"
+echo "==> devui start -- go run . on $URL" >&2
+# Genkit Go writes its runtime file under the nearest go.mod up from its working directory: the
+# app runs in its own folder. The reflection server takes the first free port from 3100.
+# GENKIT_RUNTIME_ID names the runtime, which Genkit Go's own health check then refuses: Loupe copes.
+(cd "$APP" && exec env -u GENKIT_TELEMETRY_SERVER -u GENKIT_REFLECTION_PORT GENKIT_RUNTIME_ID=compat-genkit-go \
+	"$TMP/devui" start --addr "127.0.0.1:$PORT" --data-dir "$TMP/data" -- go run .) >"$LOG" 2>&1 &
+DEVUI_PID=$!
+deadline=$((SECONDS + READY_TIMEOUT))
+until curl -fsS -o /dev/null "$URL/readyz" 2>/dev/null; do
+	if ! kill -0 "$DEVUI_PID" 2>/dev/null; then
+		echo "ERROR: devui exited before becoming ready" >&2
+		exit 1
+	fi
+	if ((SECONDS >= deadline)); then
+		echo "ERROR: devui not ready after ${READY_TIMEOUT}s" >&2
+		exit 1
+	fi
+	sleep 0.25
+done
+(cd "$ROOT/compat/genkit-js" && LOUPE_URL="$URL" APP_NAME="$APP_NAME" CHECK_FLOW_RESUME=1 node check.mjs)
+stop_devui
+if [[ -n "$(ls -A "$APP/.genkit/runtimes" 2>/dev/null | grep "^" || true)" ]]; then
+	# The app removes its runtime file when it stops; one left means it did not stop.
+	echo "WARNING: runtime files left in $APP/.genkit/runtimes" >&2
+fi
+echo "==> passed" >&2
