@@ -290,13 +290,16 @@ func (s *Server) runPageData(c echo.Context, id uuid.UUID, withTrace bool) (temp
 		ID: r.ID.String(), Action: r.Action, Status: r.Status, Model: deref(r.Model), Duration: runDuration(r),
 		Turns: r.Turns, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CreatedBy: deref(r.CreatedBy),
 		CreatedAt: r.CreatedAt, ReplayMode: deref(r.ReplayMode), Resumes: r.Resumes,
-		InputJSON: nonEmptyJSON(r.Input), OutputJSON: nonEmptyJSON(r.Output), ErrorJSON: nonEmptyJSON(r.Error), ErrorMessage: runErrorMessage(r.Error),
+		InputJSON: nonEmptyJSON(r.Input), OutputJSON: nonEmptyJSON(r.Output), ErrorJSON: nonEmptyJSON(r.Error), ErrorMessage: runErrorMessage(r.Error), TickFrom: runTickFrom(r),
 		CanCancel: s.deps.Runs != nil && !finished(r.Status) && pr != nil && auth.Allows(pr.Role, store.RoleReviewer),
 		CanReplay: s.deps.Runs != nil && (finished(r.Status) || r.Status == store.RunInterrupted) && pr != nil && auth.Allows(pr.Role, store.RoleReviewer),
 	}
 	if r.Status == store.RunInterrupted && r.StartedAt != nil {
 		since := runWaitingSince(r)
 		p.Run.WaitingSince = &since
+	}
+	if r.WaitedMs > 0 {
+		p.Run.Waited = fmtNanos(r.WaitedMs * int64(time.Millisecond))
 	}
 	p.Run.WaitingReason = d.WaitingReason
 	if r.ReplayOf != nil {
@@ -875,4 +878,14 @@ func runErrorMessage(raw json.RawMessage) string {
 		return shorten(e.Message, 400)
 	}
 	return shorten(e.Status+": "+e.Message, 400)
+}
+
+// runTickFrom is where a running run's "ran for" counts from, for the page to tick it: its start
+// plus the time it waited for people; nil unless it runs.
+func runTickFrom(r *store.Run) *time.Time {
+	if r.Status != store.RunRunning || r.StartedAt == nil {
+		return nil
+	}
+	t := r.StartedAt.Add(time.Duration(r.WaitedMs) * time.Millisecond)
+	return &t
 }

@@ -312,7 +312,7 @@ func TestRunHeaderStopsCountingWhileInterrupted(t *testing.T) {
 	want := fmtNanos(run.UpdatedAt.Sub(*run.StartedAt).Nanoseconds())
 	_, body := get(t, b.url+"/runs/"+run.ID.String())
 	text := regexp.MustCompile(`<[^>]*>`).ReplaceAllString(body, "")
-	require.Contains(t, text, "Duration"+want+" until the interrupt")
+	require.Contains(t, text, "Ran for"+want+" until the interrupt")
 	require.Regexp(t, `Waiting for a reviewersince \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC`, text)
 	_, body = get(t, b.url+"/runs?status=interrupted", "Accept", "text/html")
 	require.Contains(t, body, ">"+want+"<", "the runs list stops counting too")

@@ -30,6 +30,10 @@ type ProcessorConfig struct {
 	BatchSize int
 	// FlushInterval is the longest a finished span waits before export (default 500 ms).
 	FlushInterval time.Duration
+	// StartDelay is how long a span's start is held before it is stored as a running span (its
+	// end within the delay stores it once, whole): 0 means StartDelay, and a negative value
+	// stores no starts, only ended spans.
+	StartDelay time.Duration
 }
 
 // Processor is the sdktrace.SpanProcessor that Loupe's TracerProvider runs. On start and on end it
@@ -70,6 +74,10 @@ type Processor struct {
 
 	resMu    sync.Mutex
 	resCache map[*resource.Resource]json.RawMessage
+
+	// starts holds the starts of running spans for a moment, then stores them, so that a run's
+	// trace shows its spans as they start, not only once they end; nil when starts are not stored.
+	starts *startBuffer
 }
 
 var _ sdktrace.SpanProcessor = (*Processor)(nil)
@@ -97,13 +105,34 @@ func NewProcessor(cfg ProcessorConfig) (*Processor, error) {
 	if cfg.FlushInterval <= 0 {
 		cfg.FlushInterval = 500 * time.Millisecond
 	}
-	return &Processor{
+	p := &Processor{
 		store: cfg.Store, pub: cfg.Publisher, metrics: cfg.Metrics, log: cfg.Logger,
 		batch: cfg.BatchSize, interval: cfg.FlushInterval,
 		ring: make([]sdktrace.ReadOnlySpan, cfg.QueueSize),
 		wake: make(chan struct{}, 1), flushReq: make(chan chan struct{}), stop: make(chan struct{}),
 		done: make(chan struct{}), resCache: map[*resource.Resource]json.RawMessage{},
-	}, nil
+	}
+	if cfg.StartDelay >= 0 {
+		delay := cfg.StartDelay
+		if delay == 0 {
+			delay = StartDelay
+		}
+		p.starts = newStartBuffer(delay, p.writeStarts)
+	}
+	return p, nil
+}
+
+// writeStarts stores held starts as running spans. A start is a notice: one that fails to be
+// written is logged, and its span's end still stores it whole.
+func (p *Processor) writeStarts(ctx context.Context, _ string, spans []store.Span) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cleanSpans(spans)
+	if _, err := p.store.SpanIngest(ctx, spans); err != nil {
+		p.log.Warn("span export: starts not stored", "spans", len(spans), "err", err)
+		return err
+	}
+	return nil
 }
 
 // Start launches the export goroutine. It is safe to call twice.
@@ -127,16 +156,27 @@ func (p *Processor) Stop() {
 	_ = p.Shutdown(ctx)
 }
 
-// OnStart publishes a span_start event.
+// OnStart publishes a span_start event, and holds the start to be stored as a running span.
 func (p *Processor) OnStart(parent context.Context, s sdktrace.ReadWriteSpan) {
-	if isNop(p.pub) {
+	keep := p.starts != nil && s.SpanContext().IsSampled()
+	if isNop(p.pub) && !keep {
 		return
 	}
 	sp := p.convert(s)
 	if sp.RunID == nil {
 		sp.RunID = runIDFromParent(parent)
 	}
-	p.pub.Publish(SpanEvent{Type: SpanStarted, Span: sp})
+	if !isNop(p.pub) {
+		p.pub.Publish(SpanEvent{Type: SpanStarted, Span: sp})
+	}
+	if keep {
+		p.mu.Lock()
+		closed := p.closed
+		p.mu.Unlock()
+		if !closed {
+			p.starts.hold("loupe", []store.Span{sp})
+		}
+	}
 }
 
 // runIDFromParent inherits the run id of the parent span, when the SDK's span exposes it, so that a
@@ -160,6 +200,11 @@ func runIDFromParent(ctx context.Context) *uuid.UUID {
 func (p *Processor) OnEnd(s sdktrace.ReadOnlySpan) {
 	if !s.SpanContext().IsSampled() {
 		return
+	}
+	if p.starts != nil {
+		// Its end will store it whole: a start still held need not be written.
+		sc := s.SpanContext()
+		p.starts.supersede([]store.Span{{TraceID: sc.TraceID().String(), SpanID: sc.SpanID().String(), EndTime: max(s.EndTime().UnixNano(), 1)}})
 	}
 	if !isNop(p.pub) {
 		p.pub.Publish(SpanEvent{Type: SpanEnded, Span: p.convert(s)})
@@ -316,6 +361,9 @@ func (p *Processor) ForceFlush(ctx context.Context) error {
 	if closed {
 		return nil
 	}
+	if p.starts != nil {
+		p.starts.flush(ctx)
+	}
 	if !started {
 		if !p.drain(ctx, 1) {
 			return errors.New("trace: span export failed")
@@ -345,6 +393,9 @@ func (p *Processor) Shutdown(ctx context.Context) error {
 		p.closed = true
 		started := p.started
 		p.mu.Unlock()
+		if p.starts != nil {
+			p.starts.flush(ctx) // no start is held once closed
+		}
 		if !started {
 			p.drain(ctx, 1)
 			close(p.done)

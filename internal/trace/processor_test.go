@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"time"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -138,4 +139,56 @@ func TestProcessorCountsExportErrors(t *testing.T) {
 	require.Contains(t, gather(t, metrics), "loupe_trace_export_errors_total 1")
 	require.Contains(t, gather(t, metrics), "loupe_trace_export_queue_spans 1", "a connection failure keeps the batch queued")
 	p.Stop()
+}
+
+// TestProcessorStoresRunningSpansAsTheyStart: a span still running a moment after its start is
+// stored as running (no end), so a run's page shows it before it ends; its end then stores it
+// whole; a span that ends within the delay is written once, by its end.
+func TestProcessorStoresRunningSpansAsTheyStart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := storetest.New(t)
+	p, err := trace.NewProvider(ctx, trace.ProviderConfig{ServiceName: "loupe-test", NoForward: true,
+		Processor: trace.ProcessorConfig{Store: st, StartDelay: 20 * time.Millisecond, FlushInterval: time.Hour}})
+	require.NoError(t, err)
+	require.NoError(t, p.Start(ctx))
+	defer p.Stop()
+	tracer := p.TracerProvider().Tracer("test")
+
+	fctx, flow := tracer.Start(ctx, "slowFlow")
+	_, quick := tracer.Start(fctx, "quick")
+	quick.End()
+	tid, sid := flow.SpanContext().TraceID().String(), flow.SpanContext().SpanID().String()
+	var running *store.Span
+	require.Eventually(t, func() bool {
+		sp, err := spanGet(ctx, st, tid, sid)
+		if err != nil {
+			return false
+		}
+		running = sp
+		return true
+	}, 10*time.Second, 10*time.Millisecond, "the running flow span is stored while it runs")
+	require.Zero(t, running.EndTime, "stored as running")
+	_, err = spanGet(ctx, st, tid, quick.SpanContext().SpanID().String())
+	require.ErrorIs(t, err, store.ErrNotFound, "a span that ended within the delay waits for its end's export (FlushInterval is an hour here)")
+
+	flow.End()
+	require.NoError(t, p.ForceFlush(ctx))
+	ended, err := spanGet(ctx, st, tid, sid)
+	require.NoError(t, err)
+	require.NotZero(t, ended.EndTime, "its end stored it whole")
+	_, err = spanGet(ctx, st, tid, quick.SpanContext().SpanID().String())
+	require.NoError(t, err)
+}
+
+// spanGet is one stored span, ErrNotFound when it is not stored.
+func spanGet(ctx context.Context, st *store.Store, traceID, spanID string) (*store.Span, error) {
+	spans, err := st.SpansGet(ctx, []store.SpanKey{{TraceID: traceID, SpanID: spanID}})
+	if err != nil {
+		return nil, err
+	}
+	if len(spans) == 0 {
+		return nil, store.ErrNotFound
+	}
+	return &spans[0], nil
 }

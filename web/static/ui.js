@@ -357,6 +357,15 @@ function keepLinkedSpanInView() {
 
 // ---- run page: sections, trace and the chunk stream ----
 
+// fmtDuration renders milliseconds as the server's fmtNanos does: 850µs, 12ms, 1.4s, 2m05s.
+function fmtDuration(ms) {
+  if (ms < 1) return Math.floor(ms * 1000) + "µs";
+  if (ms < 1000) return Math.floor(ms) + "ms";
+  if (ms < 60000) return (ms / 1000).toFixed(1) + "s";
+  const m = Math.floor(ms / 60000), sec = Math.floor((ms % 60000) / 1000);
+  return `${m}m${String(sec).padStart(2, "0")}s`;
+}
+
 // compact is a value as one line of JSON, cut short.
 function compact(v, max = 160) {
   let s;
@@ -421,13 +430,49 @@ function initRun() {
     }
     return g;
   }
+  // The stream follows new chunks while the reader is at its end; scrolled up, it stays put and
+  // a button says that more came.
+  const follow = { on: true, missed: 0 };
+  const newBtn = document.createElement("button");
+  newBtn.type = "button";
+  newBtn.className = "secondary new-chunks";
+  newBtn.hidden = true;
+  newBtn.dataset.testid = "new-chunks";
+  chunksEl.after(newBtn);
+  const atEnd = () => chunksEl.scrollHeight - chunksEl.scrollTop - chunksEl.clientHeight < 24;
+  chunksEl.addEventListener("scroll", () => {
+    follow.on = atEnd();
+    if (follow.on) { follow.missed = 0; newBtn.hidden = true; }
+  }, { passive: true });
+  newBtn.addEventListener("click", () => { chunksEl.scrollTop = chunksEl.scrollHeight; follow.on = true; follow.missed = 0; newBtn.hidden = true; });
+  const clock = (at) => at.toISOString().slice(11, 23);
   function render(ch, into) {
     const g = groupFor(ch, into);
     const span = document.createElement("span");
     span.dataset.seq = ch.seq;
+    // Each chunk says when it came: stored chunks carry their time, live ones are stamped on arrival.
+    const at = ch.created_at && !ch.created_at.startsWith("0001") ? new Date(ch.created_at) : new Date();
+    span.title = clock(at) + " UTC";
+    if (ch.role === "flow") {
+      // A flow's own chunks are values, one a line: each line starts with its time.
+      const t = document.createElement("time");
+      t.className = "chunk-time muted small";
+      t.dateTime = at.toISOString();
+      t.textContent = clock(at) + " ";
+      span.append(t);
+    }
     span.append(...chunkNodes(ch.content));
     g.body.append(span);
+    if (follow.on) chunksEl.scrollTop = chunksEl.scrollHeight;
+    else { follow.missed++; newBtn.hidden = false; newBtn.textContent = `↓ ${follow.missed} new chunk${follow.missed === 1 ? "" : "s"}`; }
   }
+  // A running run's duration ticks.
+  setInterval(() => {
+    const el = document.querySelector("[data-ticking]");
+    if (!el) return;
+    const ms = Date.now() - new Date(el.dataset.ticking).getTime();
+    if (ms >= 0) el.textContent = fmtDuration(ms);
+  }, 1000);
   function showPlayback() {
     if (playBtn) playBtn.hidden = !(terminal(status) && recorded.length > 0);
   }

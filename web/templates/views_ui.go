@@ -84,7 +84,11 @@ type RunHeader struct {
 	ErrorJSON  string
 	// ErrorMessage is the run's error message ("STATUS: message"), shown before its details.
 	ErrorMessage string
-	Resumes      int
+	// TickFrom is, while the run runs, the moment its "ran for" counts from (its start moved on by
+	// its waits): the page ticks the duration from it. Waited is the time it waited for people.
+	TickFrom *time.Time
+	Waited   string
+	Resumes  int
 	// CanCancel is true when the run is not finished and the user may cancel it.
 	CanCancel bool
 	// CanReplay is true when the run has settled (finished or waiting for a reviewer) and the user
