@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
