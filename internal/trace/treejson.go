@@ -5,6 +5,8 @@ import (
 	"io"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/google/uuid"
 )
 
 // A trace tree is written by hand rather than by encoding/json, which re-validates and compacts
@@ -146,9 +148,8 @@ func (e *jsonWriter) node(n *Node, skeleton, children bool) {
 	e.raw(`,"source":`)
 	e.buf = appendJSONString(e.buf, n.Source)
 	if n.RunID != nil {
-		e.raw(`,"run_id":"`)
-		e.buf = append(e.buf, n.RunID.String()...)
-		e.buf = append(e.buf, '"')
+		e.raw(`,"run_id":`)
+		e.buf = appendUUID(e.buf, *n.RunID)
 	}
 	e.raw(`,"duration_ns":`)
 	e.buf = strconv.AppendInt(e.buf, n.DurationNS, 10)
@@ -169,6 +170,21 @@ func (e *jsonWriter) node(n *Node, skeleton, children bool) {
 	}
 	e.buf = append(e.buf, '}')
 }
+
+// appendUUID appends id as a JSON string in its canonical form, as uuid.UUID's MarshalText writes
+// it, without allocating.
+func appendUUID(dst []byte, id uuid.UUID) []byte {
+	dst = append(dst, '"')
+	for i, c := range id {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			dst = append(dst, '-')
+		}
+		dst = append(dst, hexDigits[c>>4], hexDigits[c&0xf])
+	}
+	return append(dst, '"')
+}
+
+const hexDigits = "0123456789abcdef"
 
 // appendJSONString appends s as a JSON string exactly as encoding/json writes it (HTML characters,
 // U+2028 and U+2029 escaped, invalid UTF-8 replaced). Span names and ids are nearly always plain
