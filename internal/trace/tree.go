@@ -23,8 +23,9 @@ type Node struct {
 	// Status is the span's outcome as Loupe reads it (see StatusName): ok, error, interrupted or
 	// unset.
 	Status string `json:"status"`
-	// PayloadBytes is, in a skeleton, the size of the span's attributes and events as stored: what
-	// fetching the span in full (GET /api/v1/traces/{id}/spans/{span}) would add.
+	// PayloadBytes is, in a skeleton, the size of the span's attributes, events, links and
+	// resource as stored: what fetching the span in full (GET /api/v1/traces/{id}/spans/{span})
+	// would add.
 	PayloadBytes int64   `json:"payload_bytes,omitempty"`
 	Children     []*Node `json:"children"`
 }
