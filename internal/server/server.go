@@ -169,8 +169,9 @@ func (s *Server) routes() {
 		p := c.Request().URL.Path
 		// Ingest answers a few bytes, thousands of times a second: not worth a gzip writer.
 		// Genkit's streams (runAction's NDJSON, a trace's events) go out as written, unbuffered.
+		// A trace's stored JSON is compressed by its handler, at a level for its size (writeTraceJSON).
 		return p == "/ws" || p == "/metrics" || c.Request().Method == http.MethodPost && (p == "/api/traces" || p == "/v1/traces") ||
-			p == "/api/runAction" || isTraceStreamPath(p)
+			p == "/api/runAction" || isTraceStreamPath(p) || isTraceJSONPath(p)
 	}}))
 	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{
 		Limit: strconv.FormatInt(s.cfg.BodyLimit, 10),

@@ -49,6 +49,7 @@ func (s *Server) traceRoutes() {
 	e.GET("/api/v1/traces", s.apiTraceList)
 	e.GET("/api/v1/traces/:id", s.apiTraceGet)
 	e.GET("/api/v1/traces/:id/turns", s.apiTraceTurns)
+	e.GET("/api/v1/traces/:id/spans/:span", s.apiTraceSpan)
 }
 
 // isIngestPath names the routes that take traces from other programs, which the CSRF check skips:
@@ -383,13 +384,45 @@ func parseTime(v string) (int64, error) {
 	return t.UnixNano(), nil
 }
 
-// apiTraceGet is GET /api/v1/traces/{id}: the trace as a span tree.
+// apiTraceGet is GET /api/v1/traces/{id}: the trace as a span tree, each span's stored JSON
+// (attributes, events, links, resource) sent as stored. With fields=skeleton the spans come
+// without those payloads, each with its payload_bytes, for a client that then fetches the spans it
+// shows (apiTraceSpan). The answer is gzipped when the client accepts it (writeTraceJSON).
 func (s *Server) apiTraceGet(c echo.Context) error {
-	tree, err := s.deps.Traces.Tree(c.Request().Context(), c.Param("id"))
+	var (
+		tree *trace.Tree
+		err  error
+	)
+	switch f := c.QueryParam("fields"); f {
+	case "", "all":
+		tree, err = s.deps.Traces.Tree(c.Request().Context(), c.Param("id"))
+	case "skeleton":
+		tree, err = s.deps.Traces.Skeleton(c.Request().Context(), c.Param("id"))
+	default:
+		return Errorf(http.StatusBadRequest, "bad_request", "fields %q is not one of all, skeleton", f)
+	}
 	if err != nil {
 		return traceError(err)
 	}
-	return c.JSON(http.StatusOK, tree)
+	if _, pretty := c.QueryParams()["pretty"]; pretty {
+		return c.JSON(http.StatusOK, tree)
+	}
+	return s.writeTraceJSON(c, treeSize(tree), tree.WriteJSON)
+}
+
+// apiTraceSpan is GET /api/v1/traces/{id}/spans/{span}: one span in full, payloads as stored, in
+// the shape of a tree's node without children.
+func (s *Server) apiTraceSpan(c echo.Context) error {
+	n, err := s.deps.Traces.Span(c.Request().Context(), c.Param("id"), c.Param("span"))
+	if err != nil {
+		return traceError(err)
+	}
+	if _, pretty := c.QueryParams()["pretty"]; pretty {
+		n.Children = nil
+		return c.JSON(http.StatusOK, n)
+	}
+	size := len(n.Attributes) + len(n.Events) + len(n.Links) + len(n.Resource) + 512
+	return s.writeTraceJSON(c, size, func(w io.Writer) error { return trace.WriteSpanJSON(w, n) })
 }
 
 // apiTraceTurns is GET /api/v1/traces/{id}/turns: the per-turn summary.

@@ -588,60 +588,161 @@ func (s *Store) SpansByTrace(ctx context.Context, traceID string, sizeHint int) 
 // plans and shares the strings that repeat on every row of a trace, halving allocations.
 func appendSpansRaw(spans []Span, rows pgx.Rows) ([]Span, error) {
 	defer rows.Close()
-	fds := rows.FieldDescriptions()
-	if len(fds) != 17 {
-		return spans, fmt.Errorf("want 17 span columns, got %d", len(fds))
+	if !rawSpanRows(rows, 17) {
+		return pgx.AppendRows(spans, rows, scanSpan)
 	}
-	// Text columns are the same bytes in either format; the numbers and the uuid must be binary.
-	for _, i := range []int{4, 5, 6, 7, 16} {
-		if fds[i].Format != pgx.BinaryFormatCode {
-			return pgx.AppendRows(spans, rows, scanSpan)
-		}
-	}
-	interned := map[string]string{}
-	intern := func(b []byte) string {
-		if s, ok := interned[string(b)]; ok {
-			return s
-		}
-		s := string(b)
-		interned[s] = s
-		return s
-	}
-	i16 := func(b []byte) int16 { return int16(uint16(b[0])<<8 | uint16(b[1])) }
-	i64 := func(b []byte) int64 {
-		var v uint64
-		for _, c := range b[:8] {
-			v = v<<8 | uint64(c)
-		}
-		return int64(v)
-	}
+	d := spanDecoder{interned: map[string]string{}}
 	for rows.Next() {
-		v := rows.RawValues()
-		if len(v[4]) != 2 || len(v[5]) != 8 || len(v[6]) != 8 || len(v[7]) != 2 {
-			return spans, fmt.Errorf("unexpected span row encoding")
-		}
-		sp := Span{
-			TraceID: intern(v[0]), SpanID: string(v[1]), Name: intern(v[3]),
-			Kind: i16(v[4]), StartTime: i64(v[5]), EndTime: i64(v[6]), StatusCode: i16(v[7]),
-			StatusMessage: intern(v[8]),
-			Attributes:    json.RawMessage(slices.Clone(v[9])), Events: json.RawMessage(intern(v[10])),
-			Links: json.RawMessage(intern(v[11])), Resource: json.RawMessage(intern(v[12])),
-			Scope: intern(v[13]), ScopeVersion: intern(v[14]), Source: intern(v[15]),
-		}
-		if v[2] != nil {
-			p := intern(v[2])
-			sp.ParentSpanID = &p
-		}
-		if v[16] != nil {
-			if len(v[16]) != 16 {
-				return spans, fmt.Errorf("unexpected run id encoding")
-			}
-			id := uuid.UUID(v[16])
-			sp.RunID = &id
+		sp, err := d.span(rows.RawValues())
+		if err != nil {
+			return spans, err
 		}
 		spans = append(spans, sp)
 	}
 	return spans, rows.Err()
+}
+
+// rawSpanRows reports whether rows hold n columns that begin with spanReadColumns, with the
+// numbers and the uuid in binary, as spanDecoder reads them (text columns are the same bytes in
+// either format).
+func rawSpanRows(rows pgx.Rows, n int) bool {
+	fds := rows.FieldDescriptions()
+	if len(fds) != n {
+		return false
+	}
+	for _, i := range []int{4, 5, 6, 7, 16} {
+		if fds[i].Format != pgx.BinaryFormatCode {
+			return false
+		}
+	}
+	return true
+}
+
+// spanDecoder decodes the spanReadColumns of a row's raw values, sharing repeated strings.
+type spanDecoder struct{ interned map[string]string }
+
+func (d *spanDecoder) intern(b []byte) string {
+	if s, ok := d.interned[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	d.interned[s] = s
+	return s
+}
+
+func rawInt16(b []byte) int16 { return int16(uint16(b[0])<<8 | uint16(b[1])) }
+
+func rawInt64(b []byte) int64 {
+	var v uint64
+	for _, c := range b[:8] {
+		v = v<<8 | uint64(c)
+	}
+	return int64(v)
+}
+
+func (d *spanDecoder) span(v [][]byte) (Span, error) {
+	if len(v[4]) != 2 || len(v[5]) != 8 || len(v[6]) != 8 || len(v[7]) != 2 {
+		return Span{}, fmt.Errorf("unexpected span row encoding")
+	}
+	sp := Span{
+		TraceID: d.intern(v[0]), SpanID: string(v[1]), Name: d.intern(v[3]),
+		Kind: rawInt16(v[4]), StartTime: rawInt64(v[5]), EndTime: rawInt64(v[6]), StatusCode: rawInt16(v[7]),
+		StatusMessage: d.intern(v[8]),
+		Scope:         d.intern(v[13]), ScopeVersion: d.intern(v[14]), Source: d.intern(v[15]),
+	}
+	if v[9] != nil {
+		sp.Attributes = json.RawMessage(slices.Clone(v[9]))
+	}
+	if v[10] != nil {
+		sp.Events = json.RawMessage(d.intern(v[10]))
+	}
+	if v[11] != nil {
+		sp.Links = json.RawMessage(d.intern(v[11]))
+	}
+	if v[12] != nil {
+		sp.Resource = json.RawMessage(d.intern(v[12]))
+	}
+	if v[2] != nil {
+		p := d.intern(v[2])
+		sp.ParentSpanID = &p
+	}
+	if v[16] != nil {
+		if len(v[16]) != 16 {
+			return Span{}, fmt.Errorf("unexpected run id encoding")
+		}
+		id := uuid.UUID(v[16])
+		sp.RunID = &id
+	}
+	return sp, nil
+}
+
+// SpanSkeleton is a span read without its payloads (Attributes, Events, Links and Resource are
+// empty), with what a tree needs to know of them.
+type SpanSkeleton struct {
+	Span
+	// PayloadBytes is the size of the span's attributes, events, links and resource as stored.
+	PayloadBytes int64
+	// Interrupted is genkit:state = "interrupted", a tool that asked a question.
+	Interrupted bool
+}
+
+// SpanSkeletonsByTrace returns every span of a trace without its payloads, in start order, as
+// SpansByTrace does. The attributes are looked into only when they hold the word "interrupted".
+func (s *Store) SpanSkeletonsByTrace(ctx context.Context, traceID string, sizeHint int) ([]SpanSkeleton, error) {
+	rows, err := s.db.Query(ctx, `SELECT trace_id, span_id, parent_span_id, name, kind,
+		start_time_unix_nano, end_time_unix_nano, status_code, status_message,
+		NULL::json, NULL::json, NULL::json, NULL::json, scope, scope_version, source, run_id,
+		(octet_length(attributes::text) + octet_length(events::text) + octet_length(links::text) +
+			octet_length(resource::text))::int8,
+		CASE WHEN strpos(attributes::text, 'interrupted') > 0 AND json_typeof(attributes) = 'object'
+			THEN coalesce(attributes->>'genkit:state' = 'interrupted', false) ELSE false END
+		FROM spans WHERE trace_id = $1`, traceID)
+	if err != nil {
+		return nil, fmt.Errorf("span skeletons of trace %s: %w", traceID, err)
+	}
+	sks, err := appendSkeletonsRaw(make([]SpanSkeleton, 0, max(sizeHint, 16)), rows)
+	if err != nil {
+		return nil, fmt.Errorf("span skeletons of trace %s: %w", traceID, err)
+	}
+	slices.SortFunc(sks, func(a, b SpanSkeleton) int {
+		if a.StartTime != b.StartTime {
+			if a.StartTime < b.StartTime {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.SpanID, b.SpanID)
+	})
+	return sks, nil
+}
+
+// appendSkeletonsRaw decodes SpanSkeletonsByTrace's rows as appendSpansRaw does spans.
+func appendSkeletonsRaw(sks []SpanSkeleton, rows pgx.Rows) ([]SpanSkeleton, error) {
+	defer rows.Close()
+	fds := rows.FieldDescriptions()
+	if !rawSpanRows(rows, 19) || fds[17].Format != pgx.BinaryFormatCode || fds[18].Format != pgx.BinaryFormatCode {
+		return pgx.AppendRows(sks, rows, func(row pgx.CollectableRow) (SpanSkeleton, error) {
+			var sk SpanSkeleton
+			var attrs, events, links, resource []byte
+			err := row.Scan(&sk.TraceID, &sk.SpanID, &sk.ParentSpanID, &sk.Name, &sk.Kind, &sk.StartTime,
+				&sk.EndTime, &sk.StatusCode, &sk.StatusMessage, &attrs, &events, &links, &resource, &sk.Scope,
+				&sk.ScopeVersion, &sk.Source, &sk.RunID, &sk.PayloadBytes, &sk.Interrupted)
+			return sk, err
+		})
+	}
+	d := spanDecoder{interned: map[string]string{}}
+	for rows.Next() {
+		v := rows.RawValues()
+		sp, err := d.span(v)
+		if err != nil {
+			return sks, err
+		}
+		if len(v[17]) != 8 || len(v[18]) != 1 {
+			return sks, fmt.Errorf("unexpected span skeleton row encoding")
+		}
+		sks = append(sks, SpanSkeleton{Span: sp, PayloadBytes: rawInt64(v[17]), Interrupted: v[18][0] != 0})
+	}
+	return sks, rows.Err()
 }
 
 // scanSpan scans spanReadColumns without reflection.

@@ -230,3 +230,44 @@ func TestSpanIngestFastPathMatchesTheMerge(t *testing.T) {
 		}
 	}
 }
+
+// TestSpanSkeletonsReadNoPayloads: a skeleton has every column but the payloads, their stored
+// size instead, and whether genkit:state is "interrupted", whatever shape the attributes have.
+func TestSpanSkeletonsReadNoPayloads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	cases := map[string]bool{ // attributes -> interrupted
+		`{"genkit:state" : "interrupted", "x": 1}`:        true,
+		`{"genkit:state":"success","note":"interrupted"}`: false,
+		`{"genkit:state":{"v":"interrupted"}}`:            false,
+		`["interrupted"]`:                                 false,
+		`"interrupted"`:                                   false,
+		`{}`:                                              false,
+	}
+	var spans []store.Span
+	want := map[string]bool{}
+	i := 0
+	for attrs, interrupted := range cases {
+		sp := testSpan(fmt.Sprintf("%016x", i+1), "", int64(10+i), int64(20+i))
+		sp.Attributes = json.RawMessage(attrs)
+		spans = append(spans, sp)
+		want[sp.SpanID] = interrupted
+		i++
+	}
+	_, err := s.SpanIngest(ctx, spans)
+	require.NoError(t, err)
+	full, err := s.SpansByTrace(ctx, testTraceID, 0)
+	require.NoError(t, err)
+	sks, err := s.SpanSkeletonsByTrace(ctx, testTraceID, 0)
+	require.NoError(t, err)
+	require.Len(t, sks, len(cases))
+	for i, sk := range sks {
+		sp := full[i]
+		require.Equal(t, want[sk.SpanID], sk.Interrupted, string(sp.Attributes))
+		require.EqualValues(t, len(sp.Attributes)+len(sp.Events)+len(sp.Links)+len(sp.Resource), sk.PayloadBytes)
+		sk.PayloadBytes, sk.Interrupted = 0, false
+		sp.Attributes, sp.Events, sp.Links, sp.Resource = nil, nil, nil, nil
+		require.Equal(t, sp, sk.Span, "everything but the payloads, in the same order")
+	}
+}

@@ -367,19 +367,19 @@ func objectMembers(obj []byte, a, b string) (va, vb json.RawMessage) {
 	for i < len(obj) && obj[i] == '"' {
 		end := skipValue(obj, i)
 		name := obj[i+1 : end-1]
-		nameStr := ""
 		if bytes.IndexByte(name, '\\') >= 0 {
-			_ = json.Unmarshal(obj[i:end], &nameStr)
-		} else {
-			nameStr = string(name) // no allocation: the comparison below is all it is used for
+			var unquoted string
+			_ = json.Unmarshal(obj[i:end], &unquoted)
+			name = []byte(unquoted)
 		}
 		i = skipSpace(obj, end)
 		i = skipSpace(obj, i+1) // the colon
 		end = skipValue(obj, i)
-		switch nameStr {
-		case a:
+		// Compared as string(name) in place, which does not allocate (a string variable would
+		// escape through the Unmarshal above, costing an allocation per member).
+		if string(name) == a {
 			va = obj[i:end]
-		case b:
+		} else if string(name) == b {
 			vb = obj[i:end]
 		}
 		i = skipSpace(obj, end)

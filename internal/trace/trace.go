@@ -93,6 +93,15 @@ func ParseTraceID(id string) (string, error) {
 	return "", inputErrorf("trace id %q %s", id, badID(lower, 32, "trace"))
 }
 
+// ParseSpanID reads a span id from a URL as ParseTraceID reads a trace id: 16 hex digits.
+func ParseSpanID(id string) (string, error) {
+	lower := normalizeID(id)
+	if ValidSpanID(lower) {
+		return lower, nil
+	}
+	return "", inputErrorf("span id %q %s", id, badID(lower, 16, "span"))
+}
+
 // normalizeID lowercases hex ids, which OTel defines as lowercase but some senders upper-case.
 func normalizeID(id string) string {
 	for i := 0; i < len(id); i++ {

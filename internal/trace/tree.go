@@ -3,6 +3,7 @@ package trace
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -21,8 +22,12 @@ type Node struct {
 	Orphan bool `json:"orphan,omitempty"`
 	// Status is the span's outcome as Loupe reads it (see StatusName): ok, error, interrupted or
 	// unset.
-	Status   string  `json:"status"`
-	Children []*Node `json:"children"`
+	Status string `json:"status"`
+	// PayloadBytes is, in a skeleton, the size of the span's attributes, events, links and
+	// resource as stored: what fetching the span in full (GET /api/v1/traces/{id}/spans/{span})
+	// would add.
+	PayloadBytes int64   `json:"payload_bytes,omitempty"`
+	Children     []*Node `json:"children"`
 }
 
 // StatusName is a span's outcome from its status code and genkit:state: an error, an interrupt
@@ -56,6 +61,9 @@ type Tree struct {
 	// here instead, each marked.
 	Roots     []*Node `json:"roots"`
 	SpanCount int     `json:"span_count"`
+	// Skeleton marks a tree read without its spans' payloads (attributes, events, links and
+	// resource): see Service.Skeleton.
+	Skeleton bool `json:"skeleton,omitempty"`
 }
 
 // Tree fetches a trace and assembles it.
@@ -76,16 +84,80 @@ func (s *Service) Tree(ctx context.Context, traceID string) (*Tree, error) {
 	return &Tree{Trace: tr, Roots: BuildTree(spans), SpanCount: len(spans)}, nil
 }
 
+// Skeleton fetches a trace without its spans' payloads and assembles it: the tree's shape, names,
+// times and statuses, with each span's payload size, for a client that fetches payloads on demand.
+func (s *Service) Skeleton(ctx context.Context, traceID string) (*Tree, error) {
+	traceID, err := ParseTraceID(traceID)
+	if err != nil {
+		return nil, err
+	}
+	s.flushStarts(ctx)
+	tr, err := s.store.TraceGet(ctx, traceID)
+	if err != nil {
+		return nil, err
+	}
+	sks, err := s.store.SpanSkeletonsByTrace(ctx, traceID, tr.SpanCount)
+	if err != nil {
+		return nil, err
+	}
+	spans := make([]store.Span, len(sks))
+	for i := range sks {
+		spans[i] = sks[i].Span
+	}
+	nodes := make([]Node, len(spans))
+	for i := range nodes {
+		nodes[i].PayloadBytes = sks[i].PayloadBytes
+		nodes[i].Status = StatusName(sks[i].StatusCode, "")
+		if sks[i].Interrupted {
+			nodes[i].Status = StatusName(sks[i].StatusCode, "interrupted")
+		}
+	}
+	return &Tree{Trace: tr, Roots: linkTree(spans, nodes), SpanCount: len(spans), Skeleton: true}, nil
+}
+
+// Span fetches one span of a trace in full, as a tree node without children.
+func (s *Service) Span(ctx context.Context, traceID, spanID string) (*Node, error) {
+	traceID, err := ParseTraceID(traceID)
+	if err != nil {
+		return nil, err
+	}
+	spanID, err = ParseSpanID(spanID)
+	if err != nil {
+		return nil, err
+	}
+	s.flushStarts(ctx)
+	spans, err := s.store.SpansGet(ctx, []store.SpanKey{{TraceID: traceID, SpanID: spanID}})
+	if err != nil {
+		return nil, err
+	}
+	if len(spans) == 0 {
+		return nil, fmt.Errorf("span %s of trace %s: %w", spanID, traceID, store.ErrNotFound)
+	}
+	sp := spans[0]
+	n := &Node{Span: sp, Running: sp.EndTime == 0, Status: StatusName(sp.StatusCode, spanState(sp.Attributes))}
+	if !n.Running {
+		n.DurationNS = sp.EndTime - sp.StartTime
+	}
+	return n, nil
+}
+
 // BuildTree links spans to their parents in O(n). Spans must be in start order; children keep
 // it. A span whose parent is missing, or whose parent chain loops back to itself, is an orphan:
 // it goes under the first root, marked, or becomes a root itself when there is none.
 func BuildTree(spans []store.Span) []*Node {
 	nodes := make([]Node, len(spans))
+	for i := range spans {
+		nodes[i].Status = StatusName(spans[i].StatusCode, spanState(spans[i].Attributes))
+	}
+	return linkTree(spans, nodes)
+}
+
+// linkTree is BuildTree over nodes whose Status (and PayloadBytes) are already set.
+func linkTree(spans []store.Span, nodes []Node) []*Node {
 	byID := make(map[string]int32, len(spans))
 	for i := range spans {
 		nodes[i].Span = spans[i]
 		nodes[i].Running = spans[i].EndTime == 0
-		nodes[i].Status = StatusName(spans[i].StatusCode, spanState(spans[i].Attributes))
 		if !nodes[i].Running {
 			nodes[i].DurationNS = spans[i].EndTime - spans[i].StartTime
 		}
