@@ -37,6 +37,7 @@ func (s *Server) actionsData(c echo.Context) templates.ActionsPage {
 		own = append(own, a)
 	}
 	p.Groups = groupActions(own)
+	s.playground(c.Request().Context(), p.Groups)
 	if s.deps.GenkitApps != nil {
 		for _, app := range s.deps.GenkitApps.Apps() {
 			v := templates.AppSection{Name: app.Name, Live: app.Live, Project: app.Project}
@@ -97,6 +98,29 @@ func groupActions(list []*engine.ActionDesc) []templates.ActionGroup {
 		}
 	}
 	return groups
+}
+
+// playground marks the actions the page can run in place, and lists each flow's last runs.
+func (s *Server) playground(ctx context.Context, groups []templates.ActionGroup) {
+	reg := s.deps.Runs.Registry()
+	for gi := range groups {
+		for ai := range groups[gi].Actions {
+			a := &groups[gi].Actions[ai]
+			flow := a.Type == string(engine.ActionTypeFlow)
+			a.RunHere = flow && strings.HasPrefix(a.Key, "/") || reg.Lookup(a.Key) != nil && a.Type != string(engine.ActionTypeUtil)
+			if !flow {
+				continue
+			}
+			recent, _, err := s.store.RunList(ctx, store.RunListParams{Action: a.Key, Limit: 5})
+			if err != nil {
+				s.log.Warn("actions page: last runs", "action", a.Key, "err", err)
+				continue
+			}
+			for _, r := range recent {
+				a.LastRuns = append(a.LastRuns, runListRow(r, 0))
+			}
+		}
+	}
 }
 
 // actions lists this program's actions and those live workers announce; when the catalogue cannot

@@ -141,7 +141,7 @@ export function validate(schema, value, path = "") {
   }
   if (typeof value === "string") {
     const n = [...value].length;
-    if (typeof schema.minLength === "number" && n < schema.minLength) errs.push(`${at}: must have at least ${schema.minLength} characters`);
+    if (typeof schema.minLength === "number" && n < schema.minLength) errs.push(schema.minLength === 1 ? `${at}: must not be empty` : `${at}: must be at least ${schema.minLength} characters long`);
     if (typeof schema.maxLength === "number" && n > schema.maxLength) errs.push(`${at}: must have at most ${schema.maxLength} characters`);
     if (schema.pattern) {
       try { if (!new RegExp(schema.pattern, "u").test(value)) errs.push(`${at}: must match ${schema.pattern}`); } catch { /* the server decides */ }
@@ -852,6 +852,86 @@ function initActions() {
     showErrors(form, errs);
     if (errs.length) ev.preventDefault();
   });
+  page.addEventListener("click", async (ev) => {
+    const btn = ev.target.closest("button[data-run-here]");
+    if (!btn) return;
+    const form = btn.closest("form[data-run-form]");
+    const errs = checkJSON(form.elements.input.value, form.dataset.inputSchema, "input");
+    showErrors(form, errs);
+    if (errs.length) return;
+    btn.disabled = true;
+    try { await runHere(form, btn.dataset.runHere); } finally { btn.disabled = false; }
+  });
+}
+
+// runHere runs an action through the reflection API (POST /api/runAction?stream=true) and shows
+// what it streams, then its result or error, in place, with links to its trace and its run.
+async function runHere(form, key) {
+  const out = form.querySelector("[data-run-output]");
+  const state = out.querySelector("[data-run-state]");
+  const chunks = out.querySelector("[data-run-chunks]");
+  const result = out.querySelector("[data-run-result]");
+  const links = out.querySelector("[data-run-links]");
+  out.hidden = false;
+  chunks.textContent = "";
+  result.textContent = "";
+  result.classList.remove("error-text");
+  links.replaceChildren();
+  state.textContent = "running…";
+  const link = (href, text) => { const a = document.createElement("a"); a.href = href; a.textContent = text; links.append(a, " "); };
+  let resp;
+  try {
+    resp = await fetch("/api/runAction?stream=true", {
+      method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrfToken() },
+      body: JSON.stringify({ key, input: JSON.parse(form.elements.input.value) }),
+    });
+  } catch (e) {
+    state.textContent = "could not reach the server: " + e.message;
+    return;
+  }
+  const trace = resp.headers.get("X-Genkit-Trace-Id");
+  const run = resp.headers.get("X-Loupe-Run-Id");
+  if (run) link("/runs/" + run, "open its run");
+  if (trace) link("/traces/" + trace, "open its trace");
+  const reader = resp.body.getReader();
+  const dec = new TextDecoder();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, { stream: true });
+    let nl;
+    while ((nl = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      if (!line.trim()) continue;
+      let chunk;
+      try { chunk = JSON.parse(line); } catch { chunk = line; }
+      chunks.append(...chunkNodes(chunk));
+      if (!chunks.lastChild?.textContent?.endsWith("\n")) chunks.append("\n");
+    }
+  }
+  let final = null;
+  try { final = JSON.parse(buf); } catch { /* a non-JSON answer is shown as it is */ }
+  if (final && "result" in final) {
+    state.textContent = "done";
+    result.textContent = typeof final.result === "string" ? final.result : JSON.stringify(final.result, null, 2);
+  } else if (final && final.error) {
+    state.textContent = "failed";
+    result.classList.add("error-text");
+    result.textContent = final.error.message ?? JSON.stringify(final.error);
+    if (final.error.details?.inbox) link(final.error.details.inbox, "answer it in the inbox");
+  } else {
+    state.textContent = `answered ${resp.status}`;
+    result.classList.add("error-text");
+    result.textContent = buf;
+  }
+}
+
+// csrfToken is the page's CSRF token, which scripts send in X-CSRF-Token.
+function csrfToken() {
+  return document.querySelector('meta[name="csrf-token"]')?.content ?? "";
 }
 
 // ---- dashboard: reload the figures when runs or interrupts change ----

@@ -472,6 +472,12 @@ type ActionView struct {
 	OutputSchema string
 	Example      string
 	Runnable     bool
+	// RunHere is true when the page can run the action at once and show its output in place,
+	// through the reflection API (a flow as a durable run, a tool, model or prompt of this
+	// program in the serving process).
+	RunHere bool
+	// LastRuns are the action's latest runs, newest first.
+	LastRuns []RunListRow
 }
 
 // ActionsPage is the actions catalogue's view model.
