@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loupe-dev/loupe/internal/browsertest"
+	"github.com/loupe-dev/loupe/internal/genkitapp/genkitapptest"
+	"github.com/loupe-dev/loupe/internal/store/storetest"
+)
+
+// TestBrowserGenkitJSDeveloperJourney is the issue's "done when", in a real Chromium against
+// devui start running the real Genkit JS app: the developer runs a flow from the Actions page and
+// watches its run (the app's output, its trace with its tool); runs a prompt whose tool interrupts;
+// approves the tool call in the inbox; and sees the conversation go on in the app (its model's
+// answer on the run page).
+func TestBrowserGenkitJSDeveloperJourney(t *testing.T) {
+	t.Parallel()
+	dir := genkitapptest.Project(t)
+	addr := freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs syncBuffer
+	cmd := newRootCommand(demoProgram())
+	cmd.SetOut(&logs)
+	cmd.SetErr(&logs)
+	cmd.SetArgs([]string{"start", "--addr", addr, "--database-url", storetest.NewURL(t), "--data-dir", t.TempDir(), "--log-level", "error",
+		"--genkit-project", dir, "--", "sh", "-c", "cd '" + dir + "' && APP_NAME=journey exec node app.mjs"})
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+		if t.Failed() {
+			t.Logf("devui start's output:\n%s", logs.String())
+		}
+	})
+	base := "http://" + addr
+	br := browsertest.New(t)
+	article := func(key string) string { return `article[data-action="` + key + `"]` }
+	poll := func(expr string) chromedp.Action {
+		return chromedp.Poll(expr, nil, chromedp.WithPollingTimeout(time.Minute), chromedp.WithPollingInterval(100*time.Millisecond))
+	}
+	// Loupe finds the app through its runtime file; the Actions page lists its actions under its name.
+	require.Eventually(t, func() bool {
+		var list struct {
+			Actions []struct {
+				Key string `json:"key"`
+			} `json:"actions"`
+		}
+		getJSON(t, base+"/api/v1/actions", &list)
+		for _, a := range list.Actions {
+			if a.Key == "journey:/prompt/wirePrompt" {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 100*time.Millisecond, "the app's actions are listed")
+
+	var output, spans string
+	require.NoError(t, chromedp.Run(br.Ctx,
+		chromedp.Navigate(base+"/actions"),
+		chromedp.WaitVisible(`section.genkit-app[data-app="journey"]`, chromedp.ByQuery),
+		chromedp.SetValue(article("journey:/flow/weatherFlow")+` textarea[name="input"]`, `{"city":"Lisbon"}`, chromedp.ByQuery),
+		chromedp.Click(article("journey:/flow/weatherFlow")+` button[type="submit"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`.run-header[data-status="succeeded"]`, chromedp.ByQuery),
+		chromedp.Text(`.run-header .io`, &output, chromedp.ByQuery),
+		chromedp.WaitVisible(`#trace .span-row`, chromedp.ByQuery),
+		poll(`document.querySelector("#trace .spantree").textContent.includes("weatherFlow")`),
+		// Its turns: the turn summary names the tool the app's model called.
+		poll(`(document.querySelector("#trace .turns-table") || {textContent: ""}).textContent.includes("getWeather")`),
+		chromedp.Evaluate(`document.querySelector("#trace .spantree").outerHTML`, &spans),
+	))
+	require.Contains(t, output, "Lisbon", "the app's output is the run's")
+	require.Contains(t, spans, "weatherFlow", "the app's trace is the run's: %s", spans)
+
+	var conversation, runURL string
+	require.NoError(t, chromedp.Run(br.Ctx,
+		chromedp.Navigate(base+"/actions"),
+		chromedp.WaitVisible(article("journey:/prompt/wirePrompt"), chromedp.ByQuery),
+		chromedp.SetValue(article("journey:/prompt/wirePrompt")+` textarea[name="input"]`, `{"to":"Bob","amount":50}`, chromedp.ByQuery),
+		chromedp.Click(article("journey:/prompt/wirePrompt")+` button[type="submit"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`.run-header[data-status="interrupted"]`, chromedp.ByQuery),
+		chromedp.Location(&runURL),
+		chromedp.Navigate(base+"/inbox"),
+		chromedp.WaitVisible(`.inbox-item`, chromedp.ByQuery),
+		chromedp.WaitReady(`html[data-live="live"]`, chromedp.ByQuery),
+		chromedp.KeyEvent("a"),
+	))
+	// Approving an amount may ask for a confirmation first: confirm it when it does.
+	_ = chromedp.Run(br.Ctx, chromedp.Evaluate(`(() => { const b = document.querySelector('[data-confirm-yes], dialog[open] button[value="confirm"], dialog[open] button[type="submit"]'); if (b) b.click(); return true; })()`, nil))
+	require.NoError(t, chromedp.Run(br.Ctx,
+		chromedp.WaitNotPresent(`.inbox-item:not(.resolved)`, chromedp.ByQuery),
+		chromedp.Navigate(runURL),
+		chromedp.WaitVisible(`.run-header[data-status="succeeded"]`, chromedp.ByQuery),
+		chromedp.Text(`#conversation`, &conversation, chromedp.ByQuery),
+	))
+	require.True(t, strings.Contains(conversation, "transferMoney"), "the approved call is in the conversation: %s", conversation)
+	require.Contains(t, conversation, "Done", "the app's model answered after the approval")
+	require.Empty(t, br.Problems())
+}
