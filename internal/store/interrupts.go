@@ -47,6 +47,10 @@ type Interrupt struct {
 	// SuggestedResolution is the decision a replay offers as the default: the one a reviewer took
 	// on the same interrupt of the original run. Only a replay with apply_resolutions applies it.
 	SuggestedResolution json.RawMessage `db:"suggested_resolution" json:"suggested_resolution,omitempty"`
+	// ClaimedBy is the reviewer working on a pending interrupt (claimed, or assigned by another),
+	// since ClaimedAt; nobody else may resolve it from the inbox meanwhile.
+	ClaimedBy *string    `db:"claimed_by" json:"claimed_by,omitempty"`
+	ClaimedAt *time.Time `db:"claimed_at" json:"claimed_at,omitempty"`
 }
 
 // InterruptWithAction is an interrupt with its run's action, so that a list can show and filter
@@ -57,7 +61,7 @@ type InterruptWithAction struct {
 }
 
 const interruptColumns = `id, run_id, turn, tool, ref, input, metadata, input_schema, output_schema,
-	status, resolution, resolved_by, resolved_at, comment, round, created_at, version, suggested_resolution`
+	status, resolution, resolved_by, resolved_at, comment, round, created_at, version, suggested_resolution, claimed_by, claimed_at`
 
 // InterruptListPending returns pending interrupts, oldest first.
 func (s *Store) InterruptListPending(ctx context.Context, limit int) ([]*Interrupt, error) {
