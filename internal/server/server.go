@@ -66,6 +66,8 @@ type Server struct {
 	echo    *echo.Echo
 	metrics *metrics
 	outage  outage
+	// presence is who has which inbox item open (pages_inbox_presence.go).
+	presence inboxPresence
 
 	mu       sync.Mutex
 	http     *http.Server
