@@ -93,7 +93,7 @@ type fieldSchema struct {
 }
 
 // schemaFields builds the arguments editor from a tool's input schema: one field per top-level
-// property, in the schema's order, with the value from input. Enums become selects, numbers
+// property, required ones first, with the value from input. Enums become selects, numbers
 // carry their bounds; objects and arrays are edited in the raw JSON. Nil when the schema is not
 // an object with properties.
 func schemaFields(schema json.RawMessage, input string) []templates.SchemaField {
@@ -107,7 +107,21 @@ func schemaFields(schema json.RawMessage, input string) []templates.SchemaField 
 	if json.Unmarshal(schema, &root) != nil || len(root.Properties) == 0 {
 		return nil
 	}
-	names := objectKeys(root.Properties)
+	// The required properties in the schema's order, then the others by name: the schema comes
+	// from jsonb, which does not keep the properties' order, but keeps the required list's.
+	var names []string
+	for _, k := range root.Required {
+		if !slices.Contains(names, k) {
+			names = append(names, k)
+		}
+	}
+	rest := objectKeys(root.Properties)
+	slices.Sort(rest)
+	for _, k := range rest {
+		if !slices.Contains(names, k) {
+			names = append(names, k)
+		}
+	}
 	var props map[string]json.RawMessage
 	if json.Unmarshal(root.Properties, &props) != nil {
 		return nil

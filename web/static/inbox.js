@@ -409,7 +409,6 @@ detail.addEventListener("submit", (ev) => {
     const r = f.querySelector("[data-reason]");
     r.setCustomValidity("Say why you deny it: the model receives the reason.");
     r.reportValidity();
-    r.addEventListener("input", () => r.setCustomValidity(""), { once: true });
     return;
   }
   if (flag && !confirming) flag.disabled = true;
@@ -469,6 +468,9 @@ page.addEventListener("change", (ev) => {
   if (ev.target.matches("[data-select-all]")) rows().forEach((r) => { const c = r.querySelector(".pick"); if (c) c.checked = ev.target.checked; });
   if (ev.target.matches(".pick, [data-select-all]")) showPicked();
 });
+// A refusal set on the reason must not block the next button: each click starts clean.
+bulk?.addEventListener("click", () => bulk.elements.reason?.setCustomValidity(""), true);
+detail.addEventListener("click", () => detail.querySelector("[data-reason]")?.setCustomValidity(""), true);
 bulk?.addEventListener("submit", (ev) => {
   const n = picked().length;
   if (n === 0) { ev.preventDefault(); bulkCount.textContent = "select items first"; return; }
@@ -476,7 +478,6 @@ bulk?.addEventListener("submit", (ev) => {
     ev.preventDefault();
     bulk.elements.reason.setCustomValidity("A denial needs a reason: the model receives it.");
     bulk.elements.reason.reportValidity();
-    bulk.elements.reason.addEventListener("input", () => bulk.elements.reason.setCustomValidity(""), { once: true });
   }
 });
 
