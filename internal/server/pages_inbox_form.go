@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"sort"
 	"strconv"
@@ -313,8 +314,13 @@ func (p *inboxPresence) viewers(item, me string, now time.Time) []string {
 func (s *Server) inboxPresenceUpdate(c echo.Context) error {
 	tab := c.FormValue("tab")
 	item := c.FormValue("item")
-	if tab == "" || len(tab) > 64 || len(item) > 64 {
-		return Errorf(400, "bad_request", "presence needs tab (at most 64 bytes) and item")
+	if tab == "" || len(tab) > 64 {
+		return Errorf(http.StatusBadRequest, "bad_request", "presence needs tab (at most 64 bytes)")
+	}
+	if item != "" {
+		if _, err := uuid.Parse(item); err != nil {
+			return Errorf(http.StatusBadRequest, "bad_request", "item %q is not an interrupt id", item)
+		}
 	}
 	now := time.Now()
 	for _, id := range s.presence.open(tab, me(c), item, now) {
@@ -322,5 +328,5 @@ func (s *Server) inboxPresenceUpdate(c echo.Context) error {
 			s.deps.Live.Publish(uuid.Nil, "inbox.presence", map[string]any{"interrupt_id": id, "viewers": s.presence.viewersByTab(id, now)})
 		}
 	}
-	return c.NoContent(204)
+	return c.NoContent(http.StatusNoContent)
 }
