@@ -343,7 +343,7 @@ func (s *Server) inboxResolve(c echo.Context) error {
 			}
 		}
 		p.Form = form
-		p.Flash, p.FlashError = flash, status != http.StatusOK
+		p.Flash, p.FlashError = flash, true // not applied, whether refused or waiting for confirmation
 		return s.render(c, status, templates.InboxView(p))
 	}
 	const kept = "Not resolved: your arguments and comment are kept below, with the reason."
