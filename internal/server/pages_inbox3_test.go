@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loupe-dev/loupe/internal/auth"
 	"github.com/loupe-dev/loupe/internal/browsertest"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
@@ -476,4 +477,45 @@ func TestInboxEmptyStatesSayWhy(t *testing.T) {
 	require.Contains(t, body, `<a href="/inbox">Show all</a>`)
 	_, body = get(t, b.url+"/inbox?tool=bookFlight&action=/flow/transferMoney", "Accept", "text/html")
 	require.Contains(t, body, "No item matches tool=bookFlight, action=/flow/transferMoney; 2 others wait.")
+}
+
+// TestInboxRolesAreEnforcedOnTheServer: a viewer sees the inbox but no form, and the server
+// refuses their claim, bulk decision and resolve; a reviewer's claim carries their name.
+func TestInboxRolesAreEnforcedOnTheServer(t *testing.T) {
+	t.Parallel()
+	b := uiSetup(t, false)
+	it := b.travel(t, "Lisbon")
+	ctx := context.Background()
+	token := func(name, role string) string {
+		svc := auth.New(b.store)
+		_, err := svc.AddUser(ctx, name, "correct horse battery", role)
+		require.NoError(t, err)
+		tok, err := svc.CreateToken(ctx, name, "t")
+		require.NoError(t, err)
+		return "Bearer " + tok
+	}
+	viewer, reviewer := token("vic", store.RoleViewer), token("rita", store.RoleReviewer)
+	post := func(auth, path string, form url.Values) int {
+		req, err := http.NewRequest(http.MethodPost, b.url+path, strings.NewReader(form.Encode()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Authorization", auth)
+		resp, err := noRedirect.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	id := it.ID.String()
+	for path, form := range map[string]url.Values{
+		"/inbox/" + id + "/claim":   {"op": {"claim"}},
+		"/inbox/bulk":               {"action": {"approve"}, "id": {id}},
+		"/inbox/" + id + "/resolve": {"action": {"approve"}},
+	} {
+		require.Equal(t, http.StatusForbidden, post(viewer, path, form), path)
+	}
+	require.Equal(t, http.StatusSeeOther, post(reviewer, "/inbox/"+id+"/claim", url.Values{"op": {"claim"}}))
+	_, body := get(t, b.url+"/inbox", "Accept", "text/html", "Authorization", viewer)
+	require.Contains(t, body, "Resolving needs the reviewer role")
+	require.NotContains(t, body, `id="bulk"`)
+	require.Contains(t, body, `claimed by <strong>rita</strong>`)
 }
