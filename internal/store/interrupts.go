@@ -198,8 +198,14 @@ func (s *Store) InterruptList(ctx context.Context, p InterruptListParams) ([]*In
 	if p.After != nil {
 		afterAt, afterID = &p.After.CreatedAt, p.After.ID
 	}
+	status := `($1 = '' OR i.status = $1)`
+	if p.Status == InterruptPending {
+		// Spelled out, so that the planner walks the pending index in order and stops at the
+		// limit, whatever plan it caches for the statement.
+		status = `(i.status = 'pending' AND $1 = 'pending')`
+	}
 	rows, err := s.db.Query(ctx, `SELECT `+qualifyColumns("i.", interruptColumns)+`, r.action FROM interrupts i JOIN runs r ON r.id = i.run_id
-		WHERE ($1 = '' OR i.status = $1) AND ($2 = '' OR i.tool = $2) AND ($3 = '' OR r.action = $3)
+		WHERE `+status+` AND ($2 = '' OR i.tool = $2) AND ($3 = '' OR r.action = $3)
 			AND ($5::timestamptz IS NULL OR (i.created_at, i.id) > ($5::timestamptz, $6::uuid))
 		ORDER BY i.created_at, i.id LIMIT $4`, p.Status, p.Tool, p.Action, limit, afterAt, afterID)
 	if err != nil {
