@@ -76,6 +76,14 @@ func TestBrowserInboxCompactListWithDetailPane(t *testing.T) {
 	require.NoError(t, br.Run(chromedp.Evaluate(`location.search`, &search)))
 	require.Equal(t, "?sel="+i1.ID.String(), search, "the address names the selection")
 
+	// The run page links an item as /inbox?sel=<id>; the older /inbox#i-<id> selects it too.
+	_, runPage := get(t, b.url+"/runs/"+i3.RunID.String(), "Accept", "text/html")
+	require.Contains(t, runPage, `href="/inbox?sel=`+i3.ID.String()+`"`)
+	require.NoError(t, br.Run(
+		chromedp.Navigate(b.url+"/inbox#i-"+i3.ID.String()),
+		wait(fmt.Sprintf(`!!document.getElementById("d-%s") && document.querySelector(".inbox-item.current")?.id === "i-%s"`, i3.ID, i3.ID)),
+	))
+
 	// The other tab opens i2: this tab's row says so, live.
 	require.NoError(t, chromedp.Run(other,
 		chromedp.Navigate(b.url+"/inbox?sel="+i2.ID.String()),

@@ -552,7 +552,10 @@ if (!/^\/inbox\/?$/.test(location.pathname)) {
   if (id) q.set("sel", id);
   history.replaceState(null, "", "/inbox" + (q.size ? "?" + q : ""));
 }
-if (current) current.scrollIntoView({ block: "nearest" });
+// An old-style link (/inbox#i-<id>, as the run page's "Resolve in the inbox" has) selects its item.
+const linked = location.hash.startsWith("#i-") ? document.getElementById(location.hash.slice(1)) : null;
+if (linked?.classList.contains("inbox-item")) select(linked);
+else if (current) current.scrollIntoView({ block: "nearest" });
 else if (shownID()) current = document.getElementById("i-" + shownID());
 const step = form()?.querySelector("[data-confirm-step]:not([hidden])");
 if (step) step.querySelector("[data-reason]")?.focus();
