@@ -72,6 +72,18 @@ func TestBrowserInboxCompactListWithDetailPane(t *testing.T) {
 		chromedp.KeyEvent("\x1b"),
 	))
 	require.Equal(t, "/destination", focused, "Enter goes into the form's first field")
+
+	// Typing in an item, moving away and back finds the work as it was left.
+	var kept string
+	require.NoError(t, br.Run(
+		chromedp.Evaluate(`const c = document.querySelector("form[data-resolve] input[name=comment]"); c.value = "half done"; c.dispatchEvent(new Event("input", {bubbles: true})); c.blur(); true`, nil),
+		chromedp.KeyEvent("j"),
+		wait(fmt.Sprintf(`!!document.getElementById("d-%s")`, i2.ID)),
+		chromedp.KeyEvent("k"),
+		wait(fmt.Sprintf(`!!document.getElementById("d-%s")`, i1.ID)),
+		chromedp.Evaluate(`document.querySelector("form[data-resolve] input[name=comment]").value`, &kept),
+	))
+	require.Equal(t, "half done", kept, "the draft is kept")
 	var search string
 	require.NoError(t, br.Run(chromedp.Evaluate(`location.search`, &search)))
 	require.Equal(t, "?sel="+i1.ID.String(), search, "the address names the selection")
@@ -286,6 +298,12 @@ func TestInboxClaimKeepsTwoReviewersApart(t *testing.T) {
 	require.Equal(t, http.StatusConflict, resp.StatusCode)
 	require.Contains(t, body, "alice has claimed this item already")
 
+	resp, _ = postForm(t, noRedirect, b.url+"/inbox/"+it.ID.String()+"/claim", url.Values{"op": {"assign"}, "to": {"bob"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	got, err := b.store.InterruptGet(ctx, it.ID, false)
+	require.NoError(t, err)
+	require.Equal(t, "bob", *got.ClaimedBy, "assigned to bob")
+
 	resp, _ = postForm(t, noRedirect, b.url+"/inbox/"+it.ID.String()+"/claim", url.Values{"op": {"take"}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.Equal(t, "/inbox?sel="+it.ID.String(), resp.Header.Get("Location"))
@@ -299,6 +317,7 @@ func TestInboxClaimKeepsTwoReviewersApart(t *testing.T) {
 	for _, a := range audit {
 		actions = append(actions, a.Action)
 	}
+	require.Contains(t, actions, "interrupt.assign")
 	require.Contains(t, actions, "interrupt.take")
 	require.Contains(t, actions, "interrupt.approve")
 }

@@ -189,12 +189,37 @@ function working() {
 
 const shownID = () => detail.querySelector(".inbox-detail")?.dataset.interrupt;
 
+// drafts keeps what the reviewer typed in an item they moved away from, so that coming back to
+// it finds the work as they left it (until the page is reloaded).
+const drafts = new Map();
+const draftFields = ["input", "output", "comment", "reason"];
+
+function stash() {
+  const f = form();
+  const id = shownID();
+  if (!f || !id || f.dataset.submitting || detail.querySelector(".inbox-detail.resolved")) return;
+  const edited = argsEdited(f) || draftFields.slice(1).some((k) => f.elements[k] && f.elements[k].value !== f.elements[k].defaultValue);
+  if (!edited) { drafts.delete(id); return; }
+  drafts.set(id, Object.fromEntries(draftFields.filter((k) => f.elements[k]).map((k) => [k, f.elements[k].value])));
+}
+
+function restore(id) {
+  const d = drafts.get(id);
+  const f = form();
+  if (!d || !f) return;
+  for (const [k, v] of Object.entries(d)) if (f.elements[k]) f.elements[k].value = v;
+  jsonToFields(f);
+  if (d.output) f.querySelector("[data-respond]")?.setAttribute("open", "");
+}
+
 async function load(id) {
   const n = ++loading;
   const html = await fetchHTML(`/inbox/items/${encodeURIComponent(id)}?${filter}`);
   if (n !== loading) return;
+  stash();
   if (html === null) { detail.replaceChildren(); return; }
   detail.replaceChildren(fragment(html));
+  restore(id);
   initDetail();
 }
 
@@ -207,7 +232,9 @@ function select(row, { fetch = true } = {}) {
   const q = new URLSearchParams(filter);
   q.set("sel", row.dataset.interrupt);
   history.replaceState(null, "", "/inbox?" + q);
-  if (fetch && shownID() !== row.dataset.interrupt) load(row.dataset.interrupt);
+  if (!fetch) return beat();
+  if (shownID() !== row.dataset.interrupt) load(row.dataset.interrupt);
+  else loading++; // back to the item shown: a load still on its way for another one must not land
   beat();
 }
 
@@ -507,7 +534,8 @@ document.addEventListener("keydown", (ev) => {
     case "j": if (!all.length) return; select(all[Math.min(i + 1, all.length - 1)]); break;
     case "k": if (!all.length) return; select(all[Math.max(i - 1, 0)]); break;
     case "Enter": {
-      if (!f) return;
+      // Enter on a focused button or link keeps its own meaning; on the page or a row it opens the form.
+      if (!f || (ev.target !== document.body && !ev.target.closest?.(".inbox-item"))) return;
       (f.querySelector("[data-pointer]:not([disabled])") ?? f.elements.input)?.focus();
       break;
     }
