@@ -90,11 +90,10 @@ func TestBrowserGenkitJSDeveloperJourney(t *testing.T) {
 		chromedp.WaitVisible(`.inbox-item`, chromedp.ByQuery),
 		chromedp.WaitReady(`html[data-live="live"]`, chromedp.ByQuery),
 		chromedp.KeyEvent("a"),
-	))
-	// Approving an amount may ask for a confirmation first: confirm it when it does.
-	_ = chromedp.Run(br.Ctx, chromedp.Evaluate(`(() => { const b = document.querySelector('[data-confirm-yes], dialog[open] button[value="confirm"], dialog[open] button[type="submit"]'); if (b) b.click(); return true; })()`, nil))
-	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.WaitNotPresent(`.inbox-item:not(.resolved)`, chromedp.ByQuery),
+		// A transfer moves an amount: approving it asks to confirm, and Enter in the reason confirms.
+		chromedp.WaitVisible(`[data-confirm-step]`, chromedp.ByQuery),
+		chromedp.KeyEvent("\r"),
+		chromedp.WaitVisible(`#flash.ok`, chromedp.ByQuery),
 		chromedp.Navigate(runURL),
 		chromedp.WaitVisible(`.run-header[data-status="succeeded"]`, chromedp.ByQuery),
 		chromedp.Text(`#conversation`, &conversation, chromedp.ByQuery),

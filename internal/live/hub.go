@@ -323,6 +323,9 @@ func (h *Hub) deliver(ev wireEvent) {
 		h.broadcast(runTopic, ev.Kind, data)
 	}
 	switch ev.Kind {
+	case "inbox.presence", "interrupt.claimed":
+		// Who has an inbox item open, and who claimed it: for the inboxes only.
+		h.broadcast(TopicInbox, ev.Kind, data)
 	case "interrupt.changed":
 		h.broadcast(TopicInbox, ev.Kind, data)
 		h.broadcast(TopicDashboard, ev.Kind, data)

@@ -41,6 +41,8 @@ type ResolveParams struct {
 type ConflictError struct {
 	Interrupt *store.Interrupt
 	Reason    string
+	// ClaimedBy, when set, is the reviewer who has claimed the pending interrupt.
+	ClaimedBy string
 }
 
 func (e *ConflictError) Error() string { return e.Reason }
@@ -102,6 +104,11 @@ func (s *Service) Resolve(ctx context.Context, p ResolveParams) (*store.Interrup
 		if it.Status != store.InterruptPending {
 			return alreadyResolved(it)
 		}
+		if it.ClaimedBy != nil && *it.ClaimedBy != "" && *it.ClaimedBy != p.Actor {
+			// Claims keep two reviewers off one item: the claimant decides, or releases it.
+			return &ConflictError{Interrupt: it, ClaimedBy: *it.ClaimedBy,
+				Reason: fmt.Sprintf("interrupt %s is claimed by %s: they decide it, unless they release it or it is taken over", it.ID, *it.ClaimedBy)}
+		}
 		if p.Version != 0 && p.Version != it.Version {
 			return &ConflictError{Interrupt: it, Reason: fmt.Sprintf("interrupt %s changed since version %d (now %d): reload it", it.ID, p.Version, it.Version)}
 		}
@@ -145,6 +152,24 @@ func (s *Service) Resolve(ctx context.Context, p ResolveParams) (*store.Interrup
 		s.publish(resolved.RunID, EventStatus, map[string]any{"status": store.RunQueued})
 	}
 	return resolved, nil
+}
+
+// CheckResolve validates a decision's payload against the tool's schemas, as Resolve would,
+// without recording anything: the inbox checks a decision before asking to confirm it.
+func (s *Service) CheckResolve(ctx context.Context, p ResolveParams) error {
+	if _, err := statusFor(p.Action); err != nil {
+		return err
+	}
+	it, err := s.store.InterruptGet(ctx, p.InterruptID, false)
+	if err != nil {
+		return err
+	}
+	run, err := s.store.RunGet(ctx, it.RunID)
+	if err != nil {
+		return err
+	}
+	_, err = s.resolution(ctx, run, it, p)
+	return err
 }
 
 func statusFor(action string) (string, error) {

@@ -168,7 +168,7 @@ func (s *Server) genkitInterrupted(c echo.Context, run *store.Run, details map[s
 		questions = append(questions, q)
 	}
 	if first != uuid.Nil {
-		inbox += "#i-" + first.String()
+		inbox += "?sel=" + first.String()
 	}
 	details["interrupts"] = interrupts
 	details["inbox"] = inbox

@@ -273,7 +273,7 @@ func TestGenkitRunActionInterrupts(t *testing.T) {
 	require.Len(t, interrupts, 1)
 	require.Equal(t, "bookFlight", interrupts[0].(map[string]any)["name"])
 	require.NotNil(t, interrupts[0].(map[string]any)["interrupt"])
-	require.Contains(t, e.Error.Details["inbox"], "/inbox#i-"+interrupts[0].(map[string]any)["id"].(string))
+	require.Contains(t, e.Error.Details["inbox"], "/inbox?sel="+interrupts[0].(map[string]any)["id"].(string))
 
 	runID, err := uuid.Parse(e.Error.Details["runId"].(string))
 	require.NoError(t, err)

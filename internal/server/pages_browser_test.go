@@ -61,7 +61,7 @@ func TestBrowserInboxResolveLiveKeyboardAndStaleForm(t *testing.T) {
 
 	// The other tab keeps a copy of the first form, as a page that lost its connection would.
 	require.NoError(t, chromedp.Run(other, chromedp.Evaluate(
-		fmt.Sprintf(`window.stale = document.querySelector("#i-%s form").cloneNode(true); true`, i1.ID), nil)))
+		fmt.Sprintf(`window.stale = document.querySelector("#d-%s form[data-resolve]").cloneNode(true); true`, i1.ID), nil)))
 
 	// e: edit with an amount the schema refuses; the browser blocks the submit and says why.
 	var focused, errText string
@@ -70,9 +70,9 @@ func TestBrowserInboxResolveLiveKeyboardAndStaleForm(t *testing.T) {
 		chromedp.KeyEvent("e"),
 		chromedp.Evaluate(`document.activeElement.name`, &focused),
 		chromedp.Evaluate(`document.activeElement.value = '{"to":"bob","amount":-5,"currency":"JPY"}'; true`, nil),
-		chromedp.Click(fmt.Sprintf(`#i-%s button[value="edit"]`, i1.ID), chromedp.ByQuery),
-		wait(fmt.Sprintf(`!document.querySelector("#i-%s .form-error").hidden`, i1.ID)),
-		chromedp.Text(fmt.Sprintf(`#i-%s .form-error`, i1.ID), &errText, chromedp.ByQuery),
+		chromedp.Click(fmt.Sprintf(`#d-%s button[value="edit"]`, i1.ID), chromedp.ByQuery),
+		wait(fmt.Sprintf(`!document.querySelector("#d-%s .form-error").hidden`, i1.ID)),
+		chromedp.Text(fmt.Sprintf(`#d-%s .form-error`, i1.ID), &errText, chromedp.ByQuery),
 		chromedp.Evaluate(fmt.Sprintf(`!!document.getElementById("i-%s")`, i1.ID), &stillHere),
 	))
 	require.Equal(t, "input", focused)
@@ -84,9 +84,12 @@ func TestBrowserInboxResolveLiveKeyboardAndStaleForm(t *testing.T) {
 
 	// a: approve (the refused edit undone first; Escape leaves the editor).
 	require.NoError(t, chromedp.Run(a,
-		chromedp.Click(fmt.Sprintf("#i-%s [data-reset]", i1.ID), chromedp.ByQuery),
+		chromedp.Click(fmt.Sprintf("#d-%s [data-reset]", i1.ID), chromedp.ByQuery),
 		chromedp.KeyEvent("\x1b"),
 		chromedp.KeyEvent("a"),
+		// The transfer moves an amount: a asks to confirm; Enter confirms.
+		chromedp.WaitVisible(fmt.Sprintf("#d-%s [data-confirm-step]", i1.ID), chromedp.ByQuery),
+		chromedp.KeyEvent("\r"),
 		chromedp.WaitVisible(`#flash.ok`, chromedp.ByQuery),
 		wait(`document.querySelectorAll(".inbox-item").length === 1`),
 	))
@@ -118,11 +121,17 @@ func TestBrowserInboxResolveLiveKeyboardAndStaleForm(t *testing.T) {
 		chromedp.Navigate(b.url+"/inbox"),
 		wait(`document.querySelectorAll(".inbox-item").length === 2`),
 		chromedp.KeyEvent("d"),
+		// d asks to confirm, with a reason that the model receives; Enter confirms.
+		chromedp.WaitVisible(fmt.Sprintf("#d-%s [data-confirm-step]", i2.ID), chromedp.ByQuery),
+		wait(`document.activeElement.name === "reason"`),
+		chromedp.KeyEvent("too expensive"),
+		chromedp.KeyEvent("\r"),
 		chromedp.WaitVisible(`#flash.ok`, chromedp.ByQuery),
 	))
 	it, err = b.store.InterruptGet(context.Background(), i2.ID, false)
 	require.NoError(t, err)
 	require.Equal(t, store.InterruptDenied, it.Status)
+	require.Equal(t, "too expensive", *it.Comment)
 	require.Empty(t, br.Problems())
 }
 

@@ -46,7 +46,7 @@ func TestBrowserDashboardLeadsSomewhere(t *testing.T) {
 	require.Equal(t, 3, xLabels)
 	require.NotEmpty(t, p50)
 	require.NotEqual(t, "0", p95, "the research agent's model counts tokens")
-	require.Equal(t, "/inbox#i-"+it.ID.String(), inbox)
+	require.Equal(t, "/inbox?sel="+it.ID.String(), inbox)
 	require.Empty(t, br.Problems())
 
 	// The interrupted run has not finished: only the three research runs are in the table.

@@ -22,65 +22,184 @@ import (
 	"github.com/loupe-dev/loupe/web/templates"
 )
 
-// inboxData gathers the pending interrupts, oldest first, with the runs' actions and the history
-// up to each interrupt. It takes two queries whatever the number of interrupts: the interrupts
-// joined to their runs, then the histories of the runs shown.
-func (s *Server) inboxData(c echo.Context, tool, action string) (templates.InboxPage, error) {
+// inboxPageSize is how many rows the compact list shows at once; the oldest come first, and a
+// link pages on. It keeps the page fast with ten thousand items waiting.
+const inboxPageSize = 200
+
+// inboxRoutes registers the inbox pages: the list and its detail, resolve, bulk, claims, presence
+// and the history.
+func (s *Server) inboxRoutes(e *echo.Echo, reviewer echo.MiddlewareFunc) {
+	e.GET("/inbox", s.inboxPage)
+	e.GET("/inbox/history", s.inboxHistoryPage)
+	e.GET("/inbox/items/:id", s.inboxItem)
+	e.POST("/inbox/:id/resolve", s.inboxResolve, reviewer)
+	e.POST("/inbox/:id/claim", s.inboxClaim, reviewer)
+	e.POST("/inbox/bulk", s.inboxBulk, reviewer)
+	e.POST("/inbox/presence", s.inboxPresenceUpdate)
+	// The address a refused form leaves behind without JS: reloading it shows the item.
+	e.GET("/inbox/:id/resolve", func(c echo.Context) error {
+		id, err := pathID(c, "id")
+		if err != nil {
+			return err
+		}
+		return c.Redirect(http.StatusSeeOther, "/inbox?sel="+id.String())
+	})
+}
+
+// inboxQuery is what the inbox page was asked for.
+type inboxQuery struct {
+	tool, action string
+	sel          string
+	after        *store.InterruptCursor
+}
+
+func inboxQueryOf(c echo.Context) (inboxQuery, error) {
+	q := inboxQuery{tool: c.QueryParam("tool"), action: c.QueryParam("action"), sel: c.QueryParam("sel")}
+	if v := c.QueryParam("after"); v != "" {
+		at, id, err := decodeTimeCursor(v)
+		if err != nil {
+			return q, Errorf(http.StatusBadRequest, "bad_request", "after %q is not a position this server issued", v)
+		}
+		q.after = &store.InterruptCursor{CreatedAt: at, ID: id}
+	}
+	return q, nil
+}
+
+// me is the reviewer's name as claims and decisions record it.
+func me(c echo.Context) string {
+	if pr := principal(c); pr != nil {
+		return pr.Username
+	}
+	return ""
+}
+
+// inboxData gathers one page of pending interrupts, oldest first, and the selected one in full.
+// It takes three queries whatever the number waiting: the counts by tool and action, the page of
+// rows, and the selected item's history.
+func (s *Server) inboxData(c echo.Context, q inboxQuery) (templates.InboxPage, error) {
 	ctx := c.Request().Context()
 	pr := principal(c)
-	p := templates.InboxPage{Page: s.page(c, "Inbox", "inbox"), Tool: tool, Action: action,
-		CanResolve: pr != nil && auth.Allows(pr.Role, store.RoleReviewer)}
-	all, err := s.store.InterruptList(ctx, store.InterruptListParams{Status: store.InterruptPending, Limit: 500})
+	p := templates.InboxPage{Page: s.page(c, "Inbox", "inbox"), Tool: q.tool, Action: q.action,
+		CanResolve: pr != nil && auth.Allows(pr.Role, store.RoleReviewer), Me: me(c)}
+	facets, err := s.store.InterruptPendingFacets(ctx)
 	if err != nil {
 		return p, err
 	}
-	var shown []*store.InterruptWithAction
-	var runIDs []uuid.UUID
-	for _, it := range all {
-		if !slices.Contains(p.Tools, it.Tool) {
-			p.Tools = append(p.Tools, it.Tool)
+	for _, f := range facets {
+		p.Total += f.Count
+		if (q.tool == "" || f.Tool == q.tool) && (q.action == "" || f.Action == q.action) {
+			p.Matching += f.Count
 		}
-		if !slices.Contains(p.Actions, it.Action) {
-			p.Actions = append(p.Actions, it.Action)
+		if !slices.Contains(p.Tools, f.Tool) {
+			p.Tools = append(p.Tools, f.Tool)
 		}
-		if (tool != "" && it.Tool != tool) || (action != "" && it.Action != action) {
-			continue
-		}
-		shown = append(shown, it)
-		if !slices.Contains(runIDs, it.RunID) {
-			runIDs = append(runIDs, it.RunID)
+		if !slices.Contains(p.Actions, f.Action) {
+			p.Actions = append(p.Actions, f.Action)
 		}
 	}
 	// The filters in force stay on offer, selected, even when nothing pending matches them.
-	if tool != "" && !slices.Contains(p.Tools, tool) {
-		p.Tools = append(p.Tools, tool)
+	if q.tool != "" && !slices.Contains(p.Tools, q.tool) {
+		p.Tools = append(p.Tools, q.tool)
 	}
-	if action != "" && !slices.Contains(p.Actions, action) {
-		p.Actions = append(p.Actions, action)
+	if q.action != "" && !slices.Contains(p.Actions, q.action) {
+		p.Actions = append(p.Actions, q.action)
 	}
 	slices.Sort(p.Tools)
 	slices.Sort(p.Actions)
-	histories, err := s.store.MessageListByRuns(ctx, runIDs)
+	list, err := s.store.InterruptList(ctx, store.InterruptListParams{Status: store.InterruptPending, Tool: q.tool, Action: q.action,
+		Limit: inboxPageSize + 1, After: q.after})
 	if err != nil {
 		return p, err
 	}
-	for _, it := range shown {
-		p.Items = append(p.Items, s.inboxItemView(&it.Interrupt, it.Action, histories[it.RunID]))
+	if len(list) > inboxPageSize {
+		list = list[:inboxPageSize]
+		last := list[len(list)-1]
+		v := url.Values{}
+		if q.tool != "" {
+			v.Set("tool", q.tool)
+		}
+		if q.action != "" {
+			v.Set("action", q.action)
+		}
+		v.Set("after", encodeTimeCursor(last.CreatedAt, last.ID))
+		p.NextURL = "/inbox?" + v.Encode()
+	}
+	var selected *store.InterruptWithAction
+	for _, it := range list {
+		if q.sel == it.ID.String() || (q.sel == "" && selected == nil) {
+			selected = it
+		}
+	}
+	if selected == nil && q.sel != "" {
+		// A deep link to an item outside this page (or no longer pending): shown if it waits.
+		if id, err := uuid.Parse(q.sel); err == nil {
+			if it, err := s.store.InterruptGet(ctx, id, false); err == nil && it.Status == store.InterruptPending {
+				if run, err := s.store.RunGet(ctx, it.RunID); err == nil {
+					selected = &store.InterruptWithAction{Interrupt: *it, Action: run.Action}
+				}
+			}
+		}
+		if selected == nil && len(list) > 0 {
+			selected = list[0]
+		}
+	}
+	now := time.Now()
+	filter := templates.InboxFilterQuery(q.tool, q.action)
+	for _, it := range list {
+		r := s.inboxRow(it, me(c), now, filter)
+		r.Selected = selected != nil && selected.ID == it.ID
+		p.Rows = append(p.Rows, r)
+	}
+	if selected != nil {
+		d, err := s.inboxDetail(ctx, &selected.Interrupt, selected.Action, me(c))
+		if err != nil {
+			return p, err
+		}
+		p.Detail = d
 	}
 	return p, nil
 }
 
-// inboxItemView is one inbox item: the interrupt and its run's history.
-func (s *Server) inboxItemView(it *store.Interrupt, action string, msgs []*store.RunMessage) templates.InterruptView {
-	v := s.interruptView(it, action, nil)
-	v.Conversation = conversation(msgs, nil, -1)
-	return v
+// inboxRow is one pending interrupt as a line of the compact list.
+func (s *Server) inboxRow(it *store.InterruptWithAction, me string, now time.Time, filter string) templates.InboxRow {
+	href := "/inbox?sel=" + it.ID.String()
+	if filter != "" {
+		href += "&" + strings.TrimPrefix(filter, "?")
+	}
+	return templates.InboxRow{ID: it.ID.String(), RunID: it.RunID.String(), Tool: it.Tool, Action: it.Action,
+		Prompt: interruptMessage(it.Metadata), Age: humanAge(now.Sub(it.CreatedAt)), CreatedAt: it.CreatedAt,
+		ClaimedBy: deref(it.ClaimedBy), Viewers: s.presence.viewers(it.ID.String(), me, now), Risk: interruptRisk(&it.Interrupt), Href: href}
 }
 
-// inboxPage is GET /inbox?tool=&action=&done=. done names the interrupt just resolved: the
-// page says what became of it, and says nothing for anything that is not a resolved interrupt.
+// inboxDetail is one interrupt in full: the history of its run up to it, its claim, why it needs
+// confirmation, the arguments editor built from its schema, and a replay's suggestion.
+func (s *Server) inboxDetail(ctx context.Context, it *store.Interrupt, action, me string) (*templates.InboxDetail, error) {
+	msgs, err := s.store.MessageList(ctx, it.RunID)
+	if err != nil {
+		return nil, err
+	}
+	v := s.interruptView(it, action, nil)
+	v.Conversation = conversation(msgs, nil, -1)
+	d := &templates.InboxDetail{InterruptView: v, ClaimedBy: deref(it.ClaimedBy), ClaimedAt: it.ClaimedAt, Me: me,
+		Risk: interruptRisk(it), Viewers: s.presence.viewers(it.ID.String(), me, time.Now())}
+	d.Suggestion = inboxSuggestion(it.SuggestedResolution)
+	input := v.InputJSON
+	if d.Suggestion != nil && d.Suggestion.Input != "" {
+		input = d.Suggestion.Input
+	}
+	d.Fields = schemaFields(it.InputSchema, input)
+	return d, nil
+}
+
+// inboxPage is GET /inbox?tool=&action=&sel=&after=&done=. done names the interrupt just
+// resolved: the page says what became of it, and says nothing for anything that is not a resolved
+// interrupt.
 func (s *Server) inboxPage(c echo.Context) error {
-	p, err := s.inboxData(c, c.QueryParam("tool"), c.QueryParam("action"))
+	q, err := inboxQueryOf(c)
+	if err != nil {
+		return err
+	}
+	p, err := s.inboxData(c, q)
 	if err != nil {
 		return err
 	}
@@ -119,7 +238,11 @@ func (s *Server) doneMessage(ctx context.Context, id string) (string, error) {
 	if it.ResolvedBy != nil && *it.ResolvedBy != "" {
 		who = *it.ResolvedBy
 	}
-	return fmt.Sprintf("Resolved %s in %s (run %s): %s by %s.", it.Tool, run.Action, shortRunID(it.RunID), it.Status, who), nil
+	msg := fmt.Sprintf("Resolved %s in %s (run %s): %s by %s.", it.Tool, run.Action, shortRunID(it.RunID), it.Status, who)
+	if it.Comment != nil && *it.Comment != "" {
+		msg += " Reason: " + *it.Comment
+	}
+	return msg, nil
 }
 
 // shortRunID is the end of a run's id, as the pages show it.
@@ -128,10 +251,10 @@ func shortRunID(id uuid.UUID) string {
 	return s[len(s)-8:]
 }
 
-// inboxItem is GET /inbox/items/{id}?tool=&action=: one pending interrupt as a fragment, for the
-// live inbox; 204 when it is no longer pending or does not match the filters. With notice=1 it is
-// the note for an interrupt resolved while the reviewer worked on it (who, when, how), and 204
-// while it is pending.
+// inboxItem is GET /inbox/items/{id}?tool=&action=: one pending interrupt's detail as a fragment,
+// for the live inbox's selection; with row=1 its line of the list. 204 when it is no longer
+// pending or does not match the filters. With notice=1 it is the note for an interrupt resolved
+// while the reviewer worked on it (who, when, how), and 204 while it is pending.
 func (s *Server) inboxItem(c echo.Context) error {
 	id, err := pathID(c, "id")
 	if err != nil {
@@ -156,22 +279,28 @@ func (s *Server) inboxItem(c echo.Context) error {
 	if it.Status != store.InterruptPending || (tool != "" && tool != it.Tool) || (action != "" && action != run.Action) {
 		return c.NoContent(http.StatusNoContent)
 	}
-	msgs, err := s.store.MessageList(ctx, it.RunID)
+	pr := principal(c)
+	canResolve := pr != nil && auth.Allows(pr.Role, store.RoleReviewer)
+	filter := templates.InboxFilterQuery(tool, action)
+	if c.QueryParam("row") != "" {
+		return s.render(c, http.StatusOK, templates.InboxRowItem(s.inboxRow(&store.InterruptWithAction{Interrupt: *it, Action: run.Action}, me(c), time.Now(), filter), canResolve))
+	}
+	d, err := s.inboxDetail(ctx, it, run.Action, me(c))
 	if err != nil {
 		return err
 	}
-	v := s.inboxItemView(it, run.Action, msgs)
-	pr := principal(c)
-	return s.render(c, http.StatusOK, templates.InboxItem(v, templates.InboxItemOpts{CSRF: csrfToken(c),
-		CanResolve: pr != nil && auth.Allows(pr.Role, store.RoleReviewer), Filter: templates.InboxFilterQuery(tool, action)}))
+	return s.render(c, http.StatusOK, templates.InboxDetailView(d, templates.InboxItemOpts{CSRF: csrfToken(c), CanResolve: canResolve, Filter: filter}))
 }
 
 // inboxResolve is POST /inbox/{id}/resolve?tool=&action= from the inbox form: approve, edit,
-// respond or deny, with an optional comment. The query is the page's filters, kept by the redirect
-// and by a refusal. The payload is validated against the tool's schema on the server whatever the
-// browser checked. "Approve" with arguments that differ from the interrupt's (as JSON) is an edit:
-// a change is never dropped. A refused form comes back with what the reviewer sent and why, next
-// to it; a stale one says who resolved it and when.
+// respond or deny, with a comment, or apply=suggestion for a replay's suggested decision. The
+// query is the page's filters, kept by the redirect and by a refusal. A denial, and any decision
+// on an item that moves an amount or whose tool is irreversible, is first shown back as a
+// confirmation step (confirm=1 commits it), and a denial needs a reason, which the model receives.
+// The payload is validated against the tool's schema on the server whatever the browser checked.
+// "Approve" with arguments that differ from the interrupt's (as JSON) is an edit: a change is
+// never dropped. A refused form comes back with what the reviewer sent and why, at the field it
+// names; a stale one says who resolved it and when.
 func (s *Server) inboxResolve(c echo.Context) error {
 	id, err := pathID(c, "id")
 	if err != nil {
@@ -182,30 +311,40 @@ func (s *Server) inboxResolve(c echo.Context) error {
 	if err := req.ParseForm(); err != nil {
 		return Errorf(http.StatusBadRequest, "bad_request", "cannot read the form: %v", err)
 	}
-	tool, filterAction := c.QueryParam("tool"), c.QueryParam("action")
+	q := inboxQuery{tool: c.QueryParam("tool"), action: c.QueryParam("action"), sel: id.String()}
 	// The decision comes from the body only: the query's action is the page's filter.
 	action := req.PostFormValue("action")
 	_, hasInput := req.PostForm["input"]
 	form := &templates.InboxForm{ID: id.String(), Input: req.PostFormValue("input"), HasInput: hasInput,
 		Output: req.PostFormValue("output"), Comment: req.PostFormValue("comment")}
-	params := runs.ResolveParams{InterruptID: id, Action: action, Comment: strings.TrimSpace(form.Comment), Actor: principal(c).Username}
+	if r := strings.TrimSpace(req.PostFormValue("reason")); r != "" {
+		form.Comment = r
+	}
+	params := runs.ResolveParams{InterruptID: id, Action: action, Actor: me(c)}
 
 	// refuse shows the inbox again with the reviewer's values in the item, and why next to it.
 	refuse := func(status int, flash string) error {
-		p, err := s.inboxData(c, tool, filterAction)
+		p, err := s.inboxData(c, q)
 		if err != nil {
 			return err
 		}
-		if !slices.ContainsFunc(p.Items, func(v templates.InterruptView) bool { return v.ID == form.ID }) {
+		if p.Detail == nil || p.Detail.ID != form.ID {
 			// Resolved meanwhile, or outside the filters: shown anyway, so that nothing typed is lost.
-			v, err := s.inboxItemByID(ctx, id)
+			it, err := s.store.InterruptGet(ctx, id, false)
 			if err != nil {
 				return err
 			}
-			p.Items = append([]templates.InterruptView{v}, p.Items...)
+			run, err := s.store.RunGet(ctx, it.RunID)
+			if err != nil {
+				return err
+			}
+			if p.Detail, err = s.inboxDetail(ctx, it, run.Action, me(c)); err != nil {
+				return err
+			}
 		}
-		p.Flash, p.FlashError = flash, true
-		return s.render(c, status, templates.InboxViewForm(p, form))
+		p.Form = form
+		p.Flash, p.FlashError = flash, true // not applied, whether refused or waiting for confirmation
+		return s.render(c, status, templates.InboxView(p))
 	}
 	const kept = "Not resolved: your arguments and comment are kept below, with the reason."
 	invalid := func(msg string) error {
@@ -220,16 +359,31 @@ func (s *Server) inboxResolve(c echo.Context) error {
 		}
 		params.Version = n
 	}
-	in := strings.TrimSpace(form.Input)
-	if action == runs.ActionApprove && hasInput {
-		orig, err := s.store.InterruptGet(ctx, id, false)
-		if err != nil {
-			return runsError(err)
+	orig, err := s.store.InterruptGet(ctx, id, false)
+	if err != nil {
+		return runsError(err)
+	}
+	if req.PostFormValue("apply") == "suggestion" {
+		sg := inboxSuggestion(orig.SuggestedResolution)
+		if sg == nil {
+			return invalid("This item has no suggested decision to apply.")
 		}
-		if !sameJSON(in, string(orig.Input)) {
-			action, params.Action = runs.ActionEdit, runs.ActionEdit
+		action = sg.Action
+		form.Input, form.HasInput, hasInput = sg.Input, sg.Input != "", sg.Input != ""
+		if !hasInput {
+			form.Input = prettyJSON(orig.Input)
+		}
+		form.Output = sg.Output
+		if strings.TrimSpace(form.Comment) == "" {
+			form.Comment = sg.Comment
 		}
 	}
+	in := strings.TrimSpace(form.Input)
+	if action == runs.ActionApprove && hasInput && !sameJSON(in, string(orig.Input)) {
+		action = runs.ActionEdit
+	}
+	params.Action = action
+	params.Comment = strings.TrimSpace(form.Comment)
 	switch action {
 	case runs.ActionEdit:
 		if !json.Valid([]byte(in)) {
@@ -249,10 +403,41 @@ func (s *Server) inboxResolve(c echo.Context) error {
 		}
 		params.Output = json.RawMessage(out)
 	}
-	it, err := s.deps.Runs.Resolve(ctx, params)
 	var ce *runs.ConflictError
 	var ve *runs.ValidationError
+	// refused says why the service refused the payload, at the field it names.
+	refused := func() error {
+		if ptr, ok := strings.CutPrefix(ve.Field, "input/"); ok {
+			form.FieldErrors = map[string]string{"/" + strings.SplitN(ptr, "/", 2)[0]: ve.Message}
+		}
+		if ve.Field == "comment" {
+			form.ConfirmAction, form.ReasonError = action, ve.Message
+		}
+		return invalid("Not resolved: " + ve.Error())
+	}
+	// The confirmation step: a denial, and anything on an amount or an irreversible tool. The
+	// payload is checked first, so that a refusal comes before the question.
+	if orig.Status == store.InterruptPending && (action == runs.ActionDeny || interruptRisk(orig) != "") {
+		if err := s.deps.Runs.CheckResolve(ctx, params); errors.As(err, &ve) {
+			return refused()
+		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return runsError(err)
+		}
+		if req.PostFormValue("confirm") != "1" {
+			form.Confirm, form.ConfirmAction = true, action
+			return refuse(http.StatusOK, "Confirm the decision below: it is not applied yet.")
+		}
+		if action == runs.ActionDeny && params.Comment == "" {
+			form.Confirm, form.ConfirmAction = true, action
+			form.ReasonError = "Say why you deny it: the model receives the reason."
+			return refuse(http.StatusUnprocessableEntity, "Not denied: a denial needs a reason.")
+		}
+	}
+	it, err := s.deps.Runs.Resolve(ctx, params)
 	switch {
+	case errors.As(err, &ce) && ce.ClaimedBy != "":
+		form.Error = fmt.Sprintf("%s has claimed this item, so your decision was not applied: ask them, or take it over.", ce.ClaimedBy)
+		return refuse(http.StatusConflict, form.Error)
 	case errors.As(err, &ce):
 		if ce.Interrupt.Status == store.InterruptPending {
 			form.Error = staleMessage(ce.Interrupt)
@@ -261,39 +446,238 @@ func (s *Server) inboxResolve(c echo.Context) error {
 		}
 		return refuse(http.StatusConflict, staleMessage(ce.Interrupt))
 	case errors.As(err, &ve):
-		return invalid("Not resolved: " + ve.Error())
+		return refused()
 	case err != nil:
 		return runsError(err)
 	}
-	q := templates.InboxFilterQuery(tool, filterAction)
-	if q == "" {
-		q = "?"
+	fq := templates.InboxFilterQuery(q.tool, q.action)
+	if fq == "" {
+		fq = "?"
 	} else {
-		q += "&"
+		fq += "&"
 	}
-	return c.Redirect(http.StatusSeeOther, "/inbox"+q+"done="+url.QueryEscape(it.ID.String()))
+	return c.Redirect(http.StatusSeeOther, "/inbox"+fq+"done="+url.QueryEscape(it.ID.String()))
 }
 
-// inboxItemByID is one interrupt as an inbox item, whatever its status.
-func (s *Server) inboxItemByID(ctx context.Context, id uuid.UUID) (templates.InterruptView, error) {
-	it, err := s.store.InterruptGet(ctx, id, false)
+// inboxClaim is POST /inbox/{id}/claim: op=claim takes a pending item, release gives it back,
+// take takes it over from whoever has it, and assign (with to=) gives it to another reviewer.
+// Every change is audited and announced to the other inboxes.
+func (s *Server) inboxClaim(c echo.Context) error {
+	id, err := pathID(c, "id")
 	if err != nil {
-		return templates.InterruptView{}, err
+		return err
 	}
-	run, err := s.store.RunGet(ctx, it.RunID)
+	ctx := c.Request().Context()
+	who := me(c)
+	op := c.FormValue("op")
+	to := strings.TrimSpace(c.FormValue("to"))
+	q := inboxQuery{tool: c.QueryParam("tool"), action: c.QueryParam("action"), sel: id.String()}
+	var it *store.Interrupt
+	err = s.store.WithTx(ctx, func(tx *store.Store) error {
+		var err error
+		switch op {
+		case "claim":
+			it, err = tx.InterruptClaim(ctx, store.InterruptClaimParams{ID: id, To: who})
+		case "take":
+			it, err = tx.InterruptClaim(ctx, store.InterruptClaimParams{ID: id, To: who, Force: true})
+		case "assign":
+			if to == "" || len(to) > 200 {
+				return Errorf(http.StatusUnprocessableEntity, "invalid", "assign needs the reviewer's name (at most 200 bytes)")
+			}
+			it, err = tx.InterruptClaim(ctx, store.InterruptClaimParams{ID: id, To: to, Force: true})
+		case "release":
+			it, err = tx.InterruptRelease(ctx, id, who, false)
+		default:
+			return Errorf(http.StatusBadRequest, "bad_request", "op %q: want claim, release, take or assign", op)
+		}
+		if err != nil {
+			return err
+		}
+		return tx.AuditInsert(ctx, who, "interrupt."+op, "interrupt", id.String(),
+			map[string]any{"run_id": it.RunID, "tool": it.Tool, "claimed_by": deref(it.ClaimedBy)})
+	})
+	var flash string
+	switch {
+	case errors.Is(err, store.ErrClaimed):
+		cur, gerr := s.store.InterruptGet(ctx, id, false)
+		if gerr != nil {
+			return gerr
+		}
+		flash = fmt.Sprintf("%s has claimed this item already: take it over if you must.", deref(cur.ClaimedBy))
+	case errors.Is(err, store.ErrNotFound):
+		flash = "This item is no longer pending."
+	case err != nil:
+		return err
+	}
+	if flash != "" {
+		p, err := s.inboxData(c, q)
+		if err != nil {
+			return err
+		}
+		p.Flash, p.FlashError = flash, true
+		return s.render(c, http.StatusConflict, templates.InboxView(p))
+	}
+	if s.deps.Live != nil {
+		s.deps.Live.Publish(uuid.Nil, "interrupt.claimed", map[string]any{"interrupt_id": id.String(), "claimed_by": deref(it.ClaimedBy)})
+	}
+	v := url.Values{"sel": {id.String()}}
+	if q.tool != "" {
+		v.Set("tool", q.tool)
+	}
+	if q.action != "" {
+		v.Set("action", q.action)
+	}
+	return c.Redirect(http.StatusSeeOther, "/inbox?"+v.Encode())
+}
+
+// inboxBulkMax is the most items one bulk decision takes.
+const inboxBulkMax = store.InterruptListMax
+
+// inboxBulk is POST /inbox/bulk: approve or deny the selected items (id=…, repeated). Each one
+// goes through the same path as a single decision, so each is locked, checked (still pending,
+// not claimed by another) and audited on its own; the page then says what became of each. A
+// denial needs a reason, which the model receives; a denial, and an approval that includes an
+// item on an amount or an irreversible tool, needs confirm=1.
+func (s *Server) inboxBulk(c echo.Context) error {
+	ctx := c.Request().Context()
+	req := c.Request()
+	if err := req.ParseForm(); err != nil {
+		return Errorf(http.StatusBadRequest, "bad_request", "cannot read the form: %v", err)
+	}
+	q := inboxQuery{tool: c.QueryParam("tool"), action: c.QueryParam("action")}
+	action := req.PostFormValue("action")
+	reason := strings.TrimSpace(req.PostFormValue("reason"))
+	confirmed := req.PostFormValue("confirm") == "1"
+	var ids []uuid.UUID
+	for _, v := range req.PostForm["id"] {
+		id, err := uuid.Parse(v)
+		if err != nil {
+			return Errorf(http.StatusBadRequest, "bad_request", "id %q is not an interrupt id", v)
+		}
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	refuse := func(msg string) error {
+		p, err := s.inboxData(c, q)
+		if err != nil {
+			return err
+		}
+		p.BulkError = msg
+		p.Flash, p.FlashError = "Nothing was resolved: "+msg, true
+		return s.render(c, http.StatusUnprocessableEntity, templates.InboxView(p))
+	}
+	switch {
+	case action != runs.ActionApprove && action != runs.ActionDeny:
+		return refuse(fmt.Sprintf("bulk decisions approve or deny, not %q.", action))
+	case len(ids) == 0:
+		return refuse("select the items first.")
+	case len(ids) > inboxBulkMax:
+		return refuse(fmt.Sprintf("%d items are selected; one bulk decision takes at most %d.", len(ids), inboxBulkMax))
+	case action == runs.ActionDeny && reason == "":
+		return refuse("a denial needs a reason: the model receives it.")
+	case action == runs.ActionDeny && !confirmed:
+		return refuse(fmt.Sprintf("confirm that you have checked the %d selected items before denying them.", len(ids)))
+	}
+	if action == runs.ActionApprove && !confirmed {
+		risky := 0
+		for _, id := range ids {
+			it, err := s.store.InterruptGet(ctx, id, false)
+			if err == nil && it.Status == store.InterruptPending && interruptRisk(it) != "" {
+				risky++
+			}
+		}
+		if risky > 0 {
+			return refuse(fmt.Sprintf("%d of the selected items move an amount or are irreversible: confirm that you have checked them.", risky))
+		}
+	}
+	results := make([]templates.BulkResult, 0, len(ids))
+	ok := 0
+	for _, id := range ids {
+		r := templates.BulkResult{ID: id.String()}
+		it, err := s.deps.Runs.Resolve(ctx, runs.ResolveParams{InterruptID: id, Action: action, Comment: reason, Actor: me(c)})
+		var ce *runs.ConflictError
+		var ve *runs.ValidationError
+		switch {
+		case err == nil:
+			r.OK, r.Status, r.Tool, r.RunID = true, it.Status, it.Tool, it.RunID.String()
+			r.Message = "by " + deref(it.ResolvedBy)
+			ok++
+		case errors.As(err, &ce):
+			r.Tool, r.RunID, r.Status = ce.Interrupt.Tool, ce.Interrupt.RunID.String(), ce.Interrupt.Status
+			if ce.ClaimedBy != "" {
+				r.Message = "not applied: claimed by " + ce.ClaimedBy
+			} else {
+				r.Message = "not applied: " + staleMessage(ce.Interrupt)
+			}
+		case errors.As(err, &ve):
+			r.Message = "not applied: " + ve.Error()
+		case errors.Is(err, store.ErrNotFound):
+			r.Message = "not applied: no such interrupt"
+		default:
+			return err
+		}
+		if r.Tool == "" {
+			if cur, err := s.store.InterruptGet(ctx, id, false); err == nil {
+				r.Tool, r.RunID = cur.Tool, cur.RunID.String()
+			}
+		}
+		results = append(results, r)
+	}
+	p, err := s.inboxData(c, q)
 	if err != nil {
-		return templates.InterruptView{}, err
+		return err
 	}
-	msgs, err := s.store.MessageList(ctx, it.RunID)
+	p.Bulk = results
+	verb := map[string]string{runs.ActionApprove: "Approved", runs.ActionDeny: "Denied"}[action]
+	p.Flash = fmt.Sprintf("%s %d of %d selected items; each result is below.", verb, ok, len(ids))
+	p.FlashError = ok < len(ids)
+	return s.render(c, http.StatusOK, templates.InboxView(p))
+}
+
+// inboxHistoryPage is GET /inbox/history?tool=&action=&status=&by=&q=&before=: resolved items,
+// most recent first, with who resolved them, when, how and the comment.
+func (s *Server) inboxHistoryPage(c echo.Context) error {
+	p := templates.InboxHistoryPage{Page: s.page(c, "Inbox history", "inbox"), Tool: c.QueryParam("tool"), Action: c.QueryParam("action"),
+		Status: c.QueryParam("status"), By: c.QueryParam("by"), Query: c.QueryParam("q")}
+	for _, st := range store.InterruptStatuses {
+		if st != store.InterruptPending {
+			p.Statuses = append(p.Statuses, st)
+		}
+	}
+	if p.Status != "" && !slices.Contains(p.Statuses, p.Status) {
+		return Errorf(http.StatusBadRequest, "bad_request", "status %q: want one of %s", p.Status, strings.Join(p.Statuses, ", "))
+	}
+	params := store.InterruptHistoryParams{Tool: p.Tool, Action: p.Action, Status: p.Status, By: p.By, Query: p.Query, Limit: inboxPageSize + 1}
+	if v := c.QueryParam("before"); v != "" {
+		at, id, err := decodeTimeCursor(v)
+		if err != nil {
+			return Errorf(http.StatusBadRequest, "bad_request", "before %q is not a position this server issued", v)
+		}
+		params.Before = &store.InterruptHistoryCursor{ResolvedAt: at, ID: id}
+	}
+	list, err := s.store.InterruptHistory(c.Request().Context(), params)
 	if err != nil {
-		return templates.InterruptView{}, err
+		return err
 	}
-	return s.inboxItemView(it, run.Action, msgs), nil
+	if len(list) > inboxPageSize {
+		list = list[:inboxPageSize]
+		last := list[len(list)-1]
+		v := c.QueryParams()
+		v.Set("before", encodeTimeCursor(*last.ResolvedAt, last.ID))
+		p.NextURL = "/inbox/history?" + v.Encode()
+	}
+	for _, it := range list {
+		p.Rows = append(p.Rows, templates.InboxHistoryRow{ID: it.ID.String(), RunID: it.RunID.String(), Tool: it.Tool, Action: it.Action,
+			Prompt: interruptMessage(it.Metadata), Status: it.Status, ResolvedBy: deref(it.ResolvedBy), ResolvedAt: it.ResolvedAt,
+			Comment: deref(it.Comment), Resolution: nonEmptyJSON(it.Resolution)})
+	}
+	return s.render(c, http.StatusOK, templates.InboxHistoryView(p))
 }
 
 // sameJSON says whether two texts are the same JSON value: the same text, or two valid documents
 // equal once whitespace and key order are set aside. Numbers compare by their text ("500" and
-// "500.0" differ), so that no change is lost to rounding. ui.js compares the same way.
+// "500.0" differ), so that no change is lost to rounding. inbox.js compares the same way.
 func sameJSON(a, b string) bool {
 	a, b = strings.TrimSpace(a), strings.TrimSpace(b)
 	if a == b {

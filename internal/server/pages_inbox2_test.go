@@ -19,11 +19,11 @@ import (
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
-// inboxItemHTML cuts one item out of an inbox page.
+// inboxItemHTML cuts the item shown in full (the detail beside the list) out of an inbox page.
 func inboxItemHTML(t *testing.T, body, id string) string {
 	t.Helper()
-	start := strings.Index(body, `id="i-`+id+`"`)
-	require.NotEqual(t, -1, start, "interrupt %s is on the page", id)
+	start := strings.Index(body, `id="d-`+id+`"`)
+	require.NotEqual(t, -1, start, "interrupt %s is shown in full on the page", id)
 	item := body[start:]
 	if end := strings.Index(item, "</article>"); end >= 0 {
 		item = item[:end]
@@ -54,7 +54,7 @@ func TestInboxApproveWithChangedArgumentsIsAnEdit(t *testing.T) {
 	broken := b.startRun(t, "/flow/transferMoney", in, store.RunInterrupted)
 	iSame, iChanged, iBroken := b.pending(t, same.ID), b.pending(t, changed.ID), b.pending(t, broken.ID)
 
-	_, body := get(t, b.url+"/inbox", "Accept", "text/html")
+	_, body := get(t, b.url+"/inbox?sel="+iChanged.ID.String(), "Accept", "text/html")
 	item := inboxItemHTML(t, body, iChanged.ID.String())
 	require.NotContains(t, item, "edit to approve with changes")
 	require.Contains(t, item, "Approve applies your changes", "the form says what Approve does with changed arguments")
@@ -62,7 +62,7 @@ func TestInboxApproveWithChangedArgumentsIsAnEdit(t *testing.T) {
 
 	approve := func(it *store.Interrupt, input string) (*http.Response, string) {
 		return postForm(t, noRedirect, b.url+"/inbox/"+it.ID.String()+"/resolve", url.Values{
-			"action": {"approve"}, "version": {fmt.Sprint(it.Version)}, "input": {input}, "comment": {"ok"}})
+			"action": {"approve"}, "version": {fmt.Sprint(it.Version)}, "input": {input}, "comment": {"ok"}, "confirm": {"1"}})
 	}
 	// The same arguments, laid out as a browser sends a textarea.
 	resp, _ := approve(iSame, "{\r\n  \"currency\": \"JPY\",\r\n  \"to\": \"bob\",\r\n  \"amount\": 500\r\n}\r\n")
@@ -139,7 +139,7 @@ func TestInboxFailedSubmitKeepsWorkAndFilters(t *testing.T) {
 		require.Equal(t, store.InterruptPending, got.Status, "version %q is not read as a number", v)
 	}
 
-	resp, _ = post(url.Values{"action": {"deny"}, "version": {fmt.Sprint(it.Version)}, "comment": {"no"}})
+	resp, _ = post(url.Values{"action": {"deny"}, "version": {fmt.Sprint(it.Version)}, "comment": {"no"}, "confirm": {"1"}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	loc, err := url.Parse(resp.Header.Get("Location"))
 	require.NoError(t, err)
@@ -148,7 +148,7 @@ func TestInboxFailedSubmitKeepsWorkAndFilters(t *testing.T) {
 	require.Equal(t, run.Action, loc.Query().Get("action"))
 	require.Equal(t, it.ID.String(), loc.Query().Get("done"))
 	_, body = get(t, b.url+loc.String(), "Accept", "text/html")
-	require.Regexp(t, `id="flash">Resolved `+it.Tool+` in `+run.Action+` \(run [0-9a-f]{8}\): denied by local\.<`, body)
+	require.Regexp(t, `id="flash">Resolved `+it.Tool+` in `+run.Action+` \(run [0-9a-f]{8}\): denied by local\. Reason: no<`, body)
 
 	// A stale submit (409) keeps the work too, and shows the item as resolved.
 	resp, body = post(url.Values{"action": {"approve"}, "version": {fmt.Sprint(it.Version)}, "input": {bad}, "comment": {"late"}})
@@ -190,7 +190,7 @@ func TestBrowserInboxApproveKeepsEdits(t *testing.T) {
 	run := b.startRun(t, "/flow/transferMoney", `{"to":"bob","amount":500,"currency":"JPY"}`, store.RunInterrupted)
 	it := b.pending(t, run.ID)
 	br := browsertest.New(t)
-	sel := fmt.Sprintf("#i-%s", it.ID)
+	sel := fmt.Sprintf("#d-%s", it.ID)
 	var label, note, labelBack string
 	require.NoError(t, br.Run(
 		chromedp.Navigate(b.url+"/inbox"),
@@ -207,6 +207,9 @@ func TestBrowserInboxApproveKeepsEdits(t *testing.T) {
 		chromedp.Evaluate(`document.querySelector("`+sel+` button[data-key=a]").textContent.trim()`, &label),
 		chromedp.KeyEvent("\x1b"),
 		chromedp.KeyEvent("a"),
+		// A transfer moves an amount: a asks to confirm, and Enter in the reason confirms.
+		chromedp.WaitVisible(sel+` [data-confirm-step]`, chromedp.ByQuery),
+		chromedp.KeyEvent("\r"),
 		chromedp.WaitVisible(`#flash.ok`, chromedp.ByQuery),
 	))
 	require.Equal(t, "Approve edited", label)
@@ -256,7 +259,7 @@ func TestBrowserInboxFailedSubmitKeepsWork(t *testing.T) {
 	run := b.startRun(t, "/flow/transferMoney", `{"to":"bob","amount":500,"currency":"JPY"}`, store.RunInterrupted)
 	it := b.pending(t, run.ID)
 	br := browsertest.New(t)
-	sel := fmt.Sprintf("#i-%s", it.ID)
+	sel := fmt.Sprintf("#d-%s", it.ID)
 	filters := "?tool=" + url.QueryEscape(it.Tool) + "&action=" + url.QueryEscape(run.Action)
 	const edited = `{"to":"bob","amount":-3,"currency":"JPY"}`
 	var input, comment, path, search, errText string
@@ -265,9 +268,12 @@ func TestBrowserInboxFailedSubmitKeepsWork(t *testing.T) {
 		wait(`document.documentElement.dataset.live === "live"`),
 		wait(`!!document.querySelector("`+sel+`")`),
 		// The server refuses what the browser did not check: no schema here.
-		chromedp.Evaluate(`const f = document.querySelector("`+sel+` form"); delete f.dataset.inputSchema;
+		chromedp.Evaluate(`const f = document.querySelector("`+sel+` form[data-resolve]"); delete f.dataset.inputSchema;
 			f.elements.input.value = '`+edited+`'; f.elements.comment.value = "my reasons"; window.marker = 1;
 			setTimeout(() => f.querySelector('button[value="edit"]').click(), 0); true`, nil),
+		// An amount: the edit asks to confirm first; the server then refuses it.
+		chromedp.WaitVisible(sel+` [data-confirm-step]`, chromedp.ByQuery),
+		chromedp.Evaluate(`setTimeout(() => document.querySelector("`+sel+` [data-confirm-submit]").click(), 0); true`, nil),
 		chromedp.WaitVisible(sel+` .form-error`, chromedp.ByQuery),
 		wait(`window.marker === undefined && location.pathname === "/inbox"`),
 		chromedp.Evaluate(`document.querySelector("`+sel+` textarea[name=input]").value`, &input),
@@ -279,7 +285,7 @@ func TestBrowserInboxFailedSubmitKeepsWork(t *testing.T) {
 	require.Equal(t, edited, input)
 	require.Equal(t, "my reasons", comment)
 	require.Equal(t, "/inbox", path, "a reload shows the inbox, not a resubmit")
-	require.Equal(t, filters, search)
+	require.Equal(t, filters+"&sel="+it.ID.String(), search)
 	require.Contains(t, errText, "input/amount")
 	for _, p := range br.Problems() {
 		require.Contains(t, p, "status of 422", "the refusal is the only problem")
@@ -296,7 +302,8 @@ func TestBrowserInboxResolvedElsewhereStays(t *testing.T) {
 	second := b.startRun(t, "/flow/transferMoney", `{"to":"carol","amount":5,"currency":"EUR"}`, store.RunInterrupted)
 	i1, i2 := b.pending(t, first.ID), b.pending(t, second.ID)
 	br := browsertest.New(t)
-	s1, s2 := fmt.Sprintf("#i-%s", i1.ID), fmt.Sprintf("#i-%s", i2.ID)
+	// i1 is shown in full (the first item); i2 is a row of the list.
+	s1, s2 := fmt.Sprintf("#d-%s", i1.ID), fmt.Sprintf("#i-%s", i2.ID)
 	require.NoError(t, br.Run(
 		chromedp.Navigate(b.url+"/inbox"),
 		wait(`document.documentElement.dataset.live === "live"`),
@@ -315,7 +322,7 @@ func TestBrowserInboxResolvedElsewhereStays(t *testing.T) {
 		wait(`!!document.querySelector("`+s1+` .resolved-note")`),
 		textOf(s1+` .resolved-note`, &notice),
 		chromedp.Evaluate(`document.querySelector("`+s1+` input[name=comment]").value`, &comment),
-		chromedp.Evaluate(`document.querySelectorAll("`+s1+` form button:not([disabled])").length`, &enabled),
+		chromedp.Evaluate(`document.querySelectorAll("`+s1+` form[data-resolve] button:not([disabled])").length`, &enabled),
 		textOf(`#inbox-count`, &count),
 	))
 	require.Regexp(t, `Resolved by alice at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(denied\)`, notice)
@@ -342,5 +349,5 @@ func TestInboxResolveAddressRedirectsOnGet(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	require.Equal(t, "/inbox#i-"+id, resp.Header.Get("Location"))
+	require.Equal(t, "/inbox?sel="+id, resp.Header.Get("Location"))
 }

@@ -108,34 +108,42 @@ func TestInboxQueriesDoNotGrowWithInterrupts(t *testing.T) {
 	}
 	requireItem := func(body string, s seeded, i int) {
 		t.Helper()
-		start := strings.Index(body, `data-interrupt="`+s.ids[i].String()+`"`)
+		start := strings.Index(body, `id="i-`+s.ids[i].String()+`"`)
 		require.NotEqual(t, -1, start, "interrupt %s is listed", s.ids[i])
 		item := body[start:]
-		if end := strings.Index(item, "</article>"); end >= 0 {
+		if end := strings.Index(item, "</li>"); end >= 0 {
 			item = item[:end]
 		}
 		require.Contains(t, item, "<code>"+s.action+"</code>", "its own run's action")
 		require.Contains(t, item, fmt.Sprintf("question %s", strings.TrimPrefix(s.action, "/flow/inbox")+"."+fmt.Sprint(i)))
-		require.Contains(t, item, "history of run "+strings.TrimPrefix(s.action, "/flow/inbox"), "its own run's history")
 	}
-
+	// requireDetail: the selected item is shown in full beside the list, with its run's history.
+	requireDetail := func(body string, s seeded, i int) {
+		t.Helper()
+		start := strings.Index(body, `id="d-`+s.ids[i].String()+`"`)
+		require.NotEqual(t, -1, start, "interrupt %s is the one shown in full", s.ids[i])
+		require.Contains(t, body[start:], "history of run "+strings.TrimPrefix(s.action, "/flow/inbox"), "its own run's history")
+	}
 	first := seed(0, 1)
 	body, one := inbox("")
 	requireItem(body, first, 0)
+	requireDetail(body, first, 0)
 
 	all := []seeded{first, seed(1, 2), seed(2, 1), seed(3, 3)}
 	body, many := inbox("")
-	require.Equal(t, 7, strings.Count(body, `class="inbox-item"`))
+	require.Equal(t, 7, strings.Count(body, `<li class="inbox-item`))
 	for _, s := range all {
 		for i := range s.ids {
 			requireItem(body, s, i)
 		}
 	}
+	requireDetail(body, first, 0)
 	require.Equal(t, one, many, "the inbox's queries must not grow with its interrupts")
 
 	body, filtered := inbox("?action=/flow/inbox3&tool=tool1")
-	require.Equal(t, 1, strings.Count(body, `class="inbox-item"`))
+	require.Equal(t, 1, strings.Count(body, `<li class="inbox-item`))
 	requireItem(body, all[3], 1)
+	requireDetail(body, all[3], 1)
 	require.Equal(t, one, filtered)
 	for _, s := range all {
 		require.Contains(t, body, `value="`+s.action+`"`, "the action filter still offers every action")

@@ -47,17 +47,7 @@ func (s *Server) pageRoutes() {
 		e.POST("/runs/:id/replay", s.runReplayForm, reviewer)
 		e.GET("/runs/:a/diff/:b", s.diffPage)
 		e.GET("/runs/compare", s.runsCompare)
-		e.GET("/inbox", s.inboxPage)
-		e.GET("/inbox/items/:id", s.inboxItem)
-		e.POST("/inbox/:id/resolve", s.inboxResolve, reviewer)
-		// The address a refused form leaves behind without JS: reloading it shows the item.
-		e.GET("/inbox/:id/resolve", func(c echo.Context) error {
-			id, err := pathID(c, "id")
-			if err != nil {
-				return err
-			}
-			return c.Redirect(http.StatusSeeOther, "/inbox#i-"+id.String())
-		})
+		s.inboxRoutes(e, reviewer) // pages_inbox.go
 		e.GET("/actions", s.actionsPage)
 		e.POST("/actions/run", s.actionRun, reviewer)
 	}

@@ -279,6 +279,11 @@ func TestInboxResolveFormAndStaleForm(t *testing.T) {
 	form.Set("action", "approve")
 	form.Del("input") // the refused edit is dropped: changed arguments would make Approve an edit
 	form.Set("comment", "fine")
+	// A transfer moves an amount: the first submit is the confirmation step, nothing applied yet.
+	resp, body = postForm(t, noRedirect, b.url+"/inbox/"+it.ID.String()+"/resolve", form)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "Confirm approve")
+	form.Set("confirm", "1")
 	resp, _ = postForm(t, noRedirect, b.url+"/inbox/"+it.ID.String()+"/resolve", form)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 

@@ -207,14 +207,14 @@ func TestAPIInterruptsCarryAReplaysSuggestedResolution(t *testing.T) {
 	require.NotContains(t, original.Interrupt, "suggested_resolution")
 
 	// The inbox offers the original decision on the replay's interrupt, and on no other.
-	_, inbox := get(t, b.url+"/inbox", "Accept", "text/html")
 	card := func(id string) string {
 		t.Helper()
-		start := strings.Index(inbox, `id="i-`+id+`"`)
-		require.NotEqual(t, -1, start, "interrupt %s is in the inbox", id)
+		_, inbox := get(t, b.url+"/inbox?sel="+id, "Accept", "text/html")
+		start := strings.Index(inbox, `id="d-`+id+`"`)
+		require.NotEqual(t, -1, start, "interrupt %s is shown in full in the inbox", id)
 		rest := inbox[start:]
-		if end := strings.Index(rest[1:], `<article class="inbox-item"`); end >= 0 {
-			rest = rest[:end+1]
+		if end := strings.Index(rest, `</article>`); end >= 0 {
+			rest = rest[:end]
 		}
 		return rest
 	}

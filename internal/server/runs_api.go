@@ -393,11 +393,19 @@ type interruptView struct {
 
 func (s *Server) apiInterruptList(c echo.Context) error {
 	q := c.QueryParams()
-	status := q.Get("status")
+	// Pending by default, as `devui interrupts list` does; status=all (or an empty status=, the
+	// CLI's "empty for all") lists every status.
+	status := store.InterruptPending
+	if vs, ok := q["status"]; ok {
+		status = vs[0]
+	}
+	if status == "all" {
+		status = ""
+	}
 	switch status {
 	case "", store.InterruptPending, store.InterruptApproved, store.InterruptEdited, store.InterruptResponded, store.InterruptDenied, store.InterruptCancelled:
 	default:
-		return Errorf(http.StatusBadRequest, "bad_request", "status %q: want pending, approved, edited, responded, denied or cancelled", status)
+		return Errorf(http.StatusBadRequest, "bad_request", "status %q: want pending (the default), approved, edited, responded, denied, cancelled or all", status)
 	}
 	p := store.InterruptListParams{Status: status, Tool: q.Get("tool"), Action: q.Get("action"), Limit: store.InterruptListLimit}
 	if v := q.Get("limit"); v != "" {

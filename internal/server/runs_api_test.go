@@ -336,3 +336,30 @@ func TestAPIInterruptListPages(t *testing.T) {
 	require.Nil(t, p2.NextCursor)
 	require.Equal(t, all.Interrupts[2].ID, p2.Interrupts[0].ID)
 }
+
+// TestAPIInterruptListDefaultsToPending: without status the list is the pending interrupts, as
+// `devui interrupts list` is; status=all and an empty status= list every status.
+func TestAPIInterruptListDefaultsToPending(t *testing.T) {
+	t.Parallel()
+	b := setupRuns(t, true)
+	for i := range 2 {
+		require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs",
+			fmt.Sprintf(`{"action":"transferMoney","input":{"to":"p%d","amount":5,"currency":"EUR"}}`, i), nil))
+	}
+	var list struct {
+		Interrupts []store.Interrupt `json:"interrupts"`
+	}
+	require.Eventually(t, func() bool {
+		call(t, "GET", b.url+"/api/v1/interrupts?status=pending", "", &list)
+		return len(list.Interrupts) == 2
+	}, 30*time.Second, 20*time.Millisecond)
+	first := list.Interrupts[0]
+	require.Equal(t, http.StatusOK, call(t, "POST", b.url+"/api/v1/interrupts/"+first.ID.String()+"/resolve", `{"action":"approve"}`, nil))
+	for q, want := range map[string]int{"": 1, "?status=all": 2, "?status=": 2, "?status=approved": 1} {
+		require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/api/v1/interrupts"+q, "", &list), q)
+		require.Len(t, list.Interrupts, want, q)
+	}
+	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/api/v1/interrupts", "", &list))
+	require.Equal(t, store.InterruptPending, list.Interrupts[0].Status)
+	require.NotEqual(t, first.ID, list.Interrupts[0].ID, "a resolved interrupt is not in the default list")
+}

@@ -80,6 +80,8 @@ type Server struct {
 	// closing is closed by Stop, to end long streams (stopStreams).
 	closing   chan struct{}
 	closeOnce sync.Once
+	// presence is who has which inbox item open (pages_inbox_presence.go).
+	presence inboxPresence
 
 	mu       sync.Mutex
 	http     *http.Server

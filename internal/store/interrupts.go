@@ -47,6 +47,10 @@ type Interrupt struct {
 	// SuggestedResolution is the decision a replay offers as the default: the one a reviewer took
 	// on the same interrupt of the original run. Only a replay with apply_resolutions applies it.
 	SuggestedResolution json.RawMessage `db:"suggested_resolution" json:"suggested_resolution,omitempty"`
+	// ClaimedBy is the reviewer working on a pending interrupt (claimed, or assigned by another),
+	// since ClaimedAt; nobody else may resolve it from the inbox meanwhile.
+	ClaimedBy *string    `db:"claimed_by" json:"claimed_by,omitempty"`
+	ClaimedAt *time.Time `db:"claimed_at" json:"claimed_at,omitempty"`
 }
 
 // InterruptWithAction is an interrupt with its run's action, so that a list can show and filter
@@ -57,7 +61,7 @@ type InterruptWithAction struct {
 }
 
 const interruptColumns = `id, run_id, turn, tool, ref, input, metadata, input_schema, output_schema,
-	status, resolution, resolved_by, resolved_at, comment, round, created_at, version, suggested_resolution`
+	status, resolution, resolved_by, resolved_at, comment, round, created_at, version, suggested_resolution, claimed_by, claimed_at`
 
 // InterruptListPending returns pending interrupts, oldest first.
 func (s *Store) InterruptListPending(ctx context.Context, limit int) ([]*Interrupt, error) {
@@ -194,8 +198,14 @@ func (s *Store) InterruptList(ctx context.Context, p InterruptListParams) ([]*In
 	if p.After != nil {
 		afterAt, afterID = &p.After.CreatedAt, p.After.ID
 	}
+	status := `($1 = '' OR i.status = $1)`
+	if p.Status == InterruptPending {
+		// Spelled out, so that the planner walks the pending index in order and stops at the
+		// limit, whatever plan it caches for the statement.
+		status = `(i.status = 'pending' AND $1 = 'pending')`
+	}
 	rows, err := s.db.Query(ctx, `SELECT `+qualifyColumns("i.", interruptColumns)+`, r.action FROM interrupts i JOIN runs r ON r.id = i.run_id
-		WHERE ($1 = '' OR i.status = $1) AND ($2 = '' OR i.tool = $2) AND ($3 = '' OR r.action = $3)
+		WHERE `+status+` AND ($2 = '' OR i.tool = $2) AND ($3 = '' OR r.action = $3)
 			AND ($5::timestamptz IS NULL OR (i.created_at, i.id) > ($5::timestamptz, $6::uuid))
 		ORDER BY i.created_at, i.id LIMIT $4`, p.Status, p.Tool, p.Action, limit, afterAt, afterID)
 	if err != nil {

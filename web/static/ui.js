@@ -104,7 +104,7 @@ function debounce(fn, ms) {
   };
 }
 
-async function fetchHTML(url) {
+export async function fetchHTML(url) {
   const res = await fetch(url, { headers: { Accept: "text/html" }, credentials: "same-origin" });
   if (res.status === 204) return null;
   if (!res.ok) throw new Error(url + ": " + res.status);
@@ -112,7 +112,7 @@ async function fetchHTML(url) {
 }
 
 // fragment parses server-rendered HTML (already escaped by templ) into nodes.
-function fragment(html) {
+export function fragment(html) {
   const t = document.createElement("template");
   t.innerHTML = html;
   return t.content;
@@ -169,7 +169,7 @@ export function validate(schema, value, path = "") {
 }
 
 // checkJSON parses a textarea and validates it; it returns error strings, empty when fine.
-function checkJSON(text, schemaText, label) {
+export function checkJSON(text, schemaText, label) {
   let value;
   try { value = JSON.parse(text); } catch (e) { return [`${label} is not valid JSON: ${e.message}`]; }
   if (!schemaText) return [];
@@ -620,227 +620,7 @@ function initRuns() {
   live.connect();
 }
 
-// ---- inbox: the live queue, schema checks, keyboard ----
-
-// canonicalJSON re-encodes a JSON text with sorted keys and no spaces, numbers as written (where
-// the browser tells their source text), or returns null when it is not JSON. The server compares
-// arguments the same way (sameJSON in pages_inbox.go).
-const NUM = Symbol("number");
-function canonicalJSON(text) {
-  let v;
-  try {
-    v = JSON.parse(text, (k, val, ctx) => (typeof val === "number" && typeof ctx?.source === "string" ? { [NUM]: ctx.source } : val));
-  } catch { return null; }
-  const out = (x) => {
-    if (x === null || typeof x !== "object") return JSON.stringify(x);
-    if (NUM in x) return x[NUM];
-    if (Array.isArray(x)) return "[" + x.map(out).join(",") + "]";
-    return "{" + Object.keys(x).sort().map((k) => JSON.stringify(k) + ":" + out(x[k])).join(",") + "}";
-  };
-  return out(v);
-}
-
-// sameJSON says whether two texts are the same JSON value, layout and key order aside.
-export function sameJSON(a, b) {
-  a = a.trim();
-  b = b.trim();
-  if (a === b) return true;
-  const ca = canonicalJSON(a), cb = canonicalJSON(b);
-  return ca !== null && ca === cb;
-}
-
-// argsEdited says whether a resolve form's arguments differ from the interrupt's.
-function argsEdited(form) {
-  const ta = form.elements.input;
-  return !!ta && !sameJSON(ta.value, ta.dataset.original ?? "");
-}
-
-// showEdited makes the form say what Approve does: with changed arguments it is "Approve edited",
-// and it sends them; the separate "Approve edited" button is then redundant.
-function showEdited(form) {
-  const edited = argsEdited(form);
-  const approve = form.querySelector("button[data-key=a]");
-  if (approve) {
-    approve.value = edited ? "edit" : "approve";
-    approve.textContent = edited ? "Approve edited" : "Approve";
-  }
-  const edit = form.querySelector("button[data-key=e]");
-  if (edit) edit.hidden = edited;
-  const note = form.querySelector("[data-edited-note]");
-  if (note) note.hidden = !edited;
-}
-
-function initInbox() {
-  const list = document.getElementById("inbox-items");
-  const empty = document.getElementById("inbox-empty");
-  const count = document.getElementById("inbox-count");
-  const filter = new URLSearchParams();
-  if (page.dataset.filterTool) filter.set("tool", page.dataset.filterTool);
-  if (page.dataset.filterAction) filter.set("action", page.dataset.filterAction);
-  const items = () => [...list.querySelectorAll(".inbox-item")];
-  const sync = () => {
-    const n = list.querySelectorAll(".inbox-item:not(.resolved)").length;
-    count.textContent = `${n} pending`;
-    empty.hidden = n > 0;
-  };
-  let current = null;
-  const select = (el) => {
-    current?.classList.remove("current");
-    current = el;
-    if (el) { el.classList.add("current"); el.scrollIntoView({ block: "nearest" }); }
-  };
-  const drop = (el) => {
-    if (el === current) select(el.nextElementSibling ?? el.previousElementSibling);
-    el.remove();
-    sync();
-  };
-  // working says whether the reviewer has started on an item: typed in it, or is in its form.
-  const working = (el) => {
-    const form = el.querySelector("form[data-resolve]");
-    if (!form) return false;
-    if (form.contains(document.activeElement)) return true;
-    return argsEdited(form) || !!form.elements.comment?.value.trim() || !!form.elements.output?.value.trim();
-  };
-  // close keeps an item resolved elsewhere in view, marked, with nothing left to press.
-  const close = (el, note) => {
-    el.classList.add("resolved");
-    el.querySelectorAll("form[data-resolve] button").forEach((b) => { b.disabled = true; });
-    el.querySelectorAll("form[data-resolve] textarea, form[data-resolve] input[type=text]").forEach((f) => { f.readOnly = true; });
-    el.querySelector(".resolved-note")?.remove();
-    el.querySelector("header").after(note);
-    sync();
-  };
-  // gone handles an item that is no longer pending: one the reviewer was working on stays, with
-  // who resolved it and when, until dismissed; any other one leaves.
-  const gone = async (id) => {
-    const el = document.getElementById("i-" + id);
-    if (!el || el.classList.contains("resolved")) return;
-    if (el.querySelector("form[data-resolve]")?.dataset.submitting) return; // our own decision is on its way
-    if (!working(el)) { drop(el); return; }
-    let note = null;
-    try {
-      const q = new URLSearchParams(filter);
-      q.set("notice", "1");
-      const html = await fetchHTML(`/inbox/items/${encodeURIComponent(id)}?${q}`);
-      if (html === null) return; // still pending after all
-      note = fragment(html).querySelector(".resolved-note");
-    } catch { /* said below without the details */ }
-    if (!note) {
-      note = document.createElement("div");
-      note.className = "resolved-note";
-      note.setAttribute("role", "status");
-      const text = document.createElement("span");
-      text.textContent = "Resolved by another reviewer.";
-      const dismiss = document.createElement("a");
-      dismiss.href = "/inbox" + (filter.size ? "?" + filter : "");
-      dismiss.className = "dismiss";
-      dismiss.dataset.dismiss = "";
-      dismiss.textContent = "Dismiss";
-      note.append(text, " ", dismiss);
-    }
-    if (document.getElementById("i-" + id) === el && !el.classList.contains("resolved")) close(el, note);
-  };
-  const add = async (id) => {
-    if (document.getElementById("i-" + id)) return;
-    const html = await fetchHTML(`/inbox/items/${encodeURIComponent(id)}?${filter}`);
-    if (!html || document.getElementById("i-" + id)) return;
-    list.append(fragment(html)); // oldest first: a new interrupt is the newest
-    sync();
-  };
-  const live = new Live(async (m) => {
-    if (m.kind === "snapshot" && m.topic === "inbox") {
-      const pending = new Set(m.data.pending);
-      items().forEach((el) => { if (!pending.has(el.dataset.interrupt)) gone(el.dataset.interrupt); });
-      for (const id of m.data.pending) await add(id);
-    } else if (m.kind === "interrupt.changed" && m.data.interrupt_id) {
-      if (m.data.status === "pending") await add(m.data.interrupt_id);
-      else await gone(m.data.interrupt_id);
-    } else if (m.kind === "interrupt.changed" && m.data.run_id && m.data.status !== "pending") {
-      // A cancelled run's interrupts, all at once: the event names the run, not the interrupts.
-      const ids = items().filter((el) => el.dataset.run === m.data.run_id).map((el) => el.dataset.interrupt);
-      await Promise.all(ids.map(gone));
-    } else if (m.kind === "resync") {
-      live.resubscribe("inbox");
-    }
-  });
-  live.subscribe("inbox", 0);
-  live.connect();
-
-  list.addEventListener("input", (ev) => {
-    const form = ev.target.closest("form[data-resolve]");
-    if (form && ev.target.name === "input") showEdited(form);
-  });
-  list.addEventListener("submit", (ev) => {
-    const form = ev.target.closest("form[data-resolve]");
-    if (!form) return;
-    showEdited(form); // the arguments may have changed without an input event
-    let action = ev.submitter?.value ?? "approve";
-    if (action === "approve" && argsEdited(form)) action = "edit";
-    let errs = [];
-    if (action === "edit") errs = checkJSON(form.elements.input.value, form.dataset.inputSchema, "arguments");
-    if (action === "respond") errs = checkJSON(form.elements.output.value, form.dataset.outputSchema, "response");
-    showErrors(form, errs);
-    if (errs.length) { ev.preventDefault(); return; }
-    if (!ev.defaultPrevented) form.dataset.submitting = "1";
-  });
-  list.addEventListener("click", (ev) => {
-    if (ev.target.closest("[data-dismiss]")) {
-      ev.preventDefault();
-      const el = ev.target.closest(".inbox-item");
-      if (el) drop(el);
-      return;
-    }
-    const reset = ev.target.closest("[data-reset]");
-    if (reset) {
-      const form = reset.closest("form[data-resolve]");
-      const ta = form?.elements.input;
-      if (ta) { ta.value = ta.dataset.original ?? ""; showEdited(form); ta.focus(); }
-      return;
-    }
-    const item = ev.target.closest(".inbox-item");
-    if (item && item !== current) select(item);
-  });
-
-  document.addEventListener("keydown", (ev) => {
-    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
-    const tag = ev.target.tagName;
-    if (tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT") {
-      if (ev.key === "Escape") ev.target.blur();
-      return;
-    }
-    const all = items();
-    if (!all.length) return;
-    const i = current ? all.indexOf(current) : -1;
-    const press = (key) => current?.querySelector(`form[data-resolve] button[data-key="${key}"]`)?.click();
-    switch (ev.key) {
-      case "j": select(all[Math.min(i + 1, all.length - 1)]); break;
-      case "k": select(all[Math.max(i - 1, 0)]); break;
-      case "a": if (current) press("a"); else return; break;
-      case "d": if (current) press("d"); else return; break;
-      case "e": {
-        if (!current) return;
-        const ta = current.querySelector("textarea[name=input]");
-        ta?.focus();
-        ta?.select();
-        break;
-      }
-      default: return;
-    }
-    ev.preventDefault();
-  });
-
-  list.querySelectorAll("form[data-resolve]").forEach(showEdited);
-  // A refused submit answers at /inbox/{id}/resolve: the address becomes the inbox's again (with
-  // its filters), so that a reload shows the inbox instead of sending the form again, and the
-  // refused item is the current one.
-  const refused = list.querySelector(".form-error:not([hidden])")?.closest(".inbox-item") ?? list.querySelector(".inbox-item.resolved");
-  if (!/^\/inbox\/?$/.test(location.pathname)) {
-    history.replaceState(null, "", "/inbox" + (filter.size ? "?" + filter : "") + (refused ? "#" + refused.id : ""));
-  }
-  if (refused) select(refused);
-  else if (location.hash.startsWith("#i-")) select(document.getElementById(location.hash.slice(1)));
-  else select(items()[0] ?? null);
-}
+// ---- inbox: in inbox.js, which imports Live, validate and the helpers above ----
 
 // ---- actions: check the input against the schema before starting a run ----
 
@@ -981,7 +761,6 @@ if (page) {
   switch (page.dataset.page) {
     case "run": initRun(); break;
     case "runs": initRuns(); break;
-    case "inbox": initInbox(); break;
     case "actions": initActions(); break;
     case "dashboard": initDashboard(); break;
     case "trace": initTrace(); break;

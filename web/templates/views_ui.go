@@ -449,18 +449,7 @@ type RunPage struct {
 	Models []string
 }
 
-// InboxPage is the interrupt inbox's view model.
-type InboxPage struct {
-	Page
-	Items      []InterruptView
-	Tools      []string
-	Actions    []string
-	Tool       string
-	Action     string
-	Flash      string
-	FlashError bool
-	CanResolve bool
-}
+// InboxPage, the interrupt inbox's view model, is in inbox_views.go.
 
 // ActionView is one registered action with its schemas and run form.
 type ActionView struct {

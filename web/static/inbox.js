@@ -1,0 +1,594 @@
+// The inbox: a compact list with the selected item beside it, kept live (new items, items resolved
+// elsewhere, claims, who has what open), the keyboard (j/k/Enter/a/e/r/d/x), the confirmation
+// step, the arguments editor built from the schema, and bulk selection. The page works without
+// it. Untrusted text only ever goes through textContent; server HTML is templ's, already escaped.
+
+const { Live, validate, fetchHTML, fragment } = await import(document.getElementById("inbox-script").dataset.ui);
+
+const page = document.getElementById("page");
+const list = document.getElementById("inbox-items");
+const detail = document.getElementById("inbox-detail");
+const empty = document.getElementById("inbox-empty");
+const count = document.getElementById("inbox-count");
+const csrf = document.querySelector('meta[name="csrf-token"]')?.content ?? "";
+const filter = new URLSearchParams();
+if (page.dataset.filterTool) filter.set("tool", page.dataset.filterTool);
+if (page.dataset.filterAction) filter.set("action", page.dataset.filterAction);
+const tab = sessionStorage.getItem("loupe-tab") ?? (crypto.randomUUID?.() ?? String(Math.random()).slice(2));
+sessionStorage.setItem("loupe-tab", tab);
+// A page that does not show the newest items (more follow) does not grow live: the next page has them.
+const growable = !document.getElementById("inbox-next");
+
+let pending = Number((count?.textContent ?? "0").split(" ")[0]) || 0;
+const rows = () => [...list.querySelectorAll(".inbox-item")];
+const sync = () => {
+  count.textContent = `${pending} pending`;
+  const n = rows().length;
+  empty.hidden = n > 0;
+  if (n === 0 && pending === 0) empty.firstChild.textContent = "Nothing waits for a reviewer. ";
+};
+
+// ---- JSON helpers, as the server compares (sameJSON in pages_inbox.go) ----
+
+const NUM = Symbol("number");
+function canonicalJSON(text) {
+  let v;
+  try {
+    v = JSON.parse(text, (k, val, ctx) => (typeof val === "number" && typeof ctx?.source === "string" ? { [NUM]: ctx.source } : val));
+  } catch { return null; }
+  const out = (x) => {
+    if (x === null || typeof x !== "object") return JSON.stringify(x);
+    if (NUM in x) return x[NUM];
+    if (Array.isArray(x)) return "[" + x.map(out).join(",") + "]";
+    return "{" + Object.keys(x).sort().map((k) => JSON.stringify(k) + ":" + out(x[k])).join(",") + "}";
+  };
+  return out(v);
+}
+
+export function sameJSON(a, b) {
+  a = a.trim();
+  b = b.trim();
+  if (a === b) return true;
+  const ca = canonicalJSON(a), cb = canonicalJSON(b);
+  return ca !== null && ca === cb;
+}
+
+const form = () => detail.querySelector("form[data-resolve]");
+const argsEdited = (f) => {
+  const ta = f?.elements.input;
+  return !!ta && !sameJSON(ta.value, ta.dataset.original ?? "");
+};
+
+// showEdited makes the form say what Approve does: with changed arguments it is "Approve edited".
+function showEdited(f) {
+  if (!f) return;
+  const edited = argsEdited(f);
+  const approve = f.querySelector("button[data-key=a]");
+  if (approve) {
+    approve.value = edited ? "edit" : "approve";
+    approve.textContent = edited ? "Approve edited" : "Approve";
+  }
+  const edit = f.querySelector("button[data-key=e]");
+  if (edit) edit.hidden = edited;
+  const note = f.querySelector("[data-edited-note]");
+  if (note) note.hidden = !edited;
+}
+
+// ---- the arguments editor: fields from the schema, kept in step with the raw JSON ----
+
+const unptr = (p) => p.slice(1).replaceAll("~1", "/").replaceAll("~0", "~");
+
+function fieldsToJSON(f) {
+  const ta = f.elements.input;
+  let obj;
+  try { obj = JSON.parse(ta.value); } catch { return; } // the raw JSON is being typed: it wins
+  if (!obj || typeof obj !== "object" || Array.isArray(obj)) return;
+  f.querySelectorAll("[data-pointer]").forEach((el) => {
+    const key = unptr(el.dataset.pointer);
+    const kind = el.closest("[data-kind]")?.dataset.kind;
+    if (kind === "boolean") obj[key] = el.checked;
+    else if (kind === "number" || kind === "integer") {
+      if (el.value === "") delete obj[key];
+      else obj[key] = Number(el.value);
+    } else if (kind === "select") {
+      if (el.value === "") delete obj[key];
+      else obj[key] = JSON.parse(el.value);
+    } else if (kind === "text") obj[key] = el.value;
+  });
+  ta.value = JSON.stringify(obj, null, 2);
+  showEdited(f);
+}
+
+function jsonToFields(f) {
+  let obj;
+  try { obj = JSON.parse(f.elements.input.value); } catch { return; }
+  if (!obj || typeof obj !== "object") return;
+  f.querySelectorAll("[data-pointer]").forEach((el) => {
+    const key = unptr(el.dataset.pointer);
+    const kind = el.closest("[data-kind]")?.dataset.kind;
+    const v = obj[key];
+    if (kind === "boolean") el.checked = v === true;
+    else if (kind === "select") {
+      const want = v === undefined ? "" : JSON.stringify(v);
+      const op = [...el.options].find((o) => o.value === want || (o.value && sameJSON(o.value, want)));
+      if (op) el.value = op.value;
+    } else if (kind === "number" || kind === "integer" || kind === "text") el.value = v === undefined ? "" : String(v);
+  });
+}
+
+// showErrors puts each error at the field it names (its JSON pointer), and all of them in the box.
+function showErrors(f, errs) {
+  f.querySelectorAll("[data-error-for]").forEach((el) => { el.textContent = ""; el.hidden = true; el.parentElement.classList.remove("invalid"); });
+  for (const e of errs) {
+    const m = /(\/[^:\s]*):/.exec(e);
+    if (!m) continue;
+    const top = "/" + m[1].split("/")[1];
+    const at = f.querySelector(`[data-error-for="${CSS.escape(top)}"]`);
+    if (at) {
+      at.textContent = (at.textContent ? at.textContent + "; " : "") + e.slice(e.indexOf(":") + 1).trim();
+      at.hidden = false;
+      at.parentElement.classList.add("invalid");
+    }
+  }
+  const box = f.querySelector(".form-error");
+  if (box) {
+    box.textContent = errs.join("\n");
+    box.hidden = errs.length === 0;
+  }
+}
+
+function checkJSON(text, schemaText, label) {
+  let value;
+  try { value = JSON.parse(text); } catch (e) { return [`${label} is not valid JSON: ${e.message}`]; }
+  if (!schemaText) return [];
+  let schema;
+  try { schema = JSON.parse(schemaText); } catch { return []; }
+  return validate(schema, value).map((e) => `${label} ${e}`);
+}
+
+// ---- the confirmation step ----
+
+const labels = { approve: "Confirm approve", edit: "Confirm approve edited", respond: "Confirm respond", deny: "Confirm deny" };
+
+function askConfirm(f, action) {
+  const step = f.querySelector("[data-confirm-step]");
+  const btn = step.querySelector("[data-confirm-submit]");
+  btn.value = action;
+  btn.textContent = labels[action] ?? "Confirm";
+  btn.classList.toggle("danger", action === "deny");
+  step.querySelector("[data-confirm-what]").textContent = labels[action] ?? "Confirm";
+  step.querySelector("[data-confirm-flag]").disabled = false;
+  const reason = step.querySelector("[data-reason]");
+  if (!reason.value) reason.value = f.elements.comment?.value ?? "";
+  step.hidden = false;
+  reason.focus();
+}
+
+function cancelConfirm(f) {
+  const step = f.querySelector("[data-confirm-step]");
+  if (!step) return;
+  step.hidden = true;
+  step.querySelector("[data-confirm-flag]").disabled = true;
+}
+
+// ---- selection and the detail pane ----
+
+let current = list.querySelector(".inbox-item.current");
+let loading = 0;
+
+// working says whether the reviewer has started on the shown item: typed in it, or is in its form.
+function working() {
+  const f = form();
+  if (!f) return false;
+  if (f.contains(document.activeElement)) return true;
+  if (!f.querySelector("[data-confirm-step]")?.hidden) return true;
+  const c = f.elements.comment;
+  return argsEdited(f) || (!!c && c.value.trim() !== (c.defaultValue ?? "").trim()) ||
+    (!!f.elements.output && f.elements.output.value.trim() !== (f.elements.output.defaultValue ?? "").trim());
+}
+
+const shownID = () => detail.querySelector(".inbox-detail")?.dataset.interrupt;
+
+// drafts keeps what the reviewer typed in an item they moved away from, so that coming back to
+// it finds the work as they left it (until the page is reloaded).
+const drafts = new Map();
+const draftFields = ["input", "output", "comment", "reason"];
+
+function stash() {
+  const f = form();
+  const id = shownID();
+  if (!f || !id || f.dataset.submitting || detail.querySelector(".inbox-detail.resolved")) return;
+  const edited = argsEdited(f) || draftFields.slice(1).some((k) => f.elements[k] && f.elements[k].value !== f.elements[k].defaultValue);
+  if (!edited) { drafts.delete(id); return; }
+  drafts.set(id, Object.fromEntries(draftFields.filter((k) => f.elements[k]).map((k) => [k, f.elements[k].value])));
+}
+
+function restore(id) {
+  const d = drafts.get(id);
+  const f = form();
+  if (!d || !f) return;
+  for (const [k, v] of Object.entries(d)) if (f.elements[k]) f.elements[k].value = v;
+  jsonToFields(f);
+  if (d.output) f.querySelector("[data-respond]")?.setAttribute("open", "");
+}
+
+async function load(id) {
+  const n = ++loading;
+  const html = await fetchHTML(`/inbox/items/${encodeURIComponent(id)}?${filter}`);
+  if (n !== loading) return;
+  stash();
+  if (html === null) { detail.replaceChildren(); return; }
+  detail.replaceChildren(fragment(html));
+  restore(id);
+  initDetail();
+}
+
+function select(row, { fetch = true } = {}) {
+  current?.classList.remove("current");
+  current = row;
+  if (!row) { beat(); return; }
+  row.classList.add("current");
+  row.scrollIntoView({ block: "nearest" });
+  const q = new URLSearchParams(filter);
+  q.set("sel", row.dataset.interrupt);
+  history.replaceState(null, "", "/inbox?" + q);
+  if (!fetch) return beat();
+  if (shownID() !== row.dataset.interrupt) load(row.dataset.interrupt);
+  else loading++; // back to the item shown: a load still on its way for another one must not land
+  beat();
+}
+
+function initDetail() {
+  const f = form();
+  if (!f) return;
+  showEdited(f);
+}
+
+// ---- presence: which item this tab has open, every change and every 15 s ----
+
+function beat(item = current?.dataset.interrupt ?? "") {
+  const body = new FormData();
+  body.set("tab", tab);
+  body.set("item", item);
+  body.set("_csrf", csrf);
+  fetch("/inbox/presence", { method: "POST", body, credentials: "same-origin", headers: { "X-CSRF-Token": csrf } }).catch(() => {});
+}
+setInterval(() => beat(), 15000);
+addEventListener("pagehide", () => {
+  const body = new FormData();
+  body.set("tab", tab);
+  body.set("item", "");
+  body.set("_csrf", csrf);
+  navigator.sendBeacon("/inbox/presence", body);
+});
+
+function showPresence(id, viewers) {
+  const names = [...new Set(viewers.filter((v) => v.tab !== tab).map((v) => v.user))];
+  const text = names.length ? `${names.join(", ")} has it open` : "";
+  const rowSpan = document.getElementById("i-" + id)?.querySelector("[data-presence]");
+  if (rowSpan) rowSpan.textContent = text ? " · " + text : "";
+  if (shownID() === id) {
+    const d = detail.querySelector(".claimbar [data-presence]");
+    if (d) d.textContent = text ? text + "." : "";
+  }
+}
+
+// ---- live: new items, items resolved elsewhere, claims, presence ----
+
+function dropRow(row) {
+  const next = row.nextElementSibling ?? row.previousElementSibling;
+  row.remove();
+  pending = Math.max(0, pending - 1);
+  if (row === current) {
+    current = null;
+    select(next ?? null);
+    if (!next) detail.replaceChildren();
+  }
+  sync();
+}
+
+function closeDetail(note) {
+  const art = detail.querySelector(".inbox-detail");
+  if (!art) return;
+  art.classList.add("resolved");
+  art.querySelectorAll("form[data-resolve] button, .claim-form button").forEach((b) => { b.disabled = true; });
+  art.querySelectorAll("form[data-resolve] textarea, form[data-resolve] input[type=text]").forEach((el) => { el.readOnly = true; });
+  art.querySelector(".resolved-note")?.remove();
+  art.querySelector("header").after(note);
+}
+
+async function gone(id) {
+  const row = document.getElementById("i-" + id);
+  const f = form();
+  if (shownID() === id && f?.dataset.submitting) return; // our own decision is on its way
+  if (shownID() === id && working()) {
+    let note = null;
+    try {
+      const q = new URLSearchParams(filter);
+      q.set("notice", "1");
+      const html = await fetchHTML(`/inbox/items/${encodeURIComponent(id)}?${q}`);
+      if (html === null) return; // still pending after all
+      note = fragment(html).querySelector(".resolved-note");
+    } catch { /* said below without the details */ }
+    if (!note) {
+      note = document.createElement("div");
+      note.className = "resolved-note";
+      note.setAttribute("role", "status");
+      const text = document.createElement("span");
+      text.textContent = "Resolved by another reviewer.";
+      const dismiss = document.createElement("a");
+      dismiss.href = "/inbox" + (filter.size ? "?" + filter : "");
+      dismiss.className = "dismiss";
+      dismiss.dataset.dismiss = "";
+      dismiss.textContent = "Dismiss";
+      note.append(text, " ", dismiss);
+    }
+    closeDetail(note);
+    if (row) { row.remove(); pending = Math.max(0, pending - 1); if (row === current) current = null; sync(); }
+    return;
+  }
+  if (row) dropRow(row);
+  else if (shownID() === id) detail.replaceChildren();
+}
+
+async function add(id) {
+  if (!growable || document.getElementById("i-" + id)) return;
+  const q = new URLSearchParams(filter);
+  q.set("row", "1");
+  const html = await fetchHTML(`/inbox/items/${encodeURIComponent(id)}?${q}`);
+  if (!html || document.getElementById("i-" + id)) return;
+  const row = fragment(html).firstElementChild;
+  row.classList.remove("current");
+  list.append(row); // oldest first: a new interrupt is the newest
+  pending++;
+  sync();
+  if (!current) select(row);
+}
+
+async function refreshRow(id) {
+  const row = document.getElementById("i-" + id);
+  if (row) {
+    const q = new URLSearchParams(filter);
+    q.set("row", "1");
+    const html = await fetchHTML(`/inbox/items/${encodeURIComponent(id)}?${q}`);
+    const fresh = html && fragment(html).firstElementChild;
+    if (fresh && document.getElementById("i-" + id) === row) {
+      const picked = row.querySelector(".pick")?.checked;
+      fresh.classList.toggle("current", row === current);
+      if (fresh.querySelector(".pick")) fresh.querySelector(".pick").checked = !!picked;
+      row.replaceWith(fresh);
+      if (row === current) current = fresh;
+    }
+  }
+  if (shownID() === id && !working()) load(id);
+}
+
+const live = new Live(async (m) => {
+  if (m.topic !== "inbox") return;
+  if (m.kind === "snapshot") {
+    const ids = new Set(m.data.pending);
+    const all = rows();
+    // The snapshot lists the oldest 500: a row past them may still wait.
+    const covered = m.data.pending.length < 500;
+    all.forEach((el) => { if (!ids.has(el.dataset.interrupt) && covered) gone(el.dataset.interrupt); });
+    for (const id of m.data.pending) await add(id);
+  } else if (m.kind === "interrupt.changed" && m.data.interrupt_id) {
+    if (m.data.status === "pending") await add(m.data.interrupt_id);
+    else await gone(m.data.interrupt_id);
+  } else if (m.kind === "interrupt.changed" && m.data.run_id && m.data.status !== "pending") {
+    // A cancelled run's interrupts, all at once: the event names the run, not the interrupts.
+    const ids = rows().filter((el) => el.dataset.run === m.data.run_id).map((el) => el.dataset.interrupt);
+    const shown = detail.querySelector(".inbox-detail");
+    if (shown?.dataset.run === m.data.run_id && !ids.includes(shown.dataset.interrupt)) ids.push(shown.dataset.interrupt);
+    await Promise.all(ids.map(gone));
+  } else if (m.kind === "inbox.presence") {
+    showPresence(m.data.interrupt_id, m.data.viewers ?? []);
+  } else if (m.kind === "interrupt.claimed") {
+    await refreshRow(m.data.interrupt_id);
+  } else if (m.kind === "resync") {
+    live.resubscribe("inbox");
+  }
+});
+live.subscribe("inbox", 0);
+live.connect();
+
+// ---- events ----
+
+list.addEventListener("click", (ev) => {
+  const open = ev.target.closest("[data-open]");
+  if (!open || ev.metaKey || ev.ctrlKey || ev.shiftKey) return;
+  ev.preventDefault();
+  select(open.closest(".inbox-item"));
+});
+
+detail.addEventListener("input", (ev) => {
+  const f = ev.target.closest("form[data-resolve]");
+  if (!f) return;
+  if (ev.target.dataset.pointer !== undefined) fieldsToJSON(f);
+  else if (ev.target.name === "input") { jsonToFields(f); showEdited(f); }
+});
+detail.addEventListener("change", (ev) => {
+  const f = ev.target.closest("form[data-resolve]");
+  if (f && ev.target.dataset.pointer !== undefined) fieldsToJSON(f);
+});
+
+detail.addEventListener("submit", (ev) => {
+  const f = ev.target.closest("form[data-resolve]");
+  if (!f) return;
+  showEdited(f);
+  if (ev.submitter?.name === "apply") { f.dataset.submitting = "1"; return; } // the server confirms what needs it
+  let action = ev.submitter?.value ?? "approve";
+  if (action === "approve" && argsEdited(f)) action = "edit";
+  let errs = [];
+  if (action === "edit") errs = checkJSON(f.elements.input.value, f.dataset.inputSchema, "arguments");
+  if (action === "respond") errs = checkJSON(f.elements.output.value, f.dataset.outputSchema, "response");
+  showErrors(f, errs);
+  if (errs.length) { ev.preventDefault(); return; }
+  const flag = f.querySelector("[data-confirm-flag]");
+  const confirming = ev.submitter?.dataset.confirmSubmit !== undefined;
+  if ((action === "deny" || f.dataset.risk) && !confirming) {
+    ev.preventDefault();
+    askConfirm(f, action);
+    return;
+  }
+  if (confirming && action === "deny" && !f.querySelector("[data-reason]").value.trim()) {
+    ev.preventDefault();
+    const r = f.querySelector("[data-reason]");
+    r.setCustomValidity("Say why you deny it: the model receives the reason.");
+    r.reportValidity();
+    return;
+  }
+  if (flag && !confirming) flag.disabled = true;
+  f.dataset.submitting = "1";
+});
+
+// swallow drops the keypress that follows a key we handled on keydown: a shortcut that moved the
+// focus into a field must not type its letter there, and Enter in the reason must not also submit
+// the form with its first button (implicit submission).
+let swallowed = null;
+const swallow = (key) => { swallowed = { key, until: Date.now() + 300 }; };
+document.addEventListener("keypress", (ev) => {
+  if (swallowed && ev.key === swallowed.key && Date.now() < swallowed.until) {
+    ev.preventDefault();
+    swallowed = null;
+  }
+}, true);
+
+detail.addEventListener("keydown", (ev) => {
+  if (ev.key !== "Enter" || ev.target.dataset.reason === undefined) return;
+  ev.preventDefault();
+  swallow("Enter");
+  ev.target.closest("form").querySelector("[data-confirm-submit]").click();
+});
+
+detail.addEventListener("click", (ev) => {
+  if (ev.target.closest("[data-dismiss]")) {
+    ev.preventDefault();
+    const id = shownID();
+    detail.replaceChildren();
+    const row = id && document.getElementById("i-" + id);
+    if (row) dropRow(row);
+    else select(current ?? rows()[0] ?? null);
+    return;
+  }
+  if (ev.target.closest("[data-confirm-cancel]")) {
+    const f = form();
+    cancelConfirm(f);
+    f?.querySelector("button[data-key=a]")?.focus();
+    return;
+  }
+  const reset = ev.target.closest("[data-reset]");
+  if (reset) {
+    const f = reset.closest("form[data-resolve]");
+    const ta = f?.elements.input;
+    if (ta) { ta.value = ta.dataset.original ?? ""; jsonToFields(f); showEdited(f); ta.focus(); }
+  }
+});
+
+// ---- bulk selection ----
+
+const bulk = document.getElementById("bulk");
+const bulkCount = document.getElementById("bulk-count");
+const picked = () => rows().map((r) => r.querySelector(".pick")).filter((c) => c?.checked);
+const showPicked = () => {
+  const n = picked().length;
+  if (bulkCount) bulkCount.textContent = `${n} selected`;
+  bulk?.classList.toggle("picking", n > 0 || !!bulk.querySelector("#bulk-error")); // the reason and the confirm box, once needed
+};
+showPicked();
+page.addEventListener("change", (ev) => {
+  if (ev.target.matches("[data-select-all]")) rows().forEach((r) => { const c = r.querySelector(".pick"); if (c) c.checked = ev.target.checked; });
+  if (ev.target.matches(".pick, [data-select-all]")) showPicked();
+});
+// A refusal set on the reason must not block the next button: each click starts clean.
+bulk?.addEventListener("click", () => bulk.elements.reason?.setCustomValidity(""), true);
+detail.addEventListener("click", () => detail.querySelector("[data-reason]")?.setCustomValidity(""), true);
+bulk?.addEventListener("submit", (ev) => {
+  const n = picked().length;
+  if (n === 0) { ev.preventDefault(); bulkCount.textContent = "select items first"; return; }
+  if (ev.submitter?.value === "deny" && !bulk.elements.reason.value.trim()) {
+    ev.preventDefault();
+    bulk.elements.reason.setCustomValidity("A denial needs a reason: the model receives it.");
+    bulk.elements.reason.reportValidity();
+  }
+});
+
+// ---- keyboard ----
+
+document.addEventListener("keydown", (ev) => {
+  if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  const tag = ev.target.tagName;
+  if (tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT") {
+    if (ev.key === "Escape") {
+      ev.target.blur();
+      const f = form();
+      if (f && ev.target.dataset.reason !== undefined) cancelConfirm(f);
+    }
+    return;
+  }
+  const all = rows();
+  const i = current ? all.indexOf(current) : -1;
+  const f = form();
+  const press = (key) => f?.querySelector(`button[data-key="${key}"]`)?.click();
+  switch (ev.key) {
+    case "j": if (!all.length) return; select(all[Math.min(i + 1, all.length - 1)]); break;
+    case "k": if (!all.length) return; select(all[Math.max(i - 1, 0)]); break;
+    case "Enter": {
+      // Enter on a focused button or link keeps its own meaning; on the page or a row it opens the form.
+      if (!f || (ev.target !== document.body && !ev.target.closest?.(".inbox-item"))) return;
+      (f.querySelector("[data-pointer]:not([disabled])") ?? f.elements.input)?.focus();
+      break;
+    }
+    case "a": if (!f) return; press("a"); break;
+    case "d": if (!f) return; press("d"); break;
+    case "e": {
+      if (!f) return;
+      const ta = f.elements.input;
+      ta?.focus();
+      ta?.select();
+      break;
+    }
+    case "r": {
+      if (!f) return;
+      const d = f.querySelector("[data-respond]");
+      if (d) d.open = true;
+      f.elements.output?.focus();
+      break;
+    }
+    case "x": {
+      const c = current?.querySelector(".pick");
+      if (!c) return;
+      c.checked = !c.checked;
+      showPicked();
+      break;
+    }
+    default: return;
+  }
+  ev.preventDefault();
+  swallow(ev.key);
+});
+
+// ---- start ----
+
+initDetail();
+// A refused or confirming submit answers at /inbox/{id}/resolve or /inbox/bulk: the address
+// becomes the inbox's again (with its filters and the item), so that a reload shows the inbox
+// instead of sending the form again.
+if (!/^\/inbox\/?$/.test(location.pathname)) {
+  const q = new URLSearchParams(filter);
+  const id = shownID();
+  if (id) q.set("sel", id);
+  history.replaceState(null, "", "/inbox" + (q.size ? "?" + q : ""));
+}
+// An old-style link (/inbox#i-<id>, as the run page's "Resolve in the inbox" has) selects its item.
+const linked = location.hash.startsWith("#i-") ? document.getElementById(location.hash.slice(1)) : null;
+if (linked?.classList.contains("inbox-item")) select(linked);
+else if (current) current.scrollIntoView({ block: "nearest" });
+else if (shownID()) current = document.getElementById("i-" + shownID());
+const step = form()?.querySelector("[data-confirm-step]:not([hidden])");
+if (step) step.querySelector("[data-reason]")?.focus();
+beat();
+// Ready: every handler is attached. The time since navigation is the inbox benchmark's time to
+// interactive (BenchmarkInboxPageInteractive).
+document.documentElement.dataset.inboxReadyMs = String(Math.round(performance.now()));
+document.documentElement.dataset.inbox = "ready";
