@@ -39,7 +39,7 @@ cleanup() {
 trap cleanup EXIT
 
 echo "==> Go benchmarks, once each" >&2
-go test -count=1 -run '^$' -bench . -benchtime 1x ./...
+LOUPE_BENCH_RUNS=2000 go test -count=1 -run '^$' -bench . -benchtime 1x ./...
 
 echo "==> bench/genkitpeer benchmarks, once each" >&2
 (cd bench/genkitpeer && go test -count=1 -run '^$' -bench . -benchtime 1x .)
