@@ -80,6 +80,7 @@ func groupActions(list []*engine.ActionDesc) []templates.ActionGroup {
 		if a.InputSchema != nil {
 			v.InputSchema = prettyJSON(a.InputSchema.Raw())
 			v.Example = prettyJSON(mustJSON(exampleFor(a.InputSchema.Raw())))
+			v.Fields = schemaFields(a.InputSchema.Raw(), v.Example)
 		} else {
 			v.Example = "null"
 		}

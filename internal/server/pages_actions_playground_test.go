@@ -25,7 +25,8 @@ func TestBrowserActionsPlaygroundRunsInPlace(t *testing.T) {
 			chromedp.Click(article(key)+` button[data-run-here]`, chromedp.ByQuery),
 		}
 	}
-	var toolOut, chunks, flowOut, links, interrupted, inboxLink string
+	var toolOut, chunks, flowOut, links, interrupted, inboxLink, bounds string
+	var fromField int
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.Navigate(b.url+"/actions"),
 		chromedp.WaitVisible(article("/tool/search")+` button[data-run-here]`, chromedp.ByQuery),
@@ -33,7 +34,12 @@ func TestBrowserActionsPlaygroundRunsInPlace(t *testing.T) {
 		wait(`document.querySelector('`+article("/tool/search")+` [data-run-state]').textContent === "done"`),
 		chromedp.Text(article("/tool/search")+` [data-run-result]`, &toolOut, chromedp.ByQuery),
 
-		runHere("/flow/countdown", `{"from":3}`),
+		// The input form built from the schema: the field writes the JSON that is sent.
+		chromedp.WaitVisible(article("/flow/countdown")+` [data-testid="schema-form"] input[data-pointer="/from"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`(() => { const el = document.querySelector('`+article("/flow/countdown")+` input[data-pointer="/from"]'); el.value = "3"; el.dispatchEvent(new Event("input", {bubbles: true})); return true; })()`, nil),
+		chromedp.Evaluate(`JSON.parse(document.querySelector('`+article("/flow/countdown")+` textarea[name="input"]').value).from`, &fromField),
+		chromedp.Evaluate(`document.querySelector('`+article("/flow/countdown")+` [data-field="/from"] .bounds').textContent`, &bounds),
+		chromedp.Click(article("/flow/countdown")+` button[data-run-here]`, chromedp.ByQuery),
 		wait(`document.querySelector('`+article("/flow/countdown")+` [data-run-state]').textContent === "done"`),
 		chromedp.Text(article("/flow/countdown")+` [data-run-chunks]`, &chunks, chromedp.ByQuery),
 		chromedp.Text(article("/flow/countdown")+` [data-run-result]`, &flowOut, chromedp.ByQuery),
@@ -45,6 +51,8 @@ func TestBrowserActionsPlaygroundRunsInPlace(t *testing.T) {
 		chromedp.Evaluate(`[...document.querySelectorAll('`+article("/flow/travelAgent")+` [data-run-links] a')].map(a => a.textContent).join(" ")`, &inboxLink),
 	))
 	require.Contains(t, toolOut, "Notes on durable retries")
+	require.Equal(t, 3, fromField, "the field wrote the JSON")
+	require.NotEmpty(t, bounds, "a number field carries its bounds")
 	require.Equal(t, []string{`{"n":3}`, `{"n":2}`, `{"n":1}`}, strings.Fields(chunks), "the flow's chunks, in order")
 	require.Equal(t, "liftoff", flowOut)
 	require.Contains(t, links, "/runs/")

@@ -3,7 +3,7 @@
 // step, the arguments editor built from the schema, and bulk selection. The page works without
 // it. Untrusted text only ever goes through textContent; server HTML is templ's, already escaped.
 
-const { Live, validate, fetchHTML, fragment } = await import(document.getElementById("inbox-script").dataset.ui);
+const { Live, validate, fetchHTML, fragment, fieldsIntoJSON, jsonIntoFields } = await import(document.getElementById("inbox-script").dataset.ui);
 
 const page = document.getElementById("page");
 const list = document.getElementById("inbox-items");
@@ -76,44 +76,12 @@ function showEdited(f) {
 
 // ---- the arguments editor: fields from the schema, kept in step with the raw JSON ----
 
-const unptr = (p) => p.slice(1).replaceAll("~1", "/").replaceAll("~0", "~");
-
 function fieldsToJSON(f) {
-  const ta = f.elements.input;
-  let obj;
-  try { obj = JSON.parse(ta.value); } catch { return; } // the raw JSON is being typed: it wins
-  if (!obj || typeof obj !== "object" || Array.isArray(obj)) return;
-  f.querySelectorAll("[data-pointer]").forEach((el) => {
-    const key = unptr(el.dataset.pointer);
-    const kind = el.closest("[data-kind]")?.dataset.kind;
-    if (kind === "boolean") obj[key] = el.checked;
-    else if (kind === "number" || kind === "integer") {
-      if (el.value === "") delete obj[key];
-      else obj[key] = Number(el.value);
-    } else if (kind === "select") {
-      if (el.value === "") delete obj[key];
-      else obj[key] = JSON.parse(el.value);
-    } else if (kind === "text") obj[key] = el.value;
-  });
-  ta.value = JSON.stringify(obj, null, 2);
-  showEdited(f);
+  if (fieldsIntoJSON(f, sameJSON)) showEdited(f);
 }
 
 function jsonToFields(f) {
-  let obj;
-  try { obj = JSON.parse(f.elements.input.value); } catch { return; }
-  if (!obj || typeof obj !== "object") return;
-  f.querySelectorAll("[data-pointer]").forEach((el) => {
-    const key = unptr(el.dataset.pointer);
-    const kind = el.closest("[data-kind]")?.dataset.kind;
-    const v = obj[key];
-    if (kind === "boolean") el.checked = v === true;
-    else if (kind === "select") {
-      const want = v === undefined ? "" : JSON.stringify(v);
-      const op = [...el.options].find((o) => o.value === want || (o.value && sameJSON(o.value, want)));
-      if (op) el.value = op.value;
-    } else if (kind === "number" || kind === "integer" || kind === "text") el.value = v === undefined ? "" : String(v);
-  });
+  jsonIntoFields(f, sameJSON);
 }
 
 // showErrors puts each error at the field it names (its JSON pointer), and all of them in the box.

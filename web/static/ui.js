@@ -168,6 +168,49 @@ export function validate(schema, value, path = "") {
   return errs;
 }
 
+// ---- a form's fields built from a schema (data-pointer), kept in step with its raw JSON ----
+// (the inbox's arguments editor and the Actions page's input form)
+
+const unptr = (p) => p.slice(1).replaceAll("~1", "/").replaceAll("~0", "~");
+
+export function fieldsIntoJSON(f) {
+  const ta = f.elements.input;
+  let obj;
+  try { obj = JSON.parse(ta.value); } catch { return false; } // the raw JSON is being typed: it wins
+  if (!obj || typeof obj !== "object" || Array.isArray(obj)) return false;
+  f.querySelectorAll("[data-pointer]").forEach((el) => {
+    const key = unptr(el.dataset.pointer);
+    const kind = el.closest("[data-kind]")?.dataset.kind;
+    if (kind === "boolean") obj[key] = el.checked;
+    else if (kind === "number" || kind === "integer") {
+      if (el.value === "") delete obj[key];
+      else obj[key] = Number(el.value);
+    } else if (kind === "select") {
+      if (el.value === "") delete obj[key];
+      else obj[key] = JSON.parse(el.value);
+    } else if (kind === "text") obj[key] = el.value;
+  });
+  ta.value = JSON.stringify(obj, null, 2);
+  return true;
+}
+
+export function jsonIntoFields(f, sameJSON = (a, b) => a.trim() === b.trim()) {
+  let obj;
+  try { obj = JSON.parse(f.elements.input.value); } catch { return; }
+  if (!obj || typeof obj !== "object") return;
+  f.querySelectorAll("[data-pointer]").forEach((el) => {
+    const key = unptr(el.dataset.pointer);
+    const kind = el.closest("[data-kind]")?.dataset.kind;
+    const v = obj[key];
+    if (kind === "boolean") el.checked = v === true;
+    else if (kind === "select") {
+      const want = v === undefined ? "" : JSON.stringify(v);
+      const op = [...el.options].find((o) => o.value === want || (o.value && sameJSON(o.value, want)));
+      if (op) el.value = op.value;
+    } else if (kind === "number" || kind === "integer" || kind === "text") el.value = v === undefined ? "" : String(v);
+  });
+}
+
 // checkJSON parses a textarea and validates it; it returns error strings, empty when fine.
 export function checkJSON(text, schemaText, label) {
   let value;
@@ -632,6 +675,15 @@ function initActions() {
     showErrors(form, errs);
     if (errs.length) ev.preventDefault();
   });
+  // The fields built from the schema and the raw JSON follow each other.
+  const sync = (ev) => {
+    const form = ev.target.closest("form[data-run-form]");
+    if (!form) return;
+    if (ev.target.dataset.pointer !== undefined) fieldsIntoJSON(form);
+    else if (ev.target.name === "input") jsonIntoFields(form);
+  };
+  page.addEventListener("input", sync);
+  page.addEventListener("change", sync);
   page.addEventListener("click", async (ev) => {
     const btn = ev.target.closest("button[data-run-here]");
     if (!btn) return;

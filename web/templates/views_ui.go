@@ -467,6 +467,8 @@ type ActionView struct {
 	RunHere bool
 	// LastRuns are the action's latest runs, newest first.
 	LastRuns []RunListRow
+	// Fields are the input form built from the input schema, kept in step with the JSON.
+	Fields []SchemaField
 }
 
 // ActionsPage is the actions catalogue's view model.
