@@ -39,6 +39,9 @@ const focusContext = 10
 // rather than running.
 const staleAfter = 15 * time.Minute
 
+// previewRunes is how long a span's input preview in the tree may be.
+const previewRunes = 80
+
 // payloadPreview is how much of a large payload is shown before "load all".
 const payloadPreview = 16 << 10
 
@@ -314,7 +317,7 @@ func (sk *skeleton) rowsWindow(parent int32, depth, offset, end int, open map[in
 			Children: len(sk.children[c]), Expanded: open[c] && len(sk.children[c]) > 0,
 			Error: sk.ownError[c], ContainsError: sk.innerError[c], Selected: c == selected,
 			Interrupted:   deref(f.State) == "interrupted" && f.StatusCode != store.StatusError,
-			MissingParent: sk.missing[c]}
+			MissingParent: sk.missing[c], Preview: trace.InputPreview(f, previewRunes)}
 		endT := f.EndTime
 		switch {
 		case f.EndTime != 0:
@@ -760,8 +763,95 @@ func (s *Server) traceChildren(c echo.Context) error {
 	if link == "/" {
 		link = "/traces/" + traceID + "?span="
 	}
-	rows := sk.rowsWindow(parent, max(depth, 0), max(offset, 0), max(end, 0), nil, -1)
+	var open map[int32]bool
+	if c.QueryParam("expand") == "all" {
+		// Every node open, each still a page of children at a time.
+		open = make(map[int32]bool, len(sk.facts))
+		for i := range sk.facts {
+			open[int32(i)] = true
+		}
+	}
+	rows := sk.rowsWindow(parent, max(depth, 0), max(offset, 0), max(end, 0), open, -1)
 	return s.render(c, http.StatusOK, templates.SpanRows(rows, link))
+}
+
+// spanMatch is one span a search found, with the display ancestors to open to show it, top down.
+type spanMatch struct {
+	ID   string   `json:"id"`
+	Path []string `json:"path"`
+}
+
+// traceSearch is GET /traces/{trace}/search?q=: the spans whose name, attributes (keys and values:
+// input, output, messages), status message or events contain q, in the tree's order, each with the
+// path that opens to it, since most of them sit inside collapsed rows the page has never loaded.
+func (s *Server) traceSearch(c echo.Context) error {
+	traceID, err := validTraceParam(c)
+	if err != nil {
+		return err
+	}
+	q := strings.TrimSpace(c.QueryParam("q"))
+	resp := struct {
+		Query   string      `json:"q"`
+		Matches []spanMatch `json:"matches"`
+		// Capped is true when there are more matches than store.SpanSearchLimit.
+		Capped bool `json:"capped"`
+	}{Query: q, Matches: []spanMatch{}}
+	if q == "" {
+		return c.JSON(http.StatusOK, resp)
+	}
+	ctx := c.Request().Context()
+	ids, err := s.store.SpanSearch(ctx, traceID, q)
+	if err != nil {
+		return err
+	}
+	resp.Capped = len(ids) >= store.SpanSearchLimit
+	sk, err := s.loadSkeleton(ctx, traceID)
+	if err != nil {
+		return err
+	}
+	order := sk.displayOrder()
+	found := make([]int32, 0, len(ids))
+	for _, id := range ids {
+		if i, ok := sk.idx[id]; ok {
+			found = append(found, i)
+		}
+	}
+	slices.SortFunc(found, func(a, b int32) int { return int(order[a]) - int(order[b]) })
+	for _, i := range found {
+		anc := sk.ancestors(i)
+		path := make([]string, len(anc))
+		for k, a := range anc {
+			path[len(anc)-1-k] = sk.facts[a].SpanID
+		}
+		resp.Matches = append(resp.Matches, spanMatch{ID: sk.facts[i].SpanID, Path: path})
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+// displayOrder is each span's position in the tree read top to bottom, every node open.
+func (sk *skeleton) displayOrder() []int32 {
+	order := make([]int32, len(sk.facts))
+	n := int32(0)
+	stack := make([]int32, 0, len(sk.roots))
+	for k := len(sk.roots) - 1; k >= 0; k-- {
+		stack = append(stack, sk.roots[k])
+	}
+	seen := make([]bool, len(sk.facts))
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[i] {
+			continue
+		}
+		seen[i] = true
+		order[i] = n
+		n++
+		kids := sk.children[i]
+		for k := len(kids) - 1; k >= 0; k-- {
+			stack = append(stack, kids[k])
+		}
+	}
+	return order
 }
 
 // traceSpan is GET /traces/{trace}/spans/{span}: the span panel as an HTML fragment.

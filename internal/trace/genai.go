@@ -3,6 +3,7 @@ package trace
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/loupe-dev/loupe/internal/store"
@@ -128,7 +129,7 @@ func finishReason(f *store.SpanTurnFacts) string {
 var factKeys = []string{AttrTurnIndex, "genkit:name", "genkit:type", "genkit:metadata:subtype", "genkit:state",
 	"gen_ai.operation.name", "gen_ai.request.model", "gen_ai.tool.name", "gen_ai.usage.input_tokens",
 	"gen_ai.usage.output_tokens", "genkit:output", "gen_ai.response.model", "gen_ai.response.finish_reasons",
-	"gen_ai.tool.call.id"}
+	"gen_ai.tool.call.id", "gen_ai.tool.call.arguments", "genkit:input"}
 
 // FactsOf reads a span's turn facts from its attributes in Go, as store.SpanTurnFactsByTrace reads
 // them in SQL (each value as text, a string unquoted): ingest uses it to fold the trace list's
@@ -151,7 +152,80 @@ func FactsOf(sp *store.Span) store.SpanTurnFacts {
 	if f.InputTokens != nil || f.OutputTokens != nil || deref(f.Subtype) != "model" {
 		f.ModelOutput = nil // as the SQL reads it: only a Genkit model span's, without gen_ai usage
 	}
+	if SpanKind(&f) == KindTool {
+		in := rawText(v[len(dest)])
+		if in == nil {
+			in = rawText(v[len(dest)+1])
+		}
+		if in != nil && len(*in) > toolInputMax {
+			if r := []rune(*in); len(r) > toolInputMax { // left() counts characters
+				cut := string(r[:toolInputMax])
+				in = &cut
+			}
+		}
+		f.ToolInput = in
+	}
 	return f
+}
+
+// toolInputMax is store.SpanTurnFactsByTrace's cut of a tool's input.
+const toolInputMax = 1000
+
+// InputPreview is what a tool was asked, in a few words, from its input (f.ToolInput): a lone
+// string argument as itself ("durable execution retries" from {"query": "durable execution
+// retries"}), several as their values joined, anything else as compact JSON; "" when it has
+// none. It is cut to max runes.
+func InputPreview(f *store.SpanTurnFacts, max int) string {
+	in := strings.TrimSpace(deref(f.ToolInput))
+	if in == "" || in == "null" || in == "{}" || in == "[]" {
+		return ""
+	}
+	var v any
+	if json.Unmarshal([]byte(in), &v) == nil {
+		in = previewValue(v)
+	}
+	in = strings.Join(strings.Fields(in), " ")
+	if r := []rune(in); len(r) > max {
+		return string(r[:max-1]) + "…"
+	}
+	return in
+}
+
+func previewValue(v any) string {
+	switch x := v.(type) {
+	case string:
+		var inner any
+		if t := strings.TrimSpace(x); (strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[")) && json.Unmarshal([]byte(t), &inner) == nil {
+			return previewValue(inner) // Genkit stores an input as a JSON string
+		}
+		return x
+	case map[string]any:
+		if len(x) == 1 {
+			for _, e := range x {
+				return previewValue(e)
+			}
+		}
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			parts = append(parts, k+": "+previewValue(x[k]))
+		}
+		return strings.Join(parts, ", ")
+	case []any:
+		parts := make([]string, 0, len(x))
+		for _, e := range x {
+			parts = append(parts, previewValue(e))
+		}
+		return strings.Join(parts, ", ")
+	case nil:
+		return ""
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // objectValues returns the raw values of keys in obj, a valid JSON object, the last one when a name

@@ -257,6 +257,8 @@ type SpanRow struct {
 	Parent string
 	// MissingParent is the id of a span's parent that is not in the trace (not yet, or never).
 	MissingParent string
+	// Preview says what the span did, from its input: a tool's arguments in a few words.
+	Preview string
 }
 
 // maxIndent is the deepest indentation class: deeper rows share it, so that a deep span's name is
@@ -269,10 +271,14 @@ func (r SpanRow) DepthClass() string { return fmt.Sprintf("d%d", min(r.Depth, ma
 // NameTitle is the tooltip of the row's name: the full name, which a deep row may cut, and the
 // depth when the indentation no longer shows it.
 func (r SpanRow) NameTitle() string {
-	if r.Depth > maxIndent {
-		return r.Name + " (depth " + strconv.Itoa(r.Depth) + ")"
+	name := r.Name
+	if r.Preview != "" {
+		name += ": " + r.Preview
 	}
-	return r.Name
+	if r.Depth > maxIndent {
+		return name + " (depth " + strconv.Itoa(r.Depth) + ")"
+	}
+	return name
 }
 
 // Payload is one large attribute value of a span, shown collapsed.
