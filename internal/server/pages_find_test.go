@@ -72,7 +72,7 @@ func TestBrowserFindASpan(t *testing.T) {
 
 	// A match inside a collapsed row: the path opens, the match is highlighted and selected.
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.SendKeys(`#span-search`, "weather.EXAMPLE", chromedp.ByQuery),
+		chromedp.SendKeys(`#tree-find`, "weather.EXAMPLE", chromedp.ByQuery),
 		chromedp.WaitVisible(`.span-row.current-match[data-span="`+http+`"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`.span-row.selected[data-span="`+http+`"]`, chromedp.ByQuery),
 		read,
@@ -83,8 +83,8 @@ func TestBrowserFindASpan(t *testing.T) {
 
 	// Two matches (by name): the first, then Enter steps to the second, Shift+Enter back.
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.Evaluate(`document.getElementById("span-search").value = ""`, nil),
-		chromedp.SendKeys(`#span-search`, "chat gpt", chromedp.ByQuery),
+		chromedp.Evaluate(`document.getElementById("tree-find").value = ""`, nil),
+		chromedp.SendKeys(`#tree-find`, "chat gpt", chromedp.ByQuery),
 		chromedp.WaitVisible(`.span-row.current-match[data-span="`+chat1+`"]`, chromedp.ByQuery),
 		read,
 	))
@@ -103,7 +103,7 @@ func TestBrowserFindASpan(t *testing.T) {
 		chromedp.KeyEvent("/"),
 		read,
 	))
-	require.Equal(t, "span-search", v.Active)
+	require.Equal(t, "tree-find", v.Active)
 
 	// Keyboard: Down from the root goes to its first child; Right opens the weather tool, Right
 	// again goes into it, Left goes back to its parent, Left again closes it; Up goes back.
