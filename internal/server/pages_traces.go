@@ -2,9 +2,11 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -426,6 +428,9 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 	}
 	if tr.RunID != nil && !strings.HasPrefix(link, "/runs/") {
 		v.RunURL = "/runs/" + tr.RunID.String()
+	}
+	if strings.HasPrefix(link, "/runs/") {
+		v.TraceURL = "/traces/" + traceID
 	}
 	if sk.running {
 		v.Duration = "running"
@@ -899,17 +904,29 @@ func (s *Server) traceSpanPayload(c echo.Context) error {
 	return s.render(c, http.StatusOK, templates.PayloadText(payloadText(raw)))
 }
 
-// tracesPage is GET /traces: traces newest first, filterable by source and name.
+// tracesPage is GET /traces: traces newest first, or sorted by duration, span count or tokens,
+// filtered as the API filters them (traceListFilters): status (a trace failed when any span in
+// it did), time, source, service, name, a root attribute and text.
 func (s *Server) tracesPage(c echo.Context) error {
-	p := store.TraceListParams{Limit: 50}
-	src, q := c.QueryParam("source"), c.QueryParam("q")
-	if src != "" {
-		p.Filters = append(p.Filters, store.TraceFilter{Field: store.TraceFieldSource, Op: store.FilterEq, Value: src})
+	q := c.QueryParams()
+	f := templates.TraceFilters{Source: q.Get("source"), Query: q.Get("q"), Text: q.Get("text"),
+		Status: q.Get("status"), Service: q.Get("service"), Since: q.Get("since"), Attr: q.Get("attr")}
+	// The page's attribute box takes key=value; the API's parameter is attr.key=value.
+	if k, v, ok := strings.Cut(f.Attr, "="); ok && strings.TrimSpace(k) != "" {
+		q.Set("attr."+strings.TrimSpace(k), strings.TrimSpace(v))
+	} else if f.Attr != "" {
+		return Errorf(http.StatusBadRequest, "bad_request", "attribute %q: write it as key=value", f.Attr)
 	}
-	if q != "" {
-		p.Filters = append(p.Filters, store.TraceFilter{Field: store.TraceFieldName, Op: store.FilterContains, Value: q})
+	filters, err := traceListFilters(q)
+	if err != nil {
+		return err
 	}
-	if v := c.QueryParam("cursor"); v != "" {
+	sortBy, asc, err := traceListSort(q)
+	if err != nil {
+		return err
+	}
+	p := store.TraceListParams{Limit: 50, Filters: filters, Sort: sortBy, Asc: asc, WithInput: true}
+	if v := q.Get("cursor"); v != "" {
 		cur, err := store.ParseTraceCursor(v)
 		if err != nil {
 			return Errorf(http.StatusBadRequest, "bad_request", "cursor: %v", err)
@@ -920,19 +937,37 @@ func (s *Server) tracesPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page := templates.TracesPage{Page: s.page(c, "Traces", "traces"), Source: src, Query: q}
+	// keep is the page's query without the cursor and the order: what a sort link or the next
+	// page carries over.
+	keep := url.Values{}
+	for k, v := range map[string]string{"source": f.Source, "q": f.Query, "text": f.Text, "status": f.Status,
+		"service": f.Service, "since": f.Since, "attr": f.Attr} {
+		if v != "" {
+			keep.Set(k, v)
+		}
+	}
+	page := templates.TracesPage{Page: s.page(c, "Traces", "traces"), Filters: f,
+		Sort: string(cmp.Or(sortBy, store.TraceSortStart)), Asc: asc, SortURLs: map[string]string{}}
+	for _, o := range store.TraceSorts {
+		v := maps.Clone(keep)
+		v.Set("sort", string(o))
+		if string(o) == page.Sort && !asc {
+			v.Set("dir", "asc")
+		}
+		page.SortURLs[string(o)] = "/traces?" + v.Encode()
+	}
 	for _, it := range items {
 		t := it.Trace
 		row := templates.TraceListRow{ID: t.TraceID, Name: t.DisplayName, Source: t.Source, Spans: t.SpanCount,
-			Start: time.Unix(0, t.StartTime), Error: t.StatusCode == store.StatusError, Running: t.EndTime == 0, StartNano: t.StartTime,
+			Start: time.Unix(0, t.StartTime), Error: t.Failed(), ErrorSpans: t.ErrorSpans, Running: t.EndTime == 0, StartNano: t.StartTime,
 			Service: t.Service, Model: t.Model, ModelCalls: t.ModelCalls, InputTokens: t.InputTokens, OutputTokens: t.OutputTokens,
-			ToolCalls: t.ToolCalls, ToolErrors: t.ToolErrors}
+			ToolCalls: t.ToolCalls, ToolErrors: t.ToolErrors, Input: trace.Preview(it.Input, 100)}
 		if row.Running && time.Since(t.UpdatedAt) > staleAfter {
 			// Nothing has come for this trace for long: what has not ended will not.
 			row.Running, row.Stale = false, true
 		}
 		if !row.Running {
-			row.Duration = fmtNanos(t.EndTime - t.StartTime)
+			row.Duration = fmtNanos(max(t.LastEnd, t.EndTime) - t.StartTime)
 		}
 		if t.RunID != nil {
 			row.RunID = t.RunID.String()
@@ -940,12 +975,13 @@ func (s *Server) tracesPage(c echo.Context) error {
 		page.Rows = append(page.Rows, row)
 	}
 	if next != nil {
-		v := url.Values{"cursor": {next.String()}}
-		if src != "" {
-			v.Set("source", src)
+		v := maps.Clone(keep)
+		v.Set("cursor", next.String())
+		if sortBy != "" {
+			v.Set("sort", string(sortBy))
 		}
-		if q != "" {
-			v.Set("q", q)
+		if asc {
+			v.Set("dir", "asc")
 		}
 		page.NextURL = "/traces?" + v.Encode()
 	}

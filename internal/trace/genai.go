@@ -176,7 +176,13 @@ const toolInputMax = 1000
 // retries"}), several as their values joined, anything else as compact JSON; "" when it has
 // none. It is cut to max runes.
 func InputPreview(f *store.SpanTurnFacts, max int) string {
-	in := strings.TrimSpace(deref(f.ToolInput))
+	return Preview(deref(f.ToolInput), max)
+}
+
+// Preview is an input in a few words, as InputPreview says it; a list of messages (GenAI's
+// gen_ai.input.messages, Genkit's) reads as its first user message's text.
+func Preview(in string, max int) string {
+	in = strings.TrimSpace(in)
 	if in == "" || in == "null" || in == "{}" || in == "[]" {
 		return ""
 	}
@@ -189,6 +195,46 @@ func InputPreview(f *store.SpanTurnFacts, max int) string {
 		return string(r[:max-1]) + "…"
 	}
 	return in
+}
+
+// firstUserText is the text of the first user message of msgs, when msgs is a list of messages
+// ({"role": …, "parts" or "content": …}).
+func firstUserText(msgs []any) (string, bool) {
+	var first map[string]any
+	for _, m := range msgs {
+		msg, ok := m.(map[string]any)
+		if !ok || msg["role"] == nil {
+			return "", false
+		}
+		if first == nil || (msg["role"] == "user" && first["role"] != "user") {
+			first = msg
+		}
+	}
+	if first == nil {
+		return "", false
+	}
+	var texts []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			texts = append(texts, x)
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for _, k := range []string{"text", "content"} {
+				if s, ok := x[k].(string); ok {
+					texts = append(texts, s)
+					return
+				}
+			}
+		}
+	}
+	walk(first["content"])
+	walk(first["parts"])
+	return strings.Join(texts, " "), len(texts) > 0
 }
 
 func previewValue(v any) string {
@@ -216,6 +262,9 @@ func previewValue(v any) string {
 		}
 		return strings.Join(parts, ", ")
 	case []any:
+		if text, ok := firstUserText(x); ok {
+			return text
+		}
 		parts := make([]string, 0, len(x))
 		for _, e := range x {
 			parts = append(parts, previewValue(e))
