@@ -770,14 +770,44 @@ func (s *Server) traceChildren(c echo.Context) error {
 	}
 	var open map[int32]bool
 	if c.QueryParam("expand") == "all" {
-		// Every node open, each still a page of children at a time.
-		open = make(map[int32]bool, len(sk.facts))
-		for i := range sk.facts {
-			open[int32(i)] = true
-		}
+		open = sk.openAll(parent, expandAllRows)
 	}
 	rows := sk.rowsWindow(parent, max(depth, 0), max(offset, 0), max(end, 0), open, -1)
 	return s.render(c, http.StatusOK, templates.SpanRows(rows, link))
+}
+
+// expandAllRows is about how many rows "expand all" renders: past it, deeper nodes stay closed, to
+// be opened one by one, so that a 10,000-span trace does not become a 10,000-row page.
+const expandAllRows = 2000
+
+// openAll opens the nodes under parent (the roots for -1) level by level, while the rows they
+// show stay within budget; each shows at most a page of children.
+func (sk *skeleton) openAll(parent int32, budget int) map[int32]bool {
+	open := map[int32]bool{}
+	level := sk.roots
+	if parent >= 0 {
+		open[parent] = true
+		level = sk.children[parent]
+	}
+	rows := len(level)
+	for len(level) > 0 {
+		var next []int32
+		for _, i := range level {
+			kids := sk.children[i]
+			if len(kids) == 0 {
+				continue
+			}
+			shown := min(len(kids), childPage)
+			if rows+shown > budget {
+				return open
+			}
+			rows += shown
+			open[i] = true
+			next = append(next, kids[:shown]...)
+		}
+		level = next
+	}
+	return open
 }
 
 // spanMatch is one span a search found, with the display ancestors to open to show it, top down.
