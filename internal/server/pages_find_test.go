@@ -156,3 +156,28 @@ func TestBrowserFindASpan(t *testing.T) {
 	require.Len(t, v.Rows, 6)
 	require.Empty(t, br.Problems())
 }
+
+// TestBrowserFindASpanPastAPageOfChildren: a match inside a collapsed row that is itself past the
+// first page of its parent's 460 children is reached: the pages before it load, its row opens,
+// and the match is highlighted and selected.
+func TestBrowserFindASpanPastAPageOfChildren(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	traceID, _, target := wideTrace(t, b.store, nil, nil)
+	br := browsertest.New(t)
+	var inView bool
+	require.NoError(t, br.Run(
+		chromedp.EmulateViewport(1280, 900),
+		chromedp.Navigate(b.url+"/traces/"+traceID),
+		chromedp.WaitVisible(`.span-row.more`, chromedp.ByQuery),
+		chromedp.SendKeys(`#tree-find`, "the-target", chromedp.ByQuery),
+		chromedp.WaitVisible(`.span-row.current-match.selected[data-span="`+target+`"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`(() => {
+			const tree = document.querySelector(".spantree").getBoundingClientRect();
+			const row = document.querySelector(".span-row.current-match").getBoundingClientRect();
+			return row.top >= tree.top && row.bottom <= tree.bottom;
+		})()`, &inView),
+	))
+	require.True(t, inView, "the match is scrolled into view")
+	require.Empty(t, br.Problems())
+}

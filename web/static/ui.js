@@ -380,12 +380,26 @@ function initTreeFind(root, tree, { expand, collapse, select, busy, q }) {
     if (nextBtn) nextBtn.disabled = matches.length === 0;
   };
 
-  // reveal opens the closed ancestors of a match, top down, and brings it into view.
+  // reveal opens the closed ancestors of a match, top down, and brings it into view. A span past
+  // a page of its parent's children is reached by loading the pages after it ("show more").
+  async function load(id, parent) {
+    for (let pages = 0; !rowOf(id) && pages < 100; pages++) {
+      const more = [...tree.querySelectorAll(".span-row.more")].find((r) => (r.dataset.parent ?? "") === parent);
+      if (!more) return;
+      const end = more.dataset.end ? `&end=${more.dataset.end}` : "";
+      const html = await fetchHTML(`${root.dataset.base}/children?parent=${encodeURIComponent(parent)}&offset=${more.dataset.offset}${end}&depth=${more.dataset.depth}${q("")}`);
+      more.replaceWith(fragment(html ?? ""));
+    }
+  }
   async function reveal(m) {
+    let parent = "";
     for (const a of m.path) {
+      await load(a, parent);
       const li = rowOf(a);
       if (li && li.getAttribute("aria-expanded") === "false") await expand(li);
+      parent = a;
     }
+    await load(m.id, parent);
     const li = rowOf(m.id);
     if (li) li.scrollIntoView({ block: "nearest" });
     return li;
