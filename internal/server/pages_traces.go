@@ -278,6 +278,28 @@ func (sk *skeleton) label(i int32) string {
 	return trace.SpanLabel(f, f.ParentSpanID == nil)
 }
 
+// withPreviews says, on each tool row, what the tool was asked (trace.Preview of its input). The
+// inputs are read for the rendered tool rows only: a page shows a few hundred rows of a trace
+// that may have 10,000 spans, whose skeleton never reads a payload.
+func (s *Server) withPreviews(ctx context.Context, sk *skeleton, rows []templates.SpanRow) error {
+	var ids []string
+	for _, r := range rows {
+		if i, ok := sk.idx[r.ID]; ok && r.More == 0 && trace.SpanKind(&sk.facts[i]) == trace.KindTool {
+			ids = append(ids, r.ID)
+		}
+	}
+	inputs, err := s.store.SpanToolInputs(ctx, sk.traceID, ids)
+	if err != nil {
+		return err
+	}
+	for i := range rows {
+		if in, ok := inputs[rows[i].ID]; ok {
+			rows[i].Preview = trace.Preview(in, previewRunes)
+		}
+	}
+	return nil
+}
+
 // rows renders parent's children (the roots for -1) from offset, depth-first through the expanded
 // nodes, with a "more" row when a page of children is cut. When selected is a span, the path to it
 // is shown even where it is past a page of children (see rowsWindow).
@@ -319,7 +341,7 @@ func (sk *skeleton) rowsWindow(parent int32, depth, offset, end int, open map[in
 			Children: len(sk.children[c]), Expanded: open[c] && len(sk.children[c]) > 0,
 			Error: sk.ownError[c], ContainsError: sk.innerError[c], Selected: c == selected,
 			Interrupted:   deref(f.State) == "interrupted" && f.StatusCode != store.StatusError,
-			MissingParent: sk.missing[c], Preview: trace.InputPreview(f, previewRunes)}
+			MissingParent: sk.missing[c]}
 		endT := f.EndTime
 		switch {
 		case f.EndTime != 0:
@@ -474,6 +496,9 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 		v.Failure = &templates.TraceFailure{Text: text, SpanID: id, URL: link + id + "#span-" + id}
 	}
 	v.Rows = sk.rows(-1, 0, 0, open, selected)
+	if err := s.withPreviews(ctx, sk, v.Rows); err != nil {
+		return nil, err
+	}
 	v.Turns = turnRows(sk.turns, link, sk.stale)
 	return v, nil
 }
@@ -773,6 +798,9 @@ func (s *Server) traceChildren(c echo.Context) error {
 		open = sk.openAll(parent, expandAllRows)
 	}
 	rows := sk.rowsWindow(parent, max(depth, 0), max(offset, 0), max(end, 0), open, -1)
+	if err := s.withPreviews(c.Request().Context(), sk, rows); err != nil {
+		return err
+	}
 	return s.render(c, http.StatusOK, templates.SpanRows(rows, link))
 }
 
@@ -840,6 +868,9 @@ func (s *Server) traceSearch(c echo.Context) error {
 		return err
 	}
 	resp.Capped = len(ids) >= store.SpanSearchLimit
+	if len(ids) == 0 {
+		return c.JSON(http.StatusOK, resp)
+	}
 	sk, err := s.loadSkeleton(ctx, traceID)
 	if err != nil {
 		return err

@@ -711,14 +711,7 @@ type SpanTurnFacts struct {
 	// ModelOutput is genkit:output of a Genkit model span without gen_ai usage attributes, whose
 	// usage the caller parses.
 	ModelOutput *string `db:"model_output"`
-	// ToolInput is a tool span's arguments (gen_ai.tool.call.arguments, else genkit:input), cut
-	// to toolInputMax bytes: the tree says what a tool was asked from it.
-	ToolInput *string `db:"tool_input"`
 }
-
-// toolInputMax is how much of a tool's input the skeleton reads: enough for a label, small at
-// 10,000 spans.
-const toolInputMax = 1000
 
 // SpanTurnFactsByTrace returns the turn-relevant facts of every span of a trace, in start order.
 func (s *Store) SpanTurnFactsByTrace(ctx context.Context, traceID string) ([]SpanTurnFacts, error) {
@@ -732,15 +725,13 @@ func (s *Store) SpanTurnFactsByTrace(ctx context.Context, traceID string) ([]Spa
 			CASE WHEN a."genkit:metadata:subtype" = 'model' AND a."gen_ai.usage.input_tokens" IS NULL
 				AND a."gen_ai.usage.output_tokens" IS NULL THEN a."genkit:output" END AS model_output,
 			a."gen_ai.response.model" AS response_model, a."gen_ai.response.finish_reasons" AS finish_reasons,
-			a."gen_ai.tool.call.id" AS tool_call_id, s.status_message,
-			CASE WHEN a."gen_ai.operation.name" = 'execute_tool' OR a."genkit:metadata:subtype" IN ('tool', 'tool.v2')
-				THEN left(COALESCE(a."gen_ai.tool.call.arguments", a."genkit:input"), `+strconv.Itoa(toolInputMax)+`) END AS tool_input
+			a."gen_ai.tool.call.id" AS tool_call_id, s.status_message
 		FROM spans s, jsonb_to_record(CASE WHEN json_typeof(s.attributes) = 'object' THEN s.attributes::jsonb ELSE '{}' END)
 			AS a("loupe.turn.index" text, "genkit:name" text, "genkit:type" text, "genkit:metadata:subtype" text,
 				"genkit:state" text, "gen_ai.operation.name" text, "gen_ai.request.model" text,
 				"gen_ai.tool.name" text, "gen_ai.usage.input_tokens" text, "gen_ai.usage.output_tokens" text,
 				"genkit:output" text, "gen_ai.response.model" text, "gen_ai.response.finish_reasons" text,
-				"gen_ai.tool.call.id" text, "gen_ai.tool.call.arguments" text, "genkit:input" text)
+				"gen_ai.tool.call.id" text)
 		WHERE s.trace_id = $1`, traceID)
 	if err != nil {
 		return nil, fmt.Errorf("turn facts of trace %s: %w", traceID, err)
@@ -751,7 +742,7 @@ func (s *Store) SpanTurnFactsByTrace(ctx context.Context, traceID string) ([]Spa
 	_, err = pgx.ForEachRow(rows, []any{&f.SpanID, &f.ParentSpanID, &f.Name, &f.StartTime, &f.EndTime,
 		&f.StatusCode, &f.TurnIndex, &f.GenkitName, &f.GenkitType, &f.Subtype, &f.State, &f.Operation,
 		&f.Model, &f.ToolName, &f.InputTokens, &f.OutputTokens, &f.ModelOutput, &f.ResponseModel,
-		&f.FinishReasons, &f.ToolCallID, &f.StatusMessage, &f.ToolInput}, func() error {
+		&f.FinishReasons, &f.ToolCallID, &f.StatusMessage}, func() error {
 		facts = append(facts, f)
 		return nil
 	})

@@ -32,3 +32,36 @@ func (s *Store) SpanSearch(ctx context.Context, traceID, text string) ([]string,
 	}
 	return ids, nil
 }
+
+// toolInputMax is how much of a tool's input SpanToolInputs reads: enough for a label.
+const toolInputMax = 1000
+
+// SpanToolInputs returns the start of the input of each of the given spans of a trace that has
+// one (gen_ai.tool.call.arguments, else genkit:input), at most toolInputMax characters, by span
+// id. The span tree asks only for the tool rows it renders, so that the input of every span of a
+// 10,000-span trace is never read for a label.
+func (s *Store) SpanToolInputs(ctx context.Context, traceID string, spanIDs []string) (map[string]string, error) {
+	out := make(map[string]string, len(spanIDs))
+	if len(spanIDs) == 0 {
+		return out, nil
+	}
+	rows, err := s.db.Query(ctx, `
+		SELECT span_id, left(COALESCE(attributes->>'gen_ai.tool.call.arguments', attributes->>'genkit:input'), $3)
+		FROM spans
+		WHERE trace_id = $1 AND span_id = ANY($2) AND json_typeof(attributes) = 'object'`, traceID, spanIDs, toolInputMax)
+	if err != nil {
+		return nil, fmt.Errorf("tool inputs of trace %s: %w", traceID, err)
+	}
+	var id string
+	var in *string
+	_, err = pgx.ForEachRow(rows, []any{&id, &in}, func() error {
+		if in != nil {
+			out[id] = *in
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tool inputs of trace %s: %w", traceID, err)
+	}
+	return out, nil
+}

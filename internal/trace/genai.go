@@ -129,7 +129,7 @@ func finishReason(f *store.SpanTurnFacts) string {
 var factKeys = []string{AttrTurnIndex, "genkit:name", "genkit:type", "genkit:metadata:subtype", "genkit:state",
 	"gen_ai.operation.name", "gen_ai.request.model", "gen_ai.tool.name", "gen_ai.usage.input_tokens",
 	"gen_ai.usage.output_tokens", "genkit:output", "gen_ai.response.model", "gen_ai.response.finish_reasons",
-	"gen_ai.tool.call.id", "gen_ai.tool.call.arguments", "genkit:input"}
+	"gen_ai.tool.call.id"}
 
 // FactsOf reads a span's turn facts from its attributes in Go, as store.SpanTurnFactsByTrace reads
 // them in SQL (each value as text, a string unquoted): ingest uses it to fold the trace list's
@@ -152,35 +152,14 @@ func FactsOf(sp *store.Span) store.SpanTurnFacts {
 	if f.InputTokens != nil || f.OutputTokens != nil || deref(f.Subtype) != "model" {
 		f.ModelOutput = nil // as the SQL reads it: only a Genkit model span's, without gen_ai usage
 	}
-	if SpanKind(&f) == KindTool {
-		in := rawText(v[len(dest)])
-		if in == nil {
-			in = rawText(v[len(dest)+1])
-		}
-		if in != nil && len(*in) > toolInputMax {
-			if r := []rune(*in); len(r) > toolInputMax { // left() counts characters
-				cut := string(r[:toolInputMax])
-				in = &cut
-			}
-		}
-		f.ToolInput = in
-	}
 	return f
 }
 
-// toolInputMax is store.SpanTurnFactsByTrace's cut of a tool's input.
-const toolInputMax = 1000
-
-// InputPreview is what a tool was asked, in a few words, from its input (f.ToolInput): a lone
-// string argument as itself ("durable execution retries" from {"query": "durable execution
-// retries"}), several as their values joined, anything else as compact JSON; "" when it has
-// none. It is cut to max runes.
-func InputPreview(f *store.SpanTurnFacts, max int) string {
-	return Preview(deref(f.ToolInput), max)
-}
-
-// Preview is an input in a few words, as InputPreview says it; a list of messages (GenAI's
-// gen_ai.input.messages, Genkit's) reads as its first user message's text.
+// Preview is what an input asked, in a few words: a lone string argument as itself ("durable
+// execution retries" from {"query": "durable execution retries"}, or from that object as a JSON
+// string, as Genkit stores it), several as their keys and values, a list of messages (GenAI's
+// gen_ai.input.messages, Genkit's) as its first user message's text, anything else as compact
+// JSON; "" for none. It is cut to max runes.
 func Preview(in string, max int) string {
 	in = strings.TrimSpace(in)
 	if in == "" || in == "null" || in == "{}" || in == "[]" {

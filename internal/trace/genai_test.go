@@ -161,19 +161,16 @@ func TestFactsOfScansAttributesLikeTheSQL(t *testing.T) {
 	require.Equal(t, []any{"m", int64(7), int64(6), "stop"}, []any{turns[0].Model, turns[0].InputTokens, turns[0].OutputTokens, turns[0].FinishReason})
 }
 
-// TestInputPreviewSaysWhatAToolWasAsked: a tool's row reads "search: durable execution retries",
-// from Genkit's input (a JSON string) or GenAI's arguments; several arguments read as their keys
-// and values; a long one is cut.
-func TestInputPreviewSaysWhatAToolWasAsked(t *testing.T) {
+// TestPreviewSaysWhatAToolWasAsked: a tool's row reads "search: durable execution retries", from
+// Genkit's input (a JSON string) or GenAI's arguments; several arguments read as their keys and
+// values; a list of messages as its first user message; a long one is cut.
+func TestPreviewSaysWhatAToolWasAsked(t *testing.T) {
 	t.Parallel()
-	preview := func(attrs string) string {
-		f := trace.FactsOf(&store.Span{SpanID: "00f067aa0ba902b7", Name: "search", StartTime: 1, EndTime: 2, Attributes: []byte(attrs)})
-		return trace.InputPreview(&f, 40)
-	}
-	require.Equal(t, "durable execution retries", preview(`{"genkit:metadata:subtype":"tool","genkit:input":"{\"query\":\"durable execution retries\"}"}`))
-	require.Equal(t, "Lisbon", preview(`{"gen_ai.operation.name":"execute_tool","gen_ai.tool.call.arguments":"{\"city\":\"Lisbon\"}"}`))
-	require.Equal(t, "city: Lisbon, days: 3", preview(`{"gen_ai.operation.name":"execute_tool","gen_ai.tool.call.arguments":{"days":3,"city":"Lisbon"}}`))
-	require.Equal(t, "plain words", preview(`{"genkit:metadata:subtype":"tool","genkit:input":"plain   words"}`))
-	require.Equal(t, "", preview(`{"genkit:metadata:subtype":"flow","genkit:input":"{\"query\":\"x\"}"}`), "only tools")
-	require.Len(t, []rune(preview(`{"genkit:metadata:subtype":"tool","genkit:input":"`+strings.Repeat("é", 100)+`"}`)), 40)
+	require.Equal(t, "durable execution retries", trace.Preview(`{"query":"durable execution retries"}`, 40))
+	require.Equal(t, "durable execution retries", trace.Preview(`"{\"query\":\"durable execution retries\"}"`, 40))
+	require.Equal(t, "city: Lisbon, days: 3", trace.Preview(`{"days":3,"city":"Lisbon"}`, 40))
+	require.Equal(t, "plain words", trace.Preview("plain   words", 40))
+	require.Equal(t, "Weather in Lisbon?", trace.Preview(`[{"role":"system","parts":[{"type":"text","content":"Be brief."}]},{"role":"user","parts":[{"type":"text","content":"Weather in Lisbon?"}]}]`, 40))
+	require.Equal(t, "", trace.Preview(`{}`, 40))
+	require.Len(t, []rune(trace.Preview(strings.Repeat("é", 100), 40)), 40)
 }
