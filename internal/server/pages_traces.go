@@ -1027,8 +1027,8 @@ func (s *Server) tracesPage(c echo.Context) error {
 			// Nothing has come for this trace for long: what has not ended will not.
 			row.Running, row.Stale = false, true
 		}
-		if !row.Running {
-			row.Duration = fmtNanos(max(t.LastEnd, t.EndTime) - t.StartTime)
+		if !row.Running && !row.Stale {
+			row.Duration = fmtNanos(t.Duration())
 		}
 		if t.RunID != nil {
 			row.RunID = t.RunID.String()
