@@ -37,6 +37,7 @@ func (s *Server) pageRoutes() {
 	e.GET("/traces/:trace", s.tracePage)
 	e.GET("/traces/:trace/tree", s.traceTree)
 	e.GET("/traces/:trace/children", s.traceChildren)
+	e.GET("/traces/:trace/search", s.traceSearch)
 	e.GET("/traces/:trace/spans/:span", s.traceSpan)
 	e.GET("/traces/:trace/spans/:span/payload", s.traceSpanPayload)
 	e.GET("/users", s.usersPage, requireRole(store.RoleAdmin))

@@ -146,11 +146,11 @@ func TestRunPageShowsHeaderTraceConversationAndLedger(t *testing.T) {
 	}
 	// Collapsed by turn: the turn rows are there, the tool spans inside them are not.
 	require.Regexp(t, `aria-expanded="false"`, body)
-	require.NotContains(t, body, `data-select>search</a>`)
+	require.NotContains(t, body, `data-select>search<span class="span-preview">`)
 
 	// A deep link opens the span's turn and selects it.
 	_, body = get(t, b.url+"/runs/"+run.ID.String()+"?tool=search&turn=1", "Accept", "text/html")
-	require.Contains(t, body, `data-select>search</a>`)
+	require.Contains(t, body, `data-select>search<span class="span-preview">: durable, angle 2.`, "a tool's row says what it was asked")
 	require.Contains(t, body, `class="span-panel"`)
 	require.Contains(t, body, "genkit:input")
 }

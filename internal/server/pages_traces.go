@@ -2,9 +2,11 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -38,6 +40,9 @@ const focusContext = 10
 // never ended are taken as abandoned (the process sending them crashed, or their end was lost)
 // rather than running.
 const staleAfter = 15 * time.Minute
+
+// previewRunes is how long a span's input preview in the tree may be.
+const previewRunes = 80
 
 // payloadPreview is how much of a large payload is shown before "load all".
 const payloadPreview = 16 << 10
@@ -273,6 +278,28 @@ func (sk *skeleton) label(i int32) string {
 	return trace.SpanLabel(f, f.ParentSpanID == nil)
 }
 
+// withPreviews says, on each tool row, what the tool was asked (trace.Preview of its input). The
+// inputs are read for the rendered tool rows only: a page shows a few hundred rows of a trace
+// that may have 10,000 spans, whose skeleton never reads a payload.
+func (s *Server) withPreviews(ctx context.Context, sk *skeleton, rows []templates.SpanRow) error {
+	var ids []string
+	for _, r := range rows {
+		if i, ok := sk.idx[r.ID]; ok && r.More == 0 && trace.SpanKind(&sk.facts[i]) == trace.KindTool {
+			ids = append(ids, r.ID)
+		}
+	}
+	inputs, err := s.store.SpanToolInputs(ctx, sk.traceID, ids)
+	if err != nil {
+		return err
+	}
+	for i := range rows {
+		if in, ok := inputs[rows[i].ID]; ok {
+			rows[i].Preview = trace.Preview(in, previewRunes)
+		}
+	}
+	return nil
+}
+
 // rows renders parent's children (the roots for -1) from offset, depth-first through the expanded
 // nodes, with a "more" row when a page of children is cut. When selected is a span, the path to it
 // is shown even where it is past a page of children (see rowsWindow).
@@ -424,6 +451,9 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 	if tr.RunID != nil && !strings.HasPrefix(link, "/runs/") {
 		v.RunURL = "/runs/" + tr.RunID.String()
 	}
+	if strings.HasPrefix(link, "/runs/") {
+		v.TraceURL = "/traces/" + traceID
+	}
 	if sk.running {
 		v.Duration = "running"
 	} else {
@@ -466,6 +496,9 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 		v.Failure = &templates.TraceFailure{Text: text, SpanID: id, URL: link + id + "#span-" + id}
 	}
 	v.Rows = sk.rows(-1, 0, 0, open, selected)
+	if err := s.withPreviews(ctx, sk, v.Rows); err != nil {
+		return nil, err
+	}
 	v.Turns = turnRows(sk.turns, link, sk.stale)
 	return v, nil
 }
@@ -764,8 +797,131 @@ func (s *Server) traceChildren(c echo.Context) error {
 	if link == "/" {
 		link = "/traces/" + traceID + "?span="
 	}
-	rows := sk.rowsWindow(parent, max(depth, 0), max(offset, 0), max(end, 0), nil, -1)
+	var open map[int32]bool
+	if c.QueryParam("expand") == "all" {
+		open = sk.openAll(parent, expandAllRows)
+	}
+	rows := sk.rowsWindow(parent, max(depth, 0), max(offset, 0), max(end, 0), open, -1)
+	if err := s.withPreviews(c.Request().Context(), sk, rows); err != nil {
+		return err
+	}
 	return s.render(c, http.StatusOK, templates.SpanRows(rows, link))
+}
+
+// expandAllRows is about how many rows "expand all" renders: past it, deeper nodes stay closed, to
+// be opened one by one, so that a 10,000-span trace does not become a 10,000-row page.
+const expandAllRows = 2000
+
+// openAll opens the nodes under parent (the roots for -1) level by level, while the rows they
+// show stay within budget; each shows at most a page of children.
+func (sk *skeleton) openAll(parent int32, budget int) map[int32]bool {
+	open := map[int32]bool{}
+	level := sk.roots
+	if parent >= 0 {
+		open[parent] = true
+		level = sk.children[parent]
+	}
+	rows := len(level)
+	for len(level) > 0 {
+		var next []int32
+		for _, i := range level {
+			kids := sk.children[i]
+			if len(kids) == 0 {
+				continue
+			}
+			shown := min(len(kids), childPage)
+			if rows+shown > budget {
+				return open
+			}
+			rows += shown
+			open[i] = true
+			next = append(next, kids[:shown]...)
+		}
+		level = next
+	}
+	return open
+}
+
+// spanMatch is one span a search found, with the display ancestors to open to show it, top down.
+type spanMatch struct {
+	ID   string   `json:"id"`
+	Path []string `json:"path"`
+}
+
+// traceSearch is GET /traces/{trace}/search?q=: the spans whose name, attributes (keys and values:
+// input, output, messages), status message or events contain q, in the tree's order, each with the
+// path that opens to it, since most of them sit inside collapsed rows the page has never loaded.
+func (s *Server) traceSearch(c echo.Context) error {
+	traceID, err := validTraceParam(c)
+	if err != nil {
+		return err
+	}
+	q := strings.TrimSpace(c.QueryParam("q"))
+	resp := struct {
+		Query   string      `json:"q"`
+		Matches []spanMatch `json:"matches"`
+		// Capped is true when there are more matches than store.SpanSearchLimit.
+		Capped bool `json:"capped"`
+	}{Query: q, Matches: []spanMatch{}}
+	if q == "" {
+		return c.JSON(http.StatusOK, resp)
+	}
+	ctx := c.Request().Context()
+	ids, err := s.store.SpanSearch(ctx, traceID, q)
+	if err != nil {
+		return err
+	}
+	resp.Capped = len(ids) >= store.SpanSearchLimit
+	if len(ids) == 0 {
+		return c.JSON(http.StatusOK, resp)
+	}
+	sk, err := s.loadSkeleton(ctx, traceID)
+	if err != nil {
+		return err
+	}
+	order := sk.displayOrder()
+	found := make([]int32, 0, len(ids))
+	for _, id := range ids {
+		if i, ok := sk.idx[id]; ok {
+			found = append(found, i)
+		}
+	}
+	slices.SortFunc(found, func(a, b int32) int { return int(order[a]) - int(order[b]) })
+	for _, i := range found {
+		anc := sk.ancestors(i)
+		path := make([]string, len(anc))
+		for k, a := range anc {
+			path[len(anc)-1-k] = sk.facts[a].SpanID
+		}
+		resp.Matches = append(resp.Matches, spanMatch{ID: sk.facts[i].SpanID, Path: path})
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+// displayOrder is each span's position in the tree read top to bottom, every node open.
+func (sk *skeleton) displayOrder() []int32 {
+	order := make([]int32, len(sk.facts))
+	n := int32(0)
+	stack := make([]int32, 0, len(sk.roots))
+	for k := len(sk.roots) - 1; k >= 0; k-- {
+		stack = append(stack, sk.roots[k])
+	}
+	seen := make([]bool, len(sk.facts))
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[i] {
+			continue
+		}
+		seen[i] = true
+		order[i] = n
+		n++
+		kids := sk.children[i]
+		for k := len(kids) - 1; k >= 0; k-- {
+			stack = append(stack, kids[k])
+		}
+	}
+	return order
 }
 
 // traceSpan is GET /traces/{trace}/spans/{span}: the span panel as an HTML fragment.
@@ -813,17 +969,29 @@ func (s *Server) traceSpanPayload(c echo.Context) error {
 	return s.render(c, http.StatusOK, templates.PayloadText(payloadText(raw)))
 }
 
-// tracesPage is GET /traces: traces newest first, filterable by source and name.
+// tracesPage is GET /traces: traces newest first, or sorted by duration, span count or tokens,
+// filtered as the API filters them (traceListFilters): status (a trace failed when any span in
+// it did), time, source, service, name, a root attribute and text.
 func (s *Server) tracesPage(c echo.Context) error {
-	p := store.TraceListParams{Limit: 50}
-	src, q := c.QueryParam("source"), c.QueryParam("q")
-	if src != "" {
-		p.Filters = append(p.Filters, store.TraceFilter{Field: store.TraceFieldSource, Op: store.FilterEq, Value: src})
+	q := c.QueryParams()
+	f := templates.TraceFilters{Source: q.Get("source"), Query: q.Get("q"), Text: q.Get("text"),
+		Status: q.Get("status"), Service: q.Get("service"), Since: q.Get("since"), Attr: q.Get("attr")}
+	// The page's attribute box takes key=value; the API's parameter is attr.key=value.
+	if k, v, ok := strings.Cut(f.Attr, "="); ok && strings.TrimSpace(k) != "" {
+		q.Set("attr."+strings.TrimSpace(k), strings.TrimSpace(v))
+	} else if f.Attr != "" {
+		return Errorf(http.StatusBadRequest, "bad_request", "attribute %q: write it as key=value", f.Attr)
 	}
-	if q != "" {
-		p.Filters = append(p.Filters, store.TraceFilter{Field: store.TraceFieldName, Op: store.FilterContains, Value: q})
+	filters, err := traceListFilters(q)
+	if err != nil {
+		return err
 	}
-	if v := c.QueryParam("cursor"); v != "" {
+	sortBy, asc, err := traceListSort(q)
+	if err != nil {
+		return err
+	}
+	p := store.TraceListParams{Limit: 50, Filters: filters, Sort: sortBy, Asc: asc, WithInput: true}
+	if v := q.Get("cursor"); v != "" {
 		cur, err := store.ParseTraceCursor(v)
 		if err != nil {
 			return Errorf(http.StatusBadRequest, "bad_request", "cursor: %v", err)
@@ -834,19 +1002,37 @@ func (s *Server) tracesPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page := templates.TracesPage{Page: s.page(c, "Traces", "traces"), Source: src, Query: q}
+	// keep is the page's query without the cursor and the order: what a sort link or the next
+	// page carries over.
+	keep := url.Values{}
+	for k, v := range map[string]string{"source": f.Source, "q": f.Query, "text": f.Text, "status": f.Status,
+		"service": f.Service, "since": f.Since, "attr": f.Attr} {
+		if v != "" {
+			keep.Set(k, v)
+		}
+	}
+	page := templates.TracesPage{Page: s.page(c, "Traces", "traces"), Filters: f,
+		Sort: string(cmp.Or(sortBy, store.TraceSortStart)), Asc: asc, SortURLs: map[string]string{}}
+	for _, o := range store.TraceSorts {
+		v := maps.Clone(keep)
+		v.Set("sort", string(o))
+		if string(o) == page.Sort && !asc {
+			v.Set("dir", "asc")
+		}
+		page.SortURLs[string(o)] = "/traces?" + v.Encode()
+	}
 	for _, it := range items {
 		t := it.Trace
 		row := templates.TraceListRow{ID: t.TraceID, Name: t.DisplayName, Source: t.Source, Spans: t.SpanCount,
-			Start: time.Unix(0, t.StartTime), Error: t.StatusCode == store.StatusError, Running: t.EndTime == 0, StartNano: t.StartTime,
+			Start: time.Unix(0, t.StartTime), Error: t.Failed(), ErrorSpans: t.ErrorSpans, Running: t.EndTime == 0, StartNano: t.StartTime,
 			Service: t.Service, Model: t.Model, ModelCalls: t.ModelCalls, InputTokens: t.InputTokens, OutputTokens: t.OutputTokens,
-			ToolCalls: t.ToolCalls, ToolErrors: t.ToolErrors}
+			ToolCalls: t.ToolCalls, ToolErrors: t.ToolErrors, Input: trace.Preview(it.Input, 100)}
 		if row.Running && time.Since(t.UpdatedAt) > staleAfter {
 			// Nothing has come for this trace for long: what has not ended will not.
 			row.Running, row.Stale = false, true
 		}
-		if !row.Running {
-			row.Duration = fmtNanos(t.EndTime - t.StartTime)
+		if !row.Running && !row.Stale {
+			row.Duration = fmtNanos(t.Duration())
 		}
 		if t.RunID != nil {
 			row.RunID = t.RunID.String()
@@ -854,12 +1040,13 @@ func (s *Server) tracesPage(c echo.Context) error {
 		page.Rows = append(page.Rows, row)
 	}
 	if next != nil {
-		v := url.Values{"cursor": {next.String()}}
-		if src != "" {
-			v.Set("source", src)
+		v := maps.Clone(keep)
+		v.Set("cursor", next.String())
+		if sortBy != "" {
+			v.Set("sort", string(sortBy))
 		}
-		if q != "" {
-			v.Set("q", q)
+		if asc {
+			v.Set("dir", "asc")
 		}
 		page.NextURL = "/traces?" + v.Encode()
 	}

@@ -9,11 +9,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -268,11 +266,9 @@ func (s *Server) otlpError(c echo.Context, ct string, err error) error {
 
 // apiTraceList is GET /api/v1/traces: trace summaries newest first.
 //
-// Parameters: limit (1 to 1000, default 50), cursor (next_cursor of the previous page), name
-// (exact), q (name contains), status (unset, ok, error or running), source (loupe, genkit, otlp),
-// run_id, since and until (RFC 3339, Unix nanoseconds, or a duration ago such as 24h, on the start
-// time), attr.KEY=VALUE (a root span attribute equals VALUE), and filter (Genkit's filter JSON,
-// with start and end in ms).
+// Parameters: limit (1 to 1000, default 50), cursor (next_cursor of the previous page, in the same
+// order), sort and dir (traceListSort), the filters of traceListFilters, and filter (Genkit's
+// filter JSON, with start and end in ms).
 func (s *Server) apiTraceList(c echo.Context) error {
 	p := store.TraceListParams{}
 	q := c.QueryParams()
@@ -290,58 +286,13 @@ func (s *Server) apiTraceList(c echo.Context) error {
 		}
 		p.After = cur
 	}
-	add := func(field, op string, v any) {
-		p.Filters = append(p.Filters, store.TraceFilter{Field: field, Op: op, Value: v})
+	fs, err := traceListFilters(q)
+	if err != nil {
+		return err
 	}
-	if v := q.Get("name"); v != "" {
-		add(store.TraceFieldName, store.FilterEq, v)
-	}
-	if v := q.Get("q"); v != "" {
-		add(store.TraceFieldName, store.FilterContains, v)
-	}
-	if v := q.Get("source"); v != "" {
-		if !slices.Contains(store.SpanSources, v) {
-			return Errorf(http.StatusBadRequest, "bad_request", "source %q is not one of %s", v, strings.Join(store.SpanSources, ", "))
-		}
-		add(store.TraceFieldSource, store.FilterEq, v)
-	}
-	if v := q.Get("run_id"); v != "" {
-		if _, err := uuid.Parse(v); err != nil {
-			return Errorf(http.StatusBadRequest, "bad_request", "run_id %q is not a UUID", v)
-		}
-		p.Filters = append(p.Filters, store.TraceFilter{Field: trace.AttrRunID, Op: store.FilterEq, Value: v})
-	}
-	switch v := q.Get("status"); v {
-	case "":
-	case "running":
-		add(store.TraceFieldRunning, store.FilterEq, true)
-	case "error":
-		add(store.TraceFieldStatus, store.FilterEq, int64(store.StatusError))
-	case "ok":
-		add(store.TraceFieldStatus, store.FilterNeq, int64(store.StatusError))
-		add(store.TraceFieldRunning, store.FilterEq, false)
-	case "unset":
-		add(store.TraceFieldStatus, store.FilterEq, int64(store.StatusUnset))
-		add(store.TraceFieldRunning, store.FilterEq, false)
-	default:
-		return Errorf(http.StatusBadRequest, "bad_request", "status %q is not one of ok, error, unset, running", v)
-	}
-	for param, op := range map[string]string{"since": store.FilterGte, "until": store.FilterLt} {
-		if v := q.Get(param); v != "" {
-			n, err := parseTime(v)
-			if err != nil {
-				return Errorf(http.StatusBadRequest, "bad_request", "%s %q: want an RFC 3339 time, Unix nanoseconds, or a duration ago such as 24h", param, v)
-			}
-			add(store.TraceFieldStart, op, n)
-		}
-	}
-	for key, vals := range q {
-		if attr, ok := strings.CutPrefix(key, "attr."); ok {
-			if attr == "" {
-				return Errorf(http.StatusBadRequest, "bad_request", "attr.: name the root span attribute, as in attr.env=prod")
-			}
-			add(attr, store.FilterEq, vals[0])
-		}
+	p.Filters = fs
+	if p.Sort, p.Asc, err = traceListSort(q); err != nil {
+		return err
 	}
 	if v := q.Get("filter"); v != "" {
 		fs, err := trace.ParseGenkitFilter(v)

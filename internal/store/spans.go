@@ -236,6 +236,7 @@ const traceFoldSQL = `
 		status_code = CASE WHEN EXCLUDED.root_span_id IS NOT NULL THEN EXCLUDED.status_code
 			ELSE t.status_code END,
 		span_count = t.span_count + EXCLUDED.span_count,
+		last_end_time_unix_nano = GREATEST(t.last_end_time_unix_nano, EXCLUDED.last_end_time_unix_nano),
 		run_id     = COALESCE(t.run_id, EXCLUDED.run_id),
 		updated_at = now()
 `
@@ -286,10 +287,10 @@ agg AS (
 ),
 tr AS (
 	INSERT INTO traces AS t (trace_id, display_name, root_span_id, start_time_unix_nano,
-		end_time_unix_nano, status_code, span_count, source, run_id, updated_at)
+		end_time_unix_nano, status_code, span_count, source, run_id, updated_at, last_end_time_unix_nano)
 	SELECT trace_id, left(COALESCE(root_name, ''), ` + displayNameMaxSQL + `), root_span_id, COALESCE(root_start, any_start, 0),
 		CASE WHEN root_span_id IS NOT NULL THEN root_end ELSE any_end END,
-		COALESCE(root_status, 0), new_spans, source, run_id, now()
+		COALESCE(root_status, 0), new_spans, source, run_id, now(), COALESCE(any_end, 0)
 	FROM agg ORDER BY trace_id
 ` + traceFoldSQL + `	RETURNING 1
 )
@@ -359,10 +360,10 @@ const spanExistingSQL = `SELECT k.trace_id, k.span_id
 // traceFoldArraysSQL folds per-trace aggregates computed in Go (traceAggregates) into traces.
 var traceFoldArraysSQL = `
 INSERT INTO traces AS t (trace_id, display_name, root_span_id, start_time_unix_nano,
-	end_time_unix_nano, status_code, span_count, source, updated_at)
+	end_time_unix_nano, status_code, span_count, source, updated_at, last_end_time_unix_nano)
 SELECT trace_id, left(COALESCE(root_name, ''), ` + displayNameMaxSQL + `), root_span_id, COALESCE(root_start, any_start, 0),
 	CASE WHEN root_span_id IS NOT NULL THEN root_end ELSE any_end END,
-	COALESCE(root_status, 0), new_spans, source, now()
+	COALESCE(root_status, 0), new_spans, source, now(), COALESCE(any_end, 0)
 FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int2[], $7::int8[],
 	$8::int8[], $9::int4[], $10::text[])
 	AS a(trace_id, root_span_id, root_name, root_start, root_end, root_status, any_start, any_end,

@@ -36,11 +36,37 @@ type Trace struct {
 	OutputTokens int64  `db:"output_tokens" json:"output_tokens"`
 	ToolCalls    int    `db:"tool_calls" json:"tool_calls"`
 	ToolErrors   int    `db:"tool_errors" json:"tool_errors"`
+	// LastEnd is the latest end of any of its spans: a trace lasts from StartTime to there
+	// (Duration).
+	LastEnd int64 `db:"last_end_time_unix_nano" json:"last_end_time_unix_nano"`
+	// ErrorSpans counts its failed spans, any of them: one is enough for the trace to be failed
+	// (Failed).
+	ErrorSpans int `db:"error_spans" json:"error_spans"`
+}
+
+// Failed reports whether any span of the trace failed, not only its root.
+func (t *Trace) Failed() bool { return t.ErrorSpans > 0 || t.StatusCode == StatusError }
+
+// Duration is how long a trace lasted: from its start to the latest end of any of its spans, as
+// the span tree's header on the trace and run pages measures it. It is 0 while the root runs.
+func (t *Trace) Duration() int64 {
+	if t.EndTime == 0 {
+		return 0
+	}
+	return max(t.LastEnd, t.EndTime) - t.StartTime
 }
 
 const traceColumns = `t.trace_id, t.display_name, t.root_span_id, t.start_time_unix_nano,
 	t.end_time_unix_nano, t.status_code, t.span_count, t.source, t.run_id, t.updated_at, t.service,
-	t.model, t.model_calls, t.input_tokens, t.output_tokens, t.tool_calls, t.tool_errors`
+	t.model, t.model_calls, t.input_tokens, t.output_tokens, t.tool_calls, t.tool_errors,
+	t.last_end_time_unix_nano, ` + traceErrorSpansSQL + ` AS error_spans`
+
+// traceErrorSpansSQL counts a trace's failed spans along spans_error_idx.
+const traceErrorSpansSQL = `(SELECT count(*) FROM spans e WHERE e.trace_id = t.trace_id AND e.status_code = 2)::int`
+
+// traceDurationSQL is Trace.Duration in SQL.
+const traceDurationSQL = `(CASE WHEN t.end_time_unix_nano = 0 THEN 0
+	ELSE GREATEST(t.last_end_time_unix_nano, t.end_time_unix_nano) - t.start_time_unix_nano END)`
 
 // TraceGet returns one trace's summary.
 func (s *Store) TraceGet(ctx context.Context, traceID string) (*Trace, error) {
@@ -59,10 +85,32 @@ func (s *Store) TraceGet(ctx context.Context, traceID string) (*Trace, error) {
 // database's.
 var ErrInvalidFilter = errors.New("invalid trace filter")
 
-// TraceCursor is a keyset position in the trace list, newest first.
+// TraceCursor is a keyset position in the trace list: the last row's sort value (its start time,
+// in the default order) and id.
 type TraceCursor struct {
 	StartTime int64
 	TraceID   string
+}
+
+// TraceSort is an order of the trace list; ties are broken by trace id.
+type TraceSort string
+
+// Trace-list orders.
+const (
+	TraceSortStart    TraceSort = "start" // the default: newest first
+	TraceSortDuration TraceSort = "duration"
+	TraceSortSpans    TraceSort = "spans"
+	TraceSortTokens   TraceSort = "tokens"
+)
+
+// TraceSorts are the orders the trace list accepts.
+var TraceSorts = []TraceSort{TraceSortStart, TraceSortDuration, TraceSortSpans, TraceSortTokens}
+
+var traceSortSQL = map[TraceSort]string{
+	TraceSortStart:    "t.start_time_unix_nano",
+	TraceSortDuration: traceDurationSQL,
+	TraceSortSpans:    "t.span_count::bigint",
+	TraceSortTokens:   "(t.input_tokens + t.output_tokens)",
 }
 
 // String encodes the cursor for a URL.
@@ -101,6 +149,13 @@ const (
 	TraceFieldType    = "type"   // Genkit's: the root's genkit:metadata:subtype, else genkit:type, else UNKNOWN
 	TraceFieldSource  = "source"
 	TraceFieldRunning = "running" // value true or false
+	// TraceFieldFailed is whether any span of the trace failed: value true or false.
+	TraceFieldFailed = "failed"
+	// TraceFieldService is the service.name of the program that sent the trace.
+	TraceFieldService = "service"
+	// TraceFieldText is text in the root span's name, input, output or other attributes (contains
+	// only).
+	TraceFieldText = "text"
 )
 
 // TraceFilter is one condition on the trace list. Value is a string, an int64, a float64, a bool,
@@ -118,13 +173,28 @@ type TraceListParams struct {
 	Limit   int          // default 50, at most 1000
 	// WithRoot also returns each trace's root span, for Genkit's list, in one query.
 	WithRoot bool
+	// WithInput also returns the start of each trace's input (its root span's genkit:input, or
+	// gen_ai.input.messages), for a preview.
+	WithInput bool
+	// Sort is the order, TraceSortStart by default; Asc makes it ascending (the default is
+	// descending). After must come from a page in the same order.
+	Sort TraceSort
+	Asc  bool
 }
 
 // TraceListItem is one trace of the list, with its root span when asked for and present.
 type TraceListItem struct {
 	Trace
 	Root *Span
+	// sortValue is the row's value in the list's order, for the next page's cursor.
+	sortValue int64
+	// Input is the start of the trace's input when WithInput was asked, at most traceInputMax
+	// characters.
+	Input string
 }
+
+// traceInputMax is how much of a trace's input the list reads for its preview.
+const traceInputMax = 2000
 
 // TraceList returns traces newest first, and the cursor of the next page (nil on the last page).
 func (s *Store) TraceList(ctx context.Context, p TraceListParams) ([]TraceListItem, *TraceCursor, error) {
@@ -149,11 +219,27 @@ func (s *Store) TraceList(ctx context.Context, p TraceListParams) ([]TraceListIt
 		needRoot = needRoot || root
 		where = append(where, cond)
 	}
+	if p.Sort == "" {
+		p.Sort = TraceSortStart
+	}
+	key, ok := traceSortSQL[p.Sort]
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: no order %q", ErrInvalidFilter, p.Sort)
+	}
+	cmp, dir := "<", "DESC"
+	if p.Asc {
+		cmp, dir = ">", "ASC"
+	}
 	if p.After != nil {
-		where = append(where, fmt.Sprintf("(t.start_time_unix_nano, t.trace_id) < (%s, %s)",
+		where = append(where, fmt.Sprintf("(%s, t.trace_id) %s (%s, %s)", key, cmp,
 			arg(p.After.StartTime), arg(p.After.TraceID)))
 	}
-	q := `SELECT ` + traceColumns
+	q := `SELECT ` + traceColumns + `, ` + key + ` AS sort_value`
+	if p.WithInput {
+		needRoot = true
+		q += `, COALESCE(left(COALESCE(r.attributes->>'genkit:input', r.attributes->>'gen_ai.input.messages'), ` +
+			strconv.Itoa(traceInputMax) + `), '')`
+	}
 	if p.WithRoot {
 		q += `, r.trace_id IS NOT NULL AS has_root, ` + prefixed("r.", spanReadColumns)
 	}
@@ -164,7 +250,7 @@ func (s *Store) TraceList(ctx context.Context, p TraceListParams) ([]TraceListIt
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
-	q += ` ORDER BY t.start_time_unix_nano DESC, t.trace_id DESC LIMIT ` + arg(p.Limit+1)
+	q += ` ORDER BY ` + key + ` ` + dir + `, t.trace_id ` + dir + ` LIMIT ` + arg(p.Limit+1)
 
 	rows, err := s.db.Query(ctx, q, args...)
 	if err != nil {
@@ -175,7 +261,11 @@ func (s *Store) TraceList(ctx context.Context, p TraceListParams) ([]TraceListIt
 		t := &it.Trace
 		dest := []any{&t.TraceID, &t.DisplayName, &t.RootSpanID, &t.StartTime, &t.EndTime,
 			&t.StatusCode, &t.SpanCount, &t.Source, &t.RunID, &t.UpdatedAt, &t.Service, &t.Model,
-			&t.ModelCalls, &t.InputTokens, &t.OutputTokens, &t.ToolCalls, &t.ToolErrors}
+			&t.ModelCalls, &t.InputTokens, &t.OutputTokens, &t.ToolCalls, &t.ToolErrors, &t.LastEnd,
+			&t.ErrorSpans, &it.sortValue}
+		if p.WithInput {
+			dest = append(dest, &it.Input)
+		}
 		if !p.WithRoot {
 			return it, row.Scan(dest...)
 		}
@@ -200,7 +290,7 @@ func (s *Store) TraceList(ctx context.Context, p TraceListParams) ([]TraceListIt
 	if len(items) > p.Limit {
 		items = items[:p.Limit]
 		last := items[len(items)-1]
-		next = &TraceCursor{StartTime: last.StartTime, TraceID: last.TraceID}
+		next = &TraceCursor{StartTime: last.sortValue, TraceID: last.TraceID}
 	}
 	return items, next, nil
 }
@@ -287,6 +377,25 @@ func traceFilterSQL(f TraceFilter, arg func(any) string) (string, bool, error) {
 			return "t.end_time_unix_nano = 0", false, nil
 		}
 		return "t.end_time_unix_nano <> 0", false, nil
+	case TraceFieldFailed:
+		b, ok := f.Value.(bool)
+		if !ok || (f.Op != FilterEq && f.Op != FilterNeq) {
+			return "", false, fmt.Errorf("%w: filter failed: want eq or neq with true or false", ErrInvalidFilter)
+		}
+		failed := "(t.status_code = 2 OR EXISTS (SELECT 1 FROM spans e WHERE e.trace_id = t.trace_id AND e.status_code = 2))"
+		if b == (f.Op == FilterEq) {
+			return failed, false, nil
+		}
+		return "NOT " + failed, false, nil
+	case TraceFieldService:
+		col = "t.service"
+	case TraceFieldText:
+		str, ok := f.Value.(string)
+		if !ok || f.Op != FilterContains {
+			return "", false, fmt.Errorf("%w: filter text: want contains with a string", ErrInvalidFilter)
+		}
+		v := arg(str)
+		return fmt.Sprintf("(strpos(lower(t.display_name), lower(%s)) > 0 OR strpos(lower(r.attributes::text), lower(%s)) > 0)", v, v), true, nil
 	case TraceFieldType:
 		col, root = `COALESCE(r.attributes->>'genkit:metadata:subtype', r.attributes->>'genkit:type', 'UNKNOWN')`, true
 	case "":

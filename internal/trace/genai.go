@@ -3,6 +3,7 @@ package trace
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/loupe-dev/loupe/internal/store"
@@ -152,6 +153,107 @@ func FactsOf(sp *store.Span) store.SpanTurnFacts {
 		f.ModelOutput = nil // as the SQL reads it: only a Genkit model span's, without gen_ai usage
 	}
 	return f
+}
+
+// Preview is what an input asked, in a few words: a lone string argument as itself ("durable
+// execution retries" from {"query": "durable execution retries"}, or from that object as a JSON
+// string, as Genkit stores it), several as their keys and values, a list of messages (GenAI's
+// gen_ai.input.messages, Genkit's) as its first user message's text, anything else as compact
+// JSON; "" for none. It is cut to max runes.
+func Preview(in string, max int) string {
+	in = strings.TrimSpace(in)
+	if in == "" || in == "null" || in == "{}" || in == "[]" {
+		return ""
+	}
+	var v any
+	if json.Unmarshal([]byte(in), &v) == nil {
+		in = previewValue(v)
+	}
+	in = strings.Join(strings.Fields(in), " ")
+	if r := []rune(in); len(r) > max {
+		return string(r[:max-1]) + "…"
+	}
+	return in
+}
+
+// firstUserText is the text of the first user message of msgs, when msgs is a list of messages
+// ({"role": …, "parts" or "content": …}).
+func firstUserText(msgs []any) (string, bool) {
+	var first map[string]any
+	for _, m := range msgs {
+		msg, ok := m.(map[string]any)
+		if !ok || msg["role"] == nil {
+			return "", false
+		}
+		if first == nil || (msg["role"] == "user" && first["role"] != "user") {
+			first = msg
+		}
+	}
+	if first == nil {
+		return "", false
+	}
+	var texts []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			texts = append(texts, x)
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for _, k := range []string{"text", "content"} {
+				if s, ok := x[k].(string); ok {
+					texts = append(texts, s)
+					return
+				}
+			}
+		}
+	}
+	walk(first["content"])
+	walk(first["parts"])
+	return strings.Join(texts, " "), len(texts) > 0
+}
+
+func previewValue(v any) string {
+	switch x := v.(type) {
+	case string:
+		var inner any
+		if t := strings.TrimSpace(x); (strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[")) && json.Unmarshal([]byte(t), &inner) == nil {
+			return previewValue(inner) // Genkit stores an input as a JSON string
+		}
+		return x
+	case map[string]any:
+		if len(x) == 1 {
+			for _, e := range x {
+				return previewValue(e)
+			}
+		}
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			parts = append(parts, k+": "+previewValue(x[k]))
+		}
+		return strings.Join(parts, ", ")
+	case []any:
+		if text, ok := firstUserText(x); ok {
+			return text
+		}
+		parts := make([]string, 0, len(x))
+		for _, e := range x {
+			parts = append(parts, previewValue(e))
+		}
+		return strings.Join(parts, ", ")
+	case nil:
+		return ""
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // objectValues returns the raw values of keys in obj, a valid JSON object, the last one when a name

@@ -160,3 +160,17 @@ func TestFactsOfScansAttributesLikeTheSQL(t *testing.T) {
 	require.Len(t, turns, 1)
 	require.Equal(t, []any{"m", int64(7), int64(6), "stop"}, []any{turns[0].Model, turns[0].InputTokens, turns[0].OutputTokens, turns[0].FinishReason})
 }
+
+// TestPreviewSaysWhatAToolWasAsked: a tool's row reads "search: durable execution retries", from
+// Genkit's input (a JSON string) or GenAI's arguments; several arguments read as their keys and
+// values; a list of messages as its first user message; a long one is cut.
+func TestPreviewSaysWhatAToolWasAsked(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "durable execution retries", trace.Preview(`{"query":"durable execution retries"}`, 40))
+	require.Equal(t, "durable execution retries", trace.Preview(`"{\"query\":\"durable execution retries\"}"`, 40))
+	require.Equal(t, "city: Lisbon, days: 3", trace.Preview(`{"days":3,"city":"Lisbon"}`, 40))
+	require.Equal(t, "plain words", trace.Preview("plain   words", 40))
+	require.Equal(t, "Weather in Lisbon?", trace.Preview(`[{"role":"system","parts":[{"type":"text","content":"Be brief."}]},{"role":"user","parts":[{"type":"text","content":"Weather in Lisbon?"}]}]`, 40))
+	require.Equal(t, "", trace.Preview(`{}`, 40))
+	require.Len(t, []rune(trace.Preview(strings.Repeat("é", 100), 40)), 40)
+}

@@ -378,9 +378,187 @@ function initTree(root) {
       b.remove();
     });
   });
+  initTreeFind(root, tree, { expand, collapse, select, busy, q });
   tree.querySelector(".span-row.selected")?.scrollIntoView({ block: "nearest" });
   keepLinkedSpanInView();
 }
+
+// ---- span tree: find, expand all, collapse all, keyboard ----
+
+// initTreeFind wires the tree's search box, its expand/collapse-all buttons and the arrow keys.
+// The server answers a search with every matching span and the path to it, so a match inside a
+// collapsed row is reached by opening that path, one /children request per closed ancestor.
+function initTreeFind(root, tree, { expand, collapse, select, busy, q }) {
+  const tools = root.querySelector(".tree-tools");
+  const input = tools?.querySelector(".span-search");
+  const count = tools?.querySelector(".search-count");
+  const prevBtn = tools?.querySelector("[data-search-prev]");
+  const nextBtn = tools?.querySelector("[data-search-next]");
+  const rowOf = (id) => document.getElementById("span-" + id);
+  let matches = [];
+  let ids = new Set();
+  let cur = -1;
+  let seq = 0;
+  let searched = "";
+
+  // mark highlights the matches among the rows on the page; it runs again whenever rows change.
+  const mark = () => {
+    tree.querySelectorAll(".span-row.match").forEach((li) => {
+      if (!ids.has(li.dataset.span)) li.classList.remove("match", "current-match");
+    });
+    for (const id of ids) rowOf(id)?.classList.add("match");
+    tree.querySelectorAll(".span-row.current-match").forEach((li) => {
+      if (li.dataset.span !== matches[cur]?.id) li.classList.remove("current-match");
+    });
+    if (cur >= 0) rowOf(matches[cur].id)?.classList.add("current-match");
+  };
+  new MutationObserver(mark).observe(tree, { childList: true });
+
+  const showCount = () => {
+    if (!count) return;
+    if (!input.value.trim()) count.textContent = "";
+    else if (matches.length === 0) count.textContent = "no spans match";
+    else count.textContent = `${cur + 1} of ${matches.length}${root.dataset.searchCapped === "true" ? "+" : ""}`;
+    if (prevBtn) prevBtn.disabled = matches.length === 0;
+    if (nextBtn) nextBtn.disabled = matches.length === 0;
+  };
+
+  // reveal opens the closed ancestors of a match, top down, and brings it into view. A span past
+  // a page of its parent's children is reached by loading the pages after it ("show more").
+  async function load(id, parent) {
+    for (let pages = 0; !rowOf(id) && pages < 100; pages++) {
+      const more = [...tree.querySelectorAll(".span-row.more")].find((r) => (r.dataset.parent ?? "") === parent);
+      if (!more) return;
+      const end = more.dataset.end ? `&end=${more.dataset.end}` : "";
+      const html = await fetchHTML(`${root.dataset.base}/children?parent=${encodeURIComponent(parent)}&offset=${more.dataset.offset}${end}&depth=${more.dataset.depth}${q("")}`);
+      more.replaceWith(fragment(html ?? ""));
+    }
+  }
+  async function reveal(m) {
+    let parent = "";
+    for (const a of m.path) {
+      await load(a, parent);
+      const li = rowOf(a);
+      if (li && li.getAttribute("aria-expanded") === "false") await expand(li);
+      parent = a;
+    }
+    await load(m.id, parent);
+    const li = rowOf(m.id);
+    if (li) li.scrollIntoView({ block: "nearest" });
+    return li;
+  }
+  async function go(k) {
+    if (matches.length === 0) return;
+    cur = (k + matches.length) % matches.length;
+    showCount();
+    await busy(async () => {
+      const li = await reveal(matches[cur]);
+      mark();
+      if (li) await select(li, li.querySelector("[data-select]").href);
+    });
+  }
+  async function search() {
+    const text = input.value.trim();
+    searched = text;
+    const mine = ++seq;
+    if (!text) {
+      matches = []; ids = new Set(); cur = -1;
+      mark(); showCount();
+      return;
+    }
+    const res = await fetch(`${root.dataset.base}/search?q=${encodeURIComponent(text)}`, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+    if (!res.ok || mine !== seq) return;
+    const body = await res.json();
+    if (mine !== seq) return;
+    matches = body.matches ?? [];
+    root.dataset.searchCapped = String(!!body.capped);
+    ids = new Set(matches.map((m) => m.id));
+    cur = -1;
+    mark();
+    showCount();
+    if (matches.length) await go(0);
+  }
+  if (input) {
+    const later = debounce(search, 250);
+    input.addEventListener("input", later);
+    input.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter") {
+        ev.preventDefault();
+        if (input.value.trim() !== searched) search();
+        else go(cur + (ev.shiftKey ? -1 : 1));
+      } else if (ev.key === "Escape") {
+        input.value = "";
+        search();
+      }
+    });
+    prevBtn?.addEventListener("click", () => go(cur - 1));
+    nextBtn?.addEventListener("click", () => go(cur + 1));
+  }
+
+  tools?.querySelector("[data-expand-all]")?.addEventListener("click", () => busy(async () => {
+    const html = await fetchHTML(`${root.dataset.base}/children?expand=all&depth=0${q("")}`);
+    tree.replaceChildren(fragment(html ?? ""));
+  }));
+  tools?.querySelector("[data-collapse-all]")?.addEventListener("click", () => busy(async () => {
+    [...tree.querySelectorAll('.span-row[aria-expanded="true"]')].reverse().forEach((li) => collapse(li));
+  }));
+
+  // Up/Down move between rows, Right opens a row or goes to its first child, Left closes it or
+  // goes to its parent; Enter on a row's name selects it (it is a link).
+  const rows = () => [...tree.querySelectorAll(".span-row[data-span]")];
+  const focusRow = (li) => li?.querySelector("[data-select]")?.focus();
+  tree.addEventListener("keydown", (ev) => {
+    const li = ev.target.closest(".span-row[data-span]");
+    if (!li || ev.defaultPrevented) return; // the tree's own handler opened or closed it
+    const all = () => rows();
+    switch (ev.key) {
+      case "ArrowDown": {
+        ev.preventDefault();
+        const r = all();
+        focusRow(r[r.indexOf(li) + 1]);
+        break;
+      }
+      case "ArrowUp": {
+        ev.preventDefault();
+        const r = all();
+        focusRow(r[r.indexOf(li) - 1]);
+        break;
+      }
+      case "ArrowRight":
+        if (li.getAttribute("aria-expanded") === "true") {
+          ev.preventDefault();
+          const next = li.nextElementSibling;
+          if (next && Number(next.dataset.depth) > Number(li.dataset.depth)) focusRow(next);
+        }
+        break;
+      case "ArrowLeft":
+        if (li.getAttribute("aria-expanded") !== "true") {
+          ev.preventDefault();
+          const depth = Number(li.dataset.depth);
+          let p = li.previousElementSibling;
+          while (p && !(p.dataset.span && Number(p.dataset.depth) < depth)) p = p.previousElementSibling;
+          focusRow(p);
+        }
+        break;
+    }
+  });
+  if (!slashBound) {
+    slashBound = true;
+    document.addEventListener("keydown", (ev) => {
+      if (ev.key !== "/" || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+      if (ev.target.closest?.("input, textarea, select, [contenteditable]")) return;
+      const box = document.querySelector("#trace .span-search");
+      if (!box) return;
+      ev.preventDefault();
+      box.focus();
+      box.select();
+    });
+  }
+}
+
+// slashBound is set once the page-wide "/" to search is listening (initTree runs again when the
+// tree is replaced).
+let slashBound = false;
 
 // keepLinkedSpanInView brings the span a link names (#span-<id>, as "show the failing span") to
 // the middle of the screen, and keeps it there while the page is still laying itself out (the

@@ -261,6 +261,8 @@ type SpanRow struct {
 	Parent string
 	// MissingParent is the id of a span's parent that is not in the trace (not yet, or never).
 	MissingParent string
+	// Preview says what the span did, from its input: a tool's arguments in a few words.
+	Preview string
 }
 
 // maxIndent is the deepest indentation class: deeper rows share it, so that a deep span's name is
@@ -273,10 +275,14 @@ func (r SpanRow) DepthClass() string { return fmt.Sprintf("d%d", min(r.Depth, ma
 // NameTitle is the tooltip of the row's name: the full name, which a deep row may cut, and the
 // depth when the indentation no longer shows it.
 func (r SpanRow) NameTitle() string {
-	if r.Depth > maxIndent {
-		return r.Name + " (depth " + strconv.Itoa(r.Depth) + ")"
+	name := r.Name
+	if r.Preview != "" {
+		name += ": " + r.Preview
 	}
-	return r.Name
+	if r.Depth > maxIndent {
+		return name + " (depth " + strconv.Itoa(r.Depth) + ")"
+	}
+	return name
 }
 
 // Payload is one large attribute value of a span, shown collapsed.
@@ -402,6 +408,8 @@ type TraceView struct {
 	Turns []TurnRow
 	// RunURL links the run this trace records, when it records one and the page is not the run's.
 	RunURL string
+	// TraceURL is the trace's own page, linked from the run page.
+	TraceURL string
 	// Failure says what failed in the trace, with a link to the span where it starts.
 	Failure *TraceFailure
 }
@@ -522,6 +530,23 @@ type TraceListRow struct {
 	OutputTokens int64
 	ToolCalls    int
 	ToolErrors   int
+	// ErrorSpans counts its failed spans; Error is set when there is one (or the root failed).
+	ErrorSpans int
+	// Input is a preview of the trace's input (its root span's).
+	Input string
+}
+
+// Status is the row's status: running, failed, ok, or no end received.
+func (r TraceListRow) Status() string {
+	switch {
+	case r.Running:
+		return "running"
+	case r.Error:
+		return "failed"
+	case r.Stale:
+		return "no end received"
+	}
+	return "ok"
 }
 
 // Tokens is the row's tokens for the list: "120 in / 30 out", or "" when no model was called.
@@ -546,10 +571,33 @@ func (r TraceListRow) Tools() string {
 // TracesPage is the traces list's view model.
 type TracesPage struct {
 	Page
-	Source  string
-	Query   string
-	Rows    []TraceListRow
-	NextURL string
+	Filters TraceFilters
+	// Sort is the list's order (start, duration, spans, tokens), Asc its direction; SortURLs
+	// link each order, the current one reversed.
+	Sort     string
+	Asc      bool
+	SortURLs map[string]string
+	Rows     []TraceListRow
+	NextURL  string
+}
+
+// TraceFilters are the traces list's filters, as the form sends them.
+type TraceFilters struct {
+	Source, Query, Text, Status, Service, Since, Attr string
+}
+
+// Any reports whether a filter is set.
+func (f TraceFilters) Any() bool { return f != TraceFilters{} }
+
+// SortMark is the arrow after a column heading: the list's order and its direction.
+func (p TracesPage) SortMark(col string) string {
+	switch {
+	case col != p.Sort:
+		return ""
+	case p.Asc:
+		return " ▴"
+	}
+	return " ▾"
 }
 
 // TracePage shows one trace.
