@@ -94,6 +94,9 @@ func TestBrowserGenkitJSDeveloperJourney(t *testing.T) {
 		chromedp.WaitVisible(`[data-confirm-step]`, chromedp.ByQuery),
 		chromedp.KeyEvent("\r"),
 		chromedp.WaitVisible(`#flash.ok`, chromedp.ByQuery),
+	))
+	require.NotEmpty(t, runURL)
+	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.Navigate(runURL),
 		chromedp.WaitVisible(`.run-header[data-status="succeeded"]`, chromedp.ByQuery),
 		chromedp.Text(`#conversation`, &conversation, chromedp.ByQuery),
