@@ -64,7 +64,8 @@ func (s *Server) runsPage(c echo.Context) error {
 	q := c.QueryParams()
 	page := templates.RunsPage{
 		Page:     s.page(c, "Runs", "runs"),
-		Filter:   templates.RunFilter{Status: q.Get("status"), Action: q.Get("action"), Query: q.Get("q"), Since: q.Get("since"), Until: q.Get("until")},
+		Filter: templates.RunFilter{Status: q.Get("status"), Action: q.Get("action"), Query: q.Get("q"), Since: q.Get("since"), Until: q.Get("until"),
+			Session: q.Get("session")},
 		Statuses: store.RunStatuses,
 		Actions:  s.actionKeys(c.Request().Context(), "flow"),
 	}
@@ -99,8 +100,33 @@ func (s *Server) runsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	ids := make([]uuid.UUID, len(list))
+	for i, r := range list {
+		ids[i] = r.ID
+	}
+	sessions, err := s.store.RunSessions(ctx, ids)
+	if err != nil {
+		return err
+	}
 	for _, r := range list {
-		page.Rows = append(page.Rows, runListRow(r, pending[r.ID]))
+		row := runListRow(r, pending[r.ID])
+		row.Session = sessions[r.ID]
+		page.Sessions = page.Sessions || row.Session != ""
+		page.Rows = append(page.Rows, row)
+	}
+	page.Grouped = q.Get("group") == "session"
+	toggle := url.Values{}
+	for k, vals := range q {
+		if k != "group" && k != "cursor" && len(vals) > 0 && vals[0] != "" {
+			toggle.Set(k, vals[0])
+		}
+	}
+	if !page.Grouped {
+		toggle.Set("group", "session")
+	}
+	page.GroupURL = "/runs?" + toggle.Encode()
+	if page.Grouped {
+		page.Groups = groupBySession(page.Rows)
 	}
 	if next != nil {
 		v := url.Values{}
@@ -131,6 +157,31 @@ func (s *Server) runsCompare(c echo.Context) error {
 		ids[i] = id
 	}
 	return c.Redirect(http.StatusSeeOther, "/runs/"+ids[0].String()+"/diff/"+ids[1].String())
+}
+
+// groupBySession sorts a page's runs into their sessions, in the order each session first appears
+// (the list's order), the runs without one last.
+func groupBySession(rows []templates.RunListRow) []templates.RunGroup {
+	var groups []templates.RunGroup
+	at := map[string]int{}
+	var none []templates.RunListRow
+	for _, r := range rows {
+		if r.Session == "" {
+			none = append(none, r)
+			continue
+		}
+		i, ok := at[r.Session]
+		if !ok {
+			i = len(groups)
+			at[r.Session] = i
+			groups = append(groups, templates.RunGroup{Session: r.Session, URL: "/runs?" + url.Values{"session": {r.Session}}.Encode()})
+		}
+		groups[i].Rows = append(groups[i].Rows, r)
+	}
+	if len(none) > 0 {
+		groups = append(groups, templates.RunGroup{Rows: none})
+	}
+	return groups
 }
 
 // runSortColumns are the runs table's sortable columns and the order each sorts by; a column

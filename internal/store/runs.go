@@ -181,6 +181,8 @@ type RunListParams struct {
 	Limit  int        // default 50, at most 500
 	Sort   RunSort    // default RunSortStarted
 	Asc    bool       // ascending; the default is descending
+	// Session keeps the runs whose traces belong to this conversation (RunSessions).
+	Session string
 }
 
 // RunList returns runs newest first, and the cursor of the next page (nil on the last page).
@@ -209,6 +211,9 @@ func (s *Store) RunList(ctx context.Context, p RunListParams) ([]*Run, *RunCurso
 	}
 	if !p.Until.IsZero() {
 		where = append(where, "created_at < "+arg(p.Until))
+	}
+	if p.Session != "" {
+		where = append(where, "EXISTS (SELECT 1 FROM traces t WHERE t.run_id = runs.id AND t.session = "+arg(p.Session)+")")
 	}
 	if p.Query != "" {
 		pattern := "%" + escapeLike(p.Query) + "%"
@@ -561,4 +566,31 @@ func (s *Store) RunSetResumeSpan(ctx context.Context, id uuid.UUID, traceID, spa
 		return fmt.Errorf("record resume span of run %s: %w", id, err)
 	}
 	return nil
+}
+
+// RunSessions returns the conversation each run's traces belong to (traces.session: Genkit's
+// genkit:sessionId, the GenAI conventions' gen_ai.conversation.id), for the runs that have one.
+func (s *Store) RunSessions(ctx context.Context, runIDs []uuid.UUID) (map[uuid.UUID]string, error) {
+	out := map[uuid.UUID]string{}
+	if len(runIDs) == 0 {
+		return out, nil
+	}
+	rows, err := s.db.Query(ctx, `SELECT DISTINCT ON (run_id) run_id, session FROM traces
+		WHERE run_id = ANY($1) AND session IS NOT NULL ORDER BY run_id, trace_id`, runIDs)
+	if err != nil {
+		return nil, fmt.Errorf("sessions of runs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uuid.UUID
+		var session string
+		if err := rows.Scan(&id, &session); err != nil {
+			return nil, fmt.Errorf("sessions of runs: %w", err)
+		}
+		out[id] = session
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sessions of runs: %w", err)
+	}
+	return out, nil
 }

@@ -26,6 +26,9 @@ type SpanUsage struct {
 type TraceService struct {
 	TraceID string
 	Service string
+	// Session is the conversation the trace belongs to (genkit:sessionId, gen_ai.conversation.id),
+	// "" when its spans name none.
+	Session string
 }
 
 // traceUsageFoldSQL stores each span's share and adds to its trace the difference from the share
@@ -72,9 +75,10 @@ UPDATE traces t SET
 FROM d WHERE t.trace_id = d.trace_id`
 
 const traceServiceSQL = `
-UPDATE traces t SET service = s.service
-FROM unnest($1::text[], $2::text[]) AS s(trace_id, service)
-WHERE t.trace_id = s.trace_id AND t.service = '' AND s.service <> ''`
+UPDATE traces t SET service = CASE WHEN t.service = '' THEN s.service ELSE t.service END,
+	session = coalesce(t.session, nullif(s.session, ''))
+FROM unnest($1::text[], $2::text[], $3::text[]) AS s(trace_id, service, session)
+WHERE t.trace_id = s.trace_id AND (t.service = '' AND s.service <> '' OR t.session IS NULL AND s.session <> '')`
 
 // TraceUsageFold adds the shares of spans already ingested (SpanIngest) to their traces' totals,
 // and records the services that sent traces which have none yet. It is idempotent per span: a
@@ -101,11 +105,11 @@ func (s *Store) TraceUsageFold(ctx context.Context, usage []SpanUsage, services 
 		batch.Queue(traceUsageFoldSQL, traceIDs, spanIDs, kinds, models, starts, ins, outs, failed)
 	}
 	if len(services) > 0 {
-		traceIDs, names := make([]string, len(services)), make([]string, len(services))
+		traceIDs, names, sessions := make([]string, len(services)), make([]string, len(services)), make([]string, len(services))
 		for i, sv := range services {
-			traceIDs[i], names[i] = sv.TraceID, sv.Service
+			traceIDs[i], names[i], sessions[i] = sv.TraceID, sv.Service, sv.Session
 		}
-		batch.Queue(traceServiceSQL, traceIDs, names)
+		batch.Queue(traceServiceSQL, traceIDs, names, sessions)
 	}
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {

@@ -313,13 +313,17 @@ func usageOf(spans []store.Span) ([]store.SpanUsage, []store.TraceService) {
 	)
 	for i := range spans {
 		sp := &spans[i]
-		if sp.Source == store.SpanSourceOTLP && !seen[sp.TraceID] {
-			if name := serviceName(sp.Resource); name != "" {
+		if !seen[sp.TraceID] {
+			name := ""
+			if sp.Source == store.SpanSourceOTLP {
+				name = serviceName(sp.Resource)
+			}
+			if session := sessionOf(sp.Attributes); name != "" || session != "" {
 				if seen == nil {
 					seen = map[string]bool{}
 				}
 				seen[sp.TraceID] = true
-				services = append(services, store.TraceService{TraceID: sp.TraceID, Service: name})
+				services = append(services, store.TraceService{TraceID: sp.TraceID, Service: name, Session: session})
 			}
 		}
 		if sp.EndTime == 0 {
@@ -339,6 +343,19 @@ func usageOf(spans []store.Span) ([]store.SpanUsage, []store.TraceService) {
 		usage = append(usage, u)
 	}
 	return usage, services
+}
+
+// sessionOf is the conversation a span's attributes name: Genkit's genkit:sessionId, else the GenAI
+// conventions' gen_ai.conversation.id; "" when neither is there.
+func sessionOf(attrs json.RawMessage) string {
+	if len(attrs) < 2 || attrs[0] != '{' || !bytes.Contains(attrs, []byte("ession")) && !bytes.Contains(attrs, []byte("conversation")) {
+		return ""
+	}
+	genkit, genai := objectMembers(attrs, "genkit:sessionId", "gen_ai.conversation.id")
+	if s := jsonString(genkit); s != "" {
+		return s
+	}
+	return jsonString(genai)
 }
 
 // serviceName is an OTLP resource's service.name, unless it is the SDK's placeholder

@@ -330,8 +330,8 @@ func (p *Processor) export(ctx context.Context, batch []sdktrace.ReadOnlySpan) e
 	cleanSpans(spans)
 	_, err := p.store.SpanIngestCopy(ctx, spans)
 	if err == nil {
-		if usage, _ := usageOf(spans); len(usage) > 0 {
-			if err := p.store.TraceUsageFold(ctx, usage, nil); err != nil {
+		if usage, sessions := usageOf(spans); len(usage) > 0 || len(sessions) > 0 {
+			if err := p.store.TraceUsageFold(ctx, usage, sessions); err != nil {
 				p.log.Warn("span export: usage totals not updated", "spans", len(usage), "err", err)
 			}
 		}

@@ -8,11 +8,12 @@ import (
 
 // RunFilter is the runs list's filter form, as typed.
 type RunFilter struct {
-	Status string
-	Action string
-	Query  string
-	Since  string
-	Until  string
+	Status  string
+	Action  string
+	Query   string
+	Since   string
+	Until   string
+	Session string
 }
 
 // RunListRow is one run of the runs table.
@@ -33,6 +34,15 @@ type RunListRow struct {
 	Input string
 	// Lineage is "replay" or "fork" for a derived run, empty for an original.
 	Lineage string
+	// Session is the conversation the run's traces belong to, when they name one.
+	Session string
+}
+
+// RunGroup is the runs of one session (conversation), for the runs list grouped by session.
+type RunGroup struct {
+	Session string // "" for the runs that name none
+	URL     string // the runs list filtered on the session
+	Rows    []RunListRow
 }
 
 // RunSortLink is a sortable column header of the runs table.
@@ -59,6 +69,12 @@ type RunsPage struct {
 	// FieldError names a filter that was not understood, shown beside it; Error says why.
 	FieldError string
 	Error      string
+	// Groups are the page's runs by session, when the list is grouped (?group=session);
+	// GroupURL toggles the grouping; Sessions says whether any run of the page has one.
+	Groups   []RunGroup
+	GroupURL string
+	Grouped  bool
+	Sessions bool
 }
 
 // RunHeader is the run page's header.
