@@ -63,7 +63,7 @@ func (s *Server) runsPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	q := c.QueryParams()
 	page := templates.RunsPage{
-		Page:     s.page(c, "Runs", "runs"),
+		Page: s.page(c, "Runs", "runs"),
 		Filter: templates.RunFilter{Status: q.Get("status"), Action: q.Get("action"), Query: q.Get("q"), Since: q.Get("since"), Until: q.Get("until"),
 			Session: q.Get("session")},
 		Statuses: store.RunStatuses,
