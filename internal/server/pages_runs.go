@@ -189,6 +189,7 @@ func groupBySession(rows []templates.RunListRow) []templates.RunGroup {
 var runSortColumns = map[string]store.RunSort{
 	"started": store.RunSortStarted, "status": store.RunSortStatus, "action": store.RunSortAction,
 	"turns": store.RunSortTurns, "tokens": store.RunSortTokens, "ran": store.RunSortRanFor, "waited": store.RunSortWaited,
+	"model": store.RunSortModel,
 }
 
 // runSortLinks builds the header links: each keeps the filters and starts from the first page.

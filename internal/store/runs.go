@@ -135,10 +135,11 @@ const (
 	RunSortWaited  RunSort = "waited" // time it waited for reviewers, a current wait included
 	RunSortAction  RunSort = "action"
 	RunSortStatus  RunSort = "status"
+	RunSortModel   RunSort = "model"
 )
 
 // RunSorts are the orders the runs list accepts.
-var RunSorts = []RunSort{RunSortStarted, RunSortTokens, RunSortTurns, RunSortRanFor, RunSortWaited, RunSortAction, RunSortStatus}
+var RunSorts = []RunSort{RunSortStarted, RunSortTokens, RunSortTurns, RunSortRanFor, RunSortWaited, RunSortAction, RunSortStatus, RunSortModel}
 
 // runSortKeys are each order's SQL expression and the type its cursor value is cast to.
 var runSortKeys = map[RunSort]struct{ expr, typ string }{
@@ -149,6 +150,7 @@ var runSortKeys = map[RunSort]struct{ expr, typ string }{
 	RunSortWaited:  {waitedSQL, "bigint"},
 	RunSortAction:  {"action", "text"},
 	RunSortStatus:  {"status", "text"},
+	RunSortModel:   {"coalesce(model, '')", "text"},
 }
 
 // ranForSQL is a run's running time in ms: from its start to its end (now while it runs, the start

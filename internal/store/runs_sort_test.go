@@ -33,8 +33,9 @@ func TestRunListSortsByEachOrderWithExactKeysetPaging(t *testing.T) {
 		require.NoError(t, err)
 		f := facts{tokens: int64(i % 4 * 100), turns: i % 5, action: r.Action}
 		_, err = s.Pool().Exec(ctx, `UPDATE runs SET input_tokens = $2, output_tokens = $3, turns = $4, started_at = created_at,
-			finished_at = created_at + $5 * interval '1 ms', status = 'succeeded', waited_ms = $6 WHERE id = $1`,
-			r.ID, f.tokens/2, f.tokens-f.tokens/2, f.turns, 1000+i*10, i%2*500)
+			finished_at = created_at + $5 * interval '1 ms', status = 'succeeded', waited_ms = $6,
+			model = nullif($7, '') WHERE id = $1`,
+			r.ID, f.tokens/2, f.tokens-f.tokens/2, f.turns, 1000+i*10, i%2*500, []string{"", "m/a", "m/b"}[i%3])
 		require.NoError(t, err)
 		want[r.ID] = f
 	}
@@ -62,6 +63,11 @@ func TestRunListSortsByEachOrderWithExactKeysetPaging(t *testing.T) {
 					return r.Action
 				case store.RunSortStatus:
 					return r.Status
+				case store.RunSortModel:
+					if r.Model == nil {
+						return ""
+					}
+					return *r.Model
 				case store.RunSortRanFor:
 					return fmt.Sprintf("%09d", r.FinishedAt.Sub(*r.StartedAt).Milliseconds()-r.WaitedMs)
 				case store.RunSortWaited:
