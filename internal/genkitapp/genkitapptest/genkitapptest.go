@@ -39,8 +39,11 @@ func ensurePackages(t *testing.T) string {
 		t.Fatalf("these tests run the Genkit JS app in compat/genkit-js with node, which is not installed: apt-get install -y nodejs npm")
 	}
 	npmOnce.Do(func() {
+		// The marker is written once npm ci has finished: a tree another test binary is still
+		// installing (its files appear one by one) is not taken for an installed one.
+		marker := filepath.Join(src, "node_modules", ".loupe-npm-ci-done")
 		installed := func() bool {
-			_, err := os.Stat(filepath.Join(src, "node_modules", "genkit", "package.json"))
+			_, err := os.Stat(marker)
 			return err == nil
 		}
 		if installed() {
@@ -69,7 +72,9 @@ func ensurePackages(t *testing.T) string {
 		cmd.Dir = src
 		if out, err := cmd.CombinedOutput(); err != nil {
 			npmErr = fmt.Errorf("npm ci in %s: %v\n%s", src, err, out)
+			return
 		}
+		npmErr = os.WriteFile(marker, nil, 0o644)
 	})
 	require.NoError(t, npmErr)
 	return src
