@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +63,7 @@ func TestBrowserGenkitJSDeveloperJourney(t *testing.T) {
 		return false
 	}, time.Minute, 100*time.Millisecond, "the app's actions are listed")
 
-	var output, spans string
+	var output, spans, flowRun string
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.Navigate(base+"/actions"),
 		chromedp.WaitVisible(`section.genkit-app[data-app="journey"]`, chromedp.ByQuery),
@@ -69,6 +71,29 @@ func TestBrowserGenkitJSDeveloperJourney(t *testing.T) {
 		chromedp.Click(article("journey:/flow/weatherFlow")+` button[type="submit"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`.run-header[data-status="succeeded"]`, chromedp.ByQuery),
 		chromedp.Text(`.run-header .io`, &output, chromedp.ByQuery),
+		chromedp.Location(&flowRun),
+	))
+	// The app sends its spans after it has answered: open the run's page again once they are in
+	// Loupe (the live page's own updates are TestBrowserRunTraceKeepsUpdatingAfterClicks').
+	traceIn := func() bool {
+		var v struct {
+			TraceID string `json:"trace_id"`
+		}
+		getJSON(t, base+"/api/v1/runs/"+flowRun[strings.LastIndex(flowRun, "/")+1:], &v)
+		if v.TraceID == "" {
+			return false
+		}
+		resp, err := http.Get(base + "/api/v1/traces/" + v.TraceID + "/turns")
+		if err != nil {
+			return false
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(body), "getWeather")
+	}
+	require.Eventually(t, traceIn, 2*time.Minute, 200*time.Millisecond, "the app's trace, with its tool call, reaches Loupe")
+	require.NoError(t, chromedp.Run(br.Ctx,
+		chromedp.Navigate(flowRun),
 		chromedp.WaitVisible(`#trace .span-row`, chromedp.ByQuery),
 		poll(`document.querySelector("#trace .spantree").textContent.includes("weatherFlow")`),
 		// Its turns: the turn summary names the tool the app's model called.
@@ -97,7 +122,7 @@ func TestBrowserGenkitJSDeveloperJourney(t *testing.T) {
 	))
 	require.NotEmpty(t, runURL)
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.Navigate(runURL),
+		chromedp.Navigate(runURL+"?tab=conversation"),
 		chromedp.WaitVisible(`.run-header[data-status="succeeded"]`, chromedp.ByQuery),
 		chromedp.Text(`#conversation`, &conversation, chromedp.ByQuery),
 	))

@@ -175,6 +175,11 @@ func TestBrowserActionStartsRunAndStreamsLive(t *testing.T) {
 	))
 	runID := strings.TrimPrefix(path, "/runs/")
 	require.NoError(t, uuid.Validate(runID))
+	// The stream is a tab of the run page.
+	require.NoError(t, chromedp.Run(br.Ctx,
+		chromedp.Click(`nav.run-tabs a[data-tab="stream"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#chunks`, chromedp.ByQuery),
+	))
 
 	// Sample the stream while it runs: some chunks, then all of them.
 	var counts []int
@@ -294,7 +299,8 @@ func TestBrowserHostileContentNeverExecutes(t *testing.T) {
 	require.NoError(t, err)
 
 	br := browsertest.New(t)
-	for _, u := range []string{"/runs/" + run.ID.String() + "?span=00000000000000a1", "/inbox", "/runs", "/traces", "/traces/" + traceID + "?span=00000000000000a1", "/"} {
+	for _, u := range []string{"/runs/" + run.ID.String() + "?span=00000000000000a1", "/runs/" + run.ID.String() + "?tab=conversation",
+		"/inbox", "/runs", "/traces", "/traces/" + traceID + "?span=00000000000000a1", "/"} {
 		var flag any
 		var text string
 		require.NoError(t, br.Run(
@@ -316,7 +322,7 @@ func TestBrowserHostileContentNeverExecutes(t *testing.T) {
 	}
 	var streamed string
 	require.NoError(t, br.Run(
-		chromedp.Navigate(b.url+"/runs/"+run.ID.String()),
+		chromedp.Navigate(b.url+"/runs/"+run.ID.String()+"?tab=stream"),
 		wait(`document.querySelectorAll("#chunks span[data-seq]").length === 1`),
 		chromedp.Text(`#chunks`, &streamed, chromedp.ByQuery),
 	))

@@ -18,7 +18,8 @@ import (
 func TestBrowserLiveRunPageGrowsTicksAndFollows(t *testing.T) {
 	t.Parallel()
 	b := uiSetup(t, true)
-	run := b.startRun(t, "/flow/countdown", `{"from":60}`, store.RunRunning)
+	// Long enough (a chunk each 200 ms for 40 s) to be still streaming when the reader scrolls up.
+	run := b.startRun(t, "/flow/countdown", `{"from":200}`, store.RunRunning)
 	br := browsertest.New(t)
 
 	var first, later string
@@ -30,6 +31,9 @@ func TestBrowserLiveRunPageGrowsTicksAndFollows(t *testing.T) {
 		wait(`document.querySelectorAll("#trace .span-row").length > 0`),
 		chromedp.Evaluate(`document.querySelectorAll("#trace .span-row.running").length`, &spanRows),
 		chromedp.Text(`[data-ticking]`, &first, chromedp.ByQuery),
+		// The stream is its own tab.
+		chromedp.Navigate(b.url+"/runs/"+run.ID.String()+"?tab=stream"),
+		chromedp.WaitVisible(`#chunks`, chromedp.ByQuery),
 		wait(`document.querySelectorAll("#chunks .chunk-time").length >= 3`),
 		chromedp.Evaluate(`document.querySelectorAll("#chunks .chunk-time").length`, &timedChunks),
 		chromedp.Evaluate(`[...document.querySelectorAll(".facts [data-fact]")].map(d => d.dataset.fact)`, &facts),
@@ -49,10 +53,13 @@ func TestBrowserLiveRunPageGrowsTicksAndFollows(t *testing.T) {
 		chromedp.Evaluate(`(() => { const c = document.getElementById("chunks"); return c.scrollHeight - c.scrollTop - c.clientHeight < 24; })()`, &atEnd),
 	))
 	require.True(t, atEnd, "the stream follows its new chunks")
+	require.NoError(t, chromedp.Run(br.Ctx, chromedp.EmulateViewport(1280, 500)))
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.EmulateViewport(1280, 500),
-		wait(`document.getElementById("chunks").scrollHeight > document.getElementById("chunks").clientHeight`),
+		// Enough chunks below the fold that the top is well away from the end.
+		wait(`document.getElementById("chunks").scrollHeight > document.getElementById("chunks").clientHeight + 100`),
 		chromedp.Evaluate(`(() => { const c = document.getElementById("chunks"); c.scrollTop = 0; c.dispatchEvent(new Event("scroll")); return true; })()`, nil),
+	))
+	require.NoError(t, chromedp.Run(br.Ctx,
 		wait(`!document.querySelector('[data-testid="new-chunks"]').hidden`),
 		chromedp.Text(`[data-testid="new-chunks"]`, &button, chromedp.ByQuery),
 	))

@@ -224,7 +224,7 @@ func TestBrowserRunStreamRendersParts(t *testing.T) {
 	br := browsertest.New(t)
 	var text string
 	require.NoError(t, br.Run(
-		chromedp.Navigate(b.url+"/runs/"+run.ID.String()),
+		chromedp.Navigate(b.url+"/runs/"+run.ID.String()+"?tab=stream"),
 		wait(`document.querySelectorAll("#chunks span[data-seq]").length > 5`),
 		chromedp.Sleep(200*time.Millisecond),
 		textOf(`#chunks`, &text),
@@ -251,7 +251,7 @@ func TestBrowserRunStreamRendersParts(t *testing.T) {
 	}))
 	var model, req, media, reasoning, flow string
 	require.NoError(t, br.Run(
-		chromedp.Navigate(b.url+"/runs/"+other.ID.String()),
+		chromedp.Navigate(b.url+"/runs/"+other.ID.String()+"?tab=stream"),
 		wait(`document.querySelectorAll("#chunks span[data-seq]").length === 7`),
 		chromedp.Evaluate(`[...document.querySelector('.chunk-group[data-key="0:1:model"] .chunk-body').childNodes].map(n => n.dataset.seq === "3" || n.dataset.seq === "4" || n.dataset.seq === "5" ? "|" : n.textContent).join("")`, &model),
 		textOf(`.part-tool-request`, &req),

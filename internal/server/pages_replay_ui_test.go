@@ -73,7 +73,7 @@ func TestRunPageShowsDivergenceAndDerivedRuns(t *testing.T) {
 	require.NotContains(t, body, `data-testid="derived"`)
 
 	// The original lists its replays and forks, oldest first, with links to the comparisons.
-	resp, body = get(t, b.url+"/runs/"+orig.ID.String(), "Accept", "text/html")
+	resp, body = get(t, b.url+"/runs/"+orig.ID.String()+"?tab=lineage", "Accept", "text/html")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, body, `data-testid="derived"`)
 	require.NotContains(t, body, `data-testid="divergence"`)

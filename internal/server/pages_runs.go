@@ -326,7 +326,7 @@ func (s *Server) runPageData(c echo.Context, id uuid.UUID, withTrace bool) (temp
 	if err != nil {
 		return templates.RunPage{}, err
 	}
-	p := templates.RunPage{Page: s.page(c, "Run "+shortUUID(id)+" · "+d.Action, "runs"), Models: s.actionKeys(ctx, "model")}
+	p := templates.RunPage{Page: s.page(c, "Run "+shortUUID(id)+" · "+d.Action, "runs"), Models: s.actionKeys(ctx, "model"), Tab: runTab(c)}
 	r := d.Run
 	pr := principal(c)
 	p.Run = templates.RunHeader{
@@ -564,11 +564,21 @@ func (s *Server) runPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.runPageData(c, id, true)
+	p, err := s.runPageData(c, id, runTab(c) == "trace")
 	if err != nil {
 		return err
 	}
 	return s.render(c, http.StatusOK, templates.RunView(p))
+}
+
+// runTab is the run page's tab named by ?tab=; the trace when none or an unknown one is named. A
+// deep link to a span (?span=, ?tool=) is a link into the trace.
+func runTab(c echo.Context) string {
+	t := c.QueryParam("tab")
+	if slices.Contains(templates.RunTabs, t) {
+		return t
+	}
+	return "trace"
 }
 
 // runSections is GET /runs/{id}/sections: the parts of the run page that change while it runs.

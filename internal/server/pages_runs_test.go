@@ -86,7 +86,7 @@ func TestRunPageQueriesDoNotGrowWithInterrupts(t *testing.T) {
 
 	oneRun, one := seed(0, 2)
 	manyRun, many := seed(1, 1, 0, 3, 2)
-	for _, path := range []string{"", "/sections"} {
+	for _, path := range []string{"?tab=conversation", "/sections?tab=conversation"} {
 		body, oneCount := page("/runs/" + oneRun.String() + path)
 		requireCard(body, one[0])
 		body, manyCount := page("/runs/" + manyRun.String() + path)
@@ -119,7 +119,7 @@ func TestLedgerShowsAReviewersDenialNotACompletedCall(t *testing.T) {
 	_, err := b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionDeny, Actor: "alice", Comment: "not today"})
 	require.NoError(t, err)
 	b.waitStatus(t, denied.ID, store.RunSucceeded)
-	_, body := get(t, b.url+"/runs/"+denied.ID.String(), "Accept", "text/html")
+	_, body := get(t, b.url+"/runs/"+denied.ID.String()+"?tab=ledger", "Accept", "text/html")
 	row := ledgerRowHTML(body, it.Ref)
 	require.Contains(t, row, `data-status="denied"`)
 	require.Contains(t, row, "denied by alice: the tool did not run")
@@ -130,7 +130,7 @@ func TestLedgerShowsAReviewersDenialNotACompletedCall(t *testing.T) {
 	_, err = b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionApprove, Actor: "alice"})
 	require.NoError(t, err)
 	b.waitStatus(t, approved.ID, store.RunSucceeded)
-	_, body = get(t, b.url+"/runs/"+approved.ID.String(), "Accept", "text/html")
+	_, body = get(t, b.url+"/runs/"+approved.ID.String()+"?tab=ledger", "Accept", "text/html")
 	row = ledgerRowHTML(body, it.Ref)
 	require.Contains(t, row, `data-status="completed"`)
 	require.Contains(t, row, "executed, approved by alice")

@@ -141,9 +141,18 @@ func TestRunPageShowsHeaderTraceConversationAndLedger(t *testing.T) {
 	resp, body := get(t, b.url+"/runs/"+run.ID.String(), "Accept", "text/html")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	for _, want := range []string{"/flow/researchAgent", `data-status="succeeded"`, "demo/research", "Tokens",
-		`class="spantree"`, "turn 0", "turn 3", "→ tool request", "← tool response", "Tool ledger", "executed"} {
+		`class="spantree"`, "turn 0", "turn 3", `data-testid="run-tabs"`} {
 		require.Contains(t, body, want)
 	}
+	// The trace is the first tab; the conversation and the ledger are tabs of their own.
+	require.NotContains(t, body, "← tool response")
+	_, conv := get(t, b.url+"/runs/"+run.ID.String()+"?tab=conversation", "Accept", "text/html")
+	require.Contains(t, conv, "→ tool request")
+	require.Contains(t, conv, "← tool response")
+	require.NotContains(t, conv, `class="spantree"`)
+	_, ledger := get(t, b.url+"/runs/"+run.ID.String()+"?tab=ledger", "Accept", "text/html")
+	require.Contains(t, ledger, "Tool ledger")
+	require.Contains(t, ledger, "executed")
 	// Collapsed by turn: the turn rows are there, the tool spans inside them are not.
 	require.Regexp(t, `aria-expanded="false"`, body)
 	require.NotContains(t, body, `data-select>search<span class="span-preview">`)
@@ -298,7 +307,7 @@ func TestInboxResolveFormAndStaleForm(t *testing.T) {
 		require.NoError(t, err)
 		return r.Status == store.RunSucceeded
 	}, 30*time.Second, 20*time.Millisecond)
-	_, body = get(t, b.url+"/runs/"+run.ID.String(), "Accept", "text/html")
+	_, body = get(t, b.url+"/runs/"+run.ID.String()+"?tab=conversation", "Accept", "text/html")
 	require.Contains(t, body, `data-status="approved"`)
 	require.Contains(t, body, "interrupt.approve")
 	require.Contains(t, body, "“fine”")

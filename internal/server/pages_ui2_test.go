@@ -326,20 +326,22 @@ func TestRunPageWordingWhenEnded(t *testing.T) {
 	ctx := context.Background()
 	run, err := b.store.RunCreate(ctx, store.RunCreateParams{Action: "/flow/x", Input: json.RawMessage(`{}`), CreatedBy: "alice"})
 	require.NoError(t, err)
-	_, body := get(t, b.url+"/runs/"+run.ID.String())
+	_, body := get(t, b.url+"/runs/"+run.ID.String()+"?tab=stream")
 	require.Contains(t, body, `data-empty="No chunks yet."`)
+	_, body = get(t, b.url+"/runs/"+run.ID.String()+"?tab=conversation")
 	require.Contains(t, body, "No messages yet.")
 	_, err = b.store.RunCancel(ctx, run.ID)
 	require.NoError(t, err)
-	_, body = get(t, b.url+"/runs/"+run.ID.String())
+	_, body = get(t, b.url+"/runs/"+run.ID.String()+"?tab=stream")
 	require.Contains(t, body, `data-empty="No chunks were streamed."`)
+	_, body = get(t, b.url+"/runs/"+run.ID.String()+"?tab=conversation")
 	require.Contains(t, body, "No messages were recorded.")
 	require.Regexp(t, `\d\d:\d\d:\d\d UTC</time>`, body)
 
 	br := browsertest.New(t)
 	var state, empty string
 	require.NoError(t, br.Run(
-		chromedp.Navigate(b.url+"/runs/"+run.ID.String()),
+		chromedp.Navigate(b.url+"/runs/"+run.ID.String()+"?tab=stream"),
 		wait(`document.documentElement.dataset.live === "live"`),
 		chromedp.Sleep(300*time.Millisecond),
 		textOf("#stream-state", &state),

@@ -659,15 +659,17 @@ function initRun() {
   newBtn.className = "secondary new-chunks";
   newBtn.hidden = true;
   newBtn.dataset.testid = "new-chunks";
-  chunksEl.after(newBtn);
+  // The stream is a tab of its own: on the others there is no #chunks, and chunks are not drawn.
+  chunksEl?.after(newBtn);
   const atEnd = () => chunksEl.scrollHeight - chunksEl.scrollTop - chunksEl.clientHeight < 24;
-  chunksEl.addEventListener("scroll", () => {
+  chunksEl?.addEventListener("scroll", () => {
     follow.on = atEnd();
     if (follow.on) { follow.missed = 0; newBtn.hidden = true; }
   }, { passive: true });
   newBtn.addEventListener("click", () => { chunksEl.scrollTop = chunksEl.scrollHeight; follow.on = true; follow.missed = 0; newBtn.hidden = true; });
   const clock = (at) => at.toISOString().slice(11, 23);
   function render(ch, into) {
+    if (!chunksEl) return;
     const g = groupFor(ch, into);
     const span = document.createElement("span");
     span.dataset.seq = ch.seq;
@@ -702,7 +704,7 @@ function initRun() {
   let liveState = "connecting";
   function showStreamState() {
     if (stateEl) stateEl.textContent = terminal(status) ? "" : liveState === "live" ? "live" : liveState + "…";
-    if (terminal(status)) chunksEl.dataset.empty = "No chunks were streamed.";
+    if (terminal(status) && chunksEl) chunksEl.dataset.empty = "No chunks were streamed.";
   }
   playBtn?.addEventListener("click", () => {
     chunksEl.replaceChildren();
@@ -726,6 +728,7 @@ function initRun() {
   const refreshTrace = throttled(() => {
     const params = new URLSearchParams();
     const trace = document.getElementById("trace");
+    if (!trace) return Promise.resolve(true); // another tab than the trace's
     const pinned = new URLSearchParams(location.search).get("trace") ||
       (trace?.querySelector(".span-row.selected, #span-detail .span-panel") ? trace.dataset.trace : "");
     if (pinned) params.set("trace", pinned);
@@ -755,7 +758,7 @@ function initRun() {
           render(ch, groups);
         }
         l.topics.set(topic, lastSeq);
-        chunksEl.dataset.count = String(recorded.length);
+        if (chunksEl) chunksEl.dataset.count = String(recorded.length);
         showPlayback();
         break;
       }

@@ -471,6 +471,39 @@ type RunPage struct {
 	LiveSeq int64
 	// Models are the registered models a live replay may override the run's with.
 	Models []string
+	// Tab is the view the page shows: trace, conversation, stream, ledger or lineage.
+	Tab string
+}
+
+// RunTabs are the run page's views, in their order.
+var RunTabs = []string{"trace", "conversation", "stream", "ledger", "lineage"}
+
+// RunTab is one of the run page's tabs.
+type RunTab struct{ Name, Label, URL string }
+
+func runTabList(p RunPage) []RunTab {
+	labels := map[string]string{"trace": "Trace", "conversation": "Conversation", "stream": "Stream", "ledger": "Ledger", "lineage": "Lineage"}
+	out := make([]RunTab, 0, len(RunTabs))
+	for _, t := range RunTabs {
+		label := labels[t]
+		switch {
+		case t == "conversation" && len(p.Interrupts) > 0:
+			label += " · " + strconv.Itoa(len(p.Interrupts)) + " interrupt"
+			if len(p.Interrupts) > 1 {
+				label += "s"
+			}
+		case t == "ledger" && len(p.Ledger) > 0:
+			label += " · " + strconv.Itoa(len(p.Ledger))
+		case t == "lineage" && len(p.Run.Derived) > 0:
+			label += " · " + strconv.Itoa(len(p.Run.Derived))
+		}
+		url := "/runs/" + p.Run.ID
+		if t != "trace" {
+			url += "?tab=" + t
+		}
+		out = append(out, RunTab{Name: t, Label: label, URL: url})
+	}
+	return out
 }
 
 // InboxPage, the interrupt inbox's view model, is in inbox_views.go.

@@ -1,0 +1,67 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loupe-dev/loupe/internal/browsertest"
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// TestBrowserRunPageTabs: the run page is tabs (Trace, Conversation, Stream, Ledger, Lineage), the
+// tab in the address; each page holds its own tab only, so the trace tab carries no conversation,
+// stream or ledger, and the others no span tree.
+func TestBrowserRunPageTabs(t *testing.T) {
+	t.Parallel()
+	b := uiSetup(t, true)
+	run := b.startRun(t, "/flow/researchAgent", `{"topic":"tabs","depth":2}`, store.RunSucceeded)
+	b.flushSpans(t, run.ID, 10)
+	br := browsertest.New(t)
+	type view struct {
+		Current                                      string
+		Tabs                                         []string
+		Trace, Conversation, Stream, Ledger, Lineage bool
+	}
+	read := `(() => ({
+		Current: document.querySelector('nav.run-tabs a[aria-current="page"]').dataset.tab,
+		Tabs: [...document.querySelectorAll("nav.run-tabs a")].map(a => a.dataset.tab),
+		Trace: !!document.querySelector("#trace .spantree"),
+		Conversation: !!document.getElementById("conversation"),
+		Stream: !!document.getElementById("chunks"),
+		Ledger: !!document.getElementById("ledger"),
+		Lineage: !!document.getElementById("lineage"),
+	}))()`
+	var v view
+	require.NoError(t, chromedp.Run(br.Ctx,
+		chromedp.Navigate(b.url+"/runs/"+run.ID.String()),
+		chromedp.WaitVisible(`nav.run-tabs`, chromedp.ByQuery),
+		chromedp.Evaluate(read, &v),
+	))
+	require.Equal(t, []string{"trace", "conversation", "stream", "ledger", "lineage"}, v.Tabs)
+	require.Equal(t, view{Current: "trace", Tabs: v.Tabs, Trace: true}, v, "the trace tab holds the trace only")
+	for _, tab := range []string{"conversation", "stream", "ledger", "lineage"} {
+		var search string
+		require.NoError(t, chromedp.Run(br.Ctx,
+			chromedp.Click(`nav.run-tabs a[data-tab="`+tab+`"]`, chromedp.ByQuery),
+			chromedp.WaitVisible(`nav.run-tabs a[aria-current="page"][data-tab="`+tab+`"]`, chromedp.ByQuery),
+			chromedp.Evaluate(read, &v),
+			chromedp.Evaluate(`location.search`, &search),
+		))
+		require.Equal(t, "?tab="+tab, search, "the tab is in the address")
+		want := view{Current: tab, Tabs: v.Tabs}
+		switch tab {
+		case "conversation":
+			want.Conversation = true
+		case "stream":
+			want.Stream = true
+		case "ledger":
+			want.Ledger = true
+		case "lineage":
+			want.Lineage = true
+		}
+		require.Equal(t, want, v, "the %s tab holds itself only", tab)
+	}
+	require.Empty(t, br.Problems())
+}
