@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,9 @@ import (
 func TestBrowserGenkitJSDeveloperJourney(t *testing.T) {
 	t.Parallel()
 	dir := genkitapptest.Project(t)
-	addr := freePort(t)
+	// Port 0: a port picked beforehand can be taken by an outgoing connection before devui
+	// binds it; devui says where it listens.
+	addr := "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(context.Background())
 	var logs syncBuffer
 	cmd := newRootCommand(demoProgram())
@@ -41,7 +44,15 @@ func TestBrowserGenkitJSDeveloperJourney(t *testing.T) {
 			t.Logf("devui start's output:\n%s", logs.String())
 		}
 	})
-	base := "http://" + addr
+	var base string
+	require.Eventually(t, func() bool {
+		m := regexp.MustCompile(`Loupe is at (http://[0-9.:]+)`).FindStringSubmatch(logs.String())
+		if m == nil {
+			return false
+		}
+		base = m[1]
+		return true
+	}, time.Minute, 50*time.Millisecond, "devui start says where it listens")
 	br := browsertest.New(t)
 	article := func(key string) string { return `article[data-action="` + key + `"]` }
 	poll := func(expr string) chromedp.Action {

@@ -491,6 +491,9 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 		d.MarkStale(sk.stale)
 		v.Selected = d
 	}
+	if v.Resumes, v.ResumedBy, err = s.store.TraceResumeLinks(ctx, traceID); err != nil {
+		return nil, err
+	}
 	if i, text := sk.failure(); i >= 0 {
 		id := sk.facts[i].SpanID
 		v.Failure = &templates.TraceFailure{Text: text, SpanID: id, URL: link + id + "#span-" + id}

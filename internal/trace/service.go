@@ -194,6 +194,12 @@ func (s *Service) write(ctx context.Context, source string, spans []store.Span) 
 			s.log.Warn("trace: usage totals not updated", "spans", len(usage), "err", err)
 		}
 	}
+	if refs, resumes := resumeFactsOf(spans); len(refs) > 0 || len(resumes) > 0 {
+		// As the totals: the spans are stored; a failed link is logged, not refused.
+		if err := s.store.TraceResumeFold(ctx, refs, resumes); err != nil {
+			s.log.Warn("trace: resumed traces not linked", "err", err)
+		}
+	}
 	s.metrics.ingested.WithLabelValues(source, "inserted").Add(float64(res.Inserted))
 	s.metrics.ingested.WithLabelValues(source, "updated").Add(float64(res.Updated))
 	s.metrics.ingested.WithLabelValues(source, "skipped").Add(float64(res.Skipped))

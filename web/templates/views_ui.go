@@ -428,6 +428,9 @@ type TraceView struct {
 	TraceURL string
 	// Failure says what failed in the trace, with a link to the span where it starts.
 	Failure *TraceFailure
+	// Resumes are the interrupted traces this trace resumes, ResumedBy the traces that resume it
+	// (a Genkit app resumes in a trace of its own).
+	Resumes, ResumedBy []string
 }
 
 // TraceFailure is what failed in a trace: the first span where an error starts.
