@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -15,13 +16,24 @@ import (
 	"github.com/loupe-dev/loupe/internal/store/storetest"
 )
 
+// freePort is a loopback address free now, for a server the test starts later. It is taken below
+// the kernel's ephemeral range (ip_local_port_range starts at 32768 by default): a port picked
+// from that range can be handed to an outgoing connection (to PostgreSQL, to Chromium) before the
+// server binds it, which failed a CI run once. Ports are tried at random, so that tests running at
+// once rarely try the same.
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	return "127.0.0.1:" + strconv.Itoa(port)
+	for range 200 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		require.NoError(t, l.Close())
+		return "127.0.0.1:" + strconv.Itoa(port)
+	}
+	t.Fatal("no free loopback port between 20000 and 32000")
+	return ""
 }
 
 // TestServeWithDatabaseURLStartsNoCluster serves on an external database: it migrates it, is ready,
