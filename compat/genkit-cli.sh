@@ -24,10 +24,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CLI_DIR="$ROOT/compat/genkit-cli"
 READY_TIMEOUT="${READY_TIMEOUT:-120}"
-TMP="$(mktemp -d "${TMPDIR:-/tmp}/loupe-genkit-cli.XXXXXX")"
-# As root, devui runs the embedded PostgreSQL as user postgres, which must be able to reach the
-# data dir: let others traverse (not list) the temp dir.
-chmod 0711 "$TMP"
+# shellcheck source=compat/lib.sh
+source "$ROOT/compat/lib.sh"
+compat_tmp genkit-cli
 DEVUI_PID=""
 UI_PID=""
 BG_PIDS=()
@@ -42,19 +41,7 @@ cleanup() {
 			wait "$pid" 2>/dev/null || true
 		fi
 	done
-	if [[ -n "$DEVUI_PID" ]] && kill -0 "$DEVUI_PID" 2>/dev/null; then
-		kill -INT "$DEVUI_PID" 2>/dev/null || true
-		# Give devui time to stop the embedded PostgreSQL; then insist.
-		for _ in $(seq 1 300); do
-			kill -0 "$DEVUI_PID" 2>/dev/null || break
-			sleep 0.1
-		done
-		if kill -0 "$DEVUI_PID" 2>/dev/null; then
-			echo "devui did not stop after SIGINT; killing it" >&2
-			kill -KILL "$DEVUI_PID" 2>/dev/null || true
-		fi
-		wait "$DEVUI_PID" 2>/dev/null || true
-	fi
+	stop_devui
 	if ((rc != 0)) || [[ -n "${KEEP_LOG:-}" ]]; then
 		for f in "$LOG" "$UI_LOG"; do
 			if [[ -s "$f" ]]; then
@@ -70,11 +57,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# free_port asks the kernel for an unused loopback port.
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()' 2>/dev/null && return
-	node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
-}
 
 for tool in node npm curl; do
 	command -v "$tool" >/dev/null 2>&1 || { echo "ERROR: $tool is needed (Node 20 and npm: apt-get install nodejs npm)" >&2; exit 1; }
@@ -95,18 +77,7 @@ URL="http://127.0.0.1:$PORT"
 echo "==> starting devui on $URL (data dir $TMP/data)" >&2
 env -u GENKIT_ENV -u GENKIT_TELEMETRY_SERVER "$TMP/devui" serve --dev --addr "127.0.0.1:$PORT" --data-dir "$TMP/data" >"$LOG" 2>&1 &
 DEVUI_PID=$!
-deadline=$((SECONDS + READY_TIMEOUT))
-until curl -fsS -o /dev/null "$URL/readyz" 2>/dev/null; do
-	if ! kill -0 "$DEVUI_PID" 2>/dev/null; then
-		echo "ERROR: devui exited before becoming ready" >&2
-		exit 1
-	fi
-	if ((SECONDS >= deadline)); then
-		echo "ERROR: devui not ready after ${READY_TIMEOUT}s" >&2
-		exit 1
-	fi
-	sleep 0.25
-done
+wait_ready "$URL"
 
 # The project: what a Genkit app's reflection server leaves behind, pointing at Loupe.
 PROJ="$TMP/proj"

@@ -22,29 +22,11 @@ APP="$ROOT/compat/genkit-go"
 READY_TIMEOUT="${READY_TIMEOUT:-120}"
 # Genkit Go names no app in its runtime file: Loupe names it after the project folder.
 APP_NAME="genkit-go"
-TMP="$(mktemp -d "${TMPDIR:-/tmp}/loupe-genkit-go.XXXXXX")"
-# As root, devui runs the embedded PostgreSQL as user postgres, which must be able to reach the
-# data dir: let others traverse (not list) the temp dir.
-chmod 0711 "$TMP"
+# shellcheck source=compat/lib.sh
+source "$ROOT/compat/lib.sh"
+compat_tmp genkit-go
 DEVUI_PID=""
 LOG="$TMP/devui.log"
-
-stop_devui() {
-	if [[ -n "$DEVUI_PID" ]] && kill -0 "$DEVUI_PID" 2>/dev/null; then
-		kill -INT "$DEVUI_PID" 2>/dev/null || true
-		# devui stops the app, then the embedded PostgreSQL; then insist.
-		for _ in $(seq 1 300); do
-			kill -0 "$DEVUI_PID" 2>/dev/null || break
-			sleep 0.1
-		done
-		if kill -0 "$DEVUI_PID" 2>/dev/null; then
-			echo "devui did not stop after SIGINT; killing it" >&2
-			kill -KILL "$DEVUI_PID" 2>/dev/null || true
-		fi
-		wait "$DEVUI_PID" 2>/dev/null || true
-	fi
-	DEVUI_PID=""
-}
 
 cleanup() {
 	local rc=$?
@@ -62,11 +44,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# free_port asks the kernel for an unused loopback port.
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()' 2>/dev/null ||
-		node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
-}
 
 command -v node >/dev/null || { echo "ERROR: node is not installed (apt-get install -y nodejs), check.mjs needs it" >&2; exit 1; }
 
@@ -86,18 +63,7 @@ echo "==> devui start -- go run . on $URL" >&2
 (cd "$APP" && exec env -u GENKIT_TELEMETRY_SERVER -u GENKIT_REFLECTION_PORT GENKIT_RUNTIME_ID=compat-genkit-go \
 	"$TMP/devui" start --addr "127.0.0.1:$PORT" --data-dir "$TMP/data" -- go run .) >"$LOG" 2>&1 &
 DEVUI_PID=$!
-deadline=$((SECONDS + READY_TIMEOUT))
-until curl -fsS -o /dev/null "$URL/readyz" 2>/dev/null; do
-	if ! kill -0 "$DEVUI_PID" 2>/dev/null; then
-		echo "ERROR: devui exited before becoming ready" >&2
-		exit 1
-	fi
-	if ((SECONDS >= deadline)); then
-		echo "ERROR: devui not ready after ${READY_TIMEOUT}s" >&2
-		exit 1
-	fi
-	sleep 0.25
-done
+wait_ready "$URL"
 (cd "$ROOT/compat/genkit-js" && LOUPE_URL="$URL" APP_NAME="$APP_NAME" CHECK_FLOW_RESUME=1 node check.mjs)
 stop_devui
 if [[ -n "$(ls -A "$APP/.genkit/runtimes" 2>/dev/null | grep "^" || true)" ]]; then

@@ -20,29 +20,11 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 APP="$ROOT/compat/genkit-js"
 READY_TIMEOUT="${READY_TIMEOUT:-120}"
 MODES="${MODES:-dev realtime}"
-TMP="$(mktemp -d "${TMPDIR:-/tmp}/loupe-genkit-js.XXXXXX")"
-# As root, devui runs the embedded PostgreSQL as user postgres, which must be able to reach the
-# data dir: let others traverse (not list) the temp dir.
-chmod 0711 "$TMP"
+# shellcheck source=compat/lib.sh
+source "$ROOT/compat/lib.sh"
+compat_tmp genkit-js
 DEVUI_PID=""
 LOG=""
-
-stop_devui() {
-	if [[ -n "$DEVUI_PID" ]] && kill -0 "$DEVUI_PID" 2>/dev/null; then
-		kill -INT "$DEVUI_PID" 2>/dev/null || true
-		# devui stops the app, then the embedded PostgreSQL; then insist.
-		for _ in $(seq 1 300); do
-			kill -0 "$DEVUI_PID" 2>/dev/null || break
-			sleep 0.1
-		done
-		if kill -0 "$DEVUI_PID" 2>/dev/null; then
-			echo "devui did not stop after SIGINT; killing it" >&2
-			kill -KILL "$DEVUI_PID" 2>/dev/null || true
-		fi
-		wait "$DEVUI_PID" 2>/dev/null || true
-	fi
-	DEVUI_PID=""
-}
 
 cleanup() {
 	local rc=$?
@@ -60,10 +42,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# free_port asks the kernel for an unused loopback port.
-free_port() {
-	node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
-}
 
 command -v node >/dev/null || { echo "ERROR: node is not installed (apt-get install -y nodejs npm)" >&2; exit 1; }
 command -v npm >/dev/null || { echo "ERROR: npm is not installed (apt-get install -y npm)" >&2; exit 1; }
@@ -90,18 +68,7 @@ for mode in $MODES; do
 	(cd "$APP" && exec env -u GENKIT_TELEMETRY_SERVER GENKIT_ENABLE_REALTIME_TELEMETRY="$realtime" APP_NAME="compat-js-$mode" \
 		"$TMP/devui" start --addr "127.0.0.1:$PORT" --data-dir "$TMP/data-$mode" -- node app.mjs) >"$LOG" 2>&1 &
 	DEVUI_PID=$!
-	deadline=$((SECONDS + READY_TIMEOUT))
-	until curl -fsS -o /dev/null "$URL/readyz" 2>/dev/null; do
-		if ! kill -0 "$DEVUI_PID" 2>/dev/null; then
-			echo "ERROR: devui exited before becoming ready" >&2
-			exit 1
-		fi
-		if ((SECONDS >= deadline)); then
-			echo "ERROR: devui not ready after ${READY_TIMEOUT}s" >&2
-			exit 1
-		fi
-		sleep 0.25
-	done
+	wait_ready "$URL"
 	(cd "$APP" && LOUPE_URL="$URL" APP_NAME="compat-js-$mode" node check.mjs)
 	stop_devui
 	if [[ -n "$(ls -A "$APP/.genkit/runtimes" 2>/dev/null | grep "^" || true)" ]]; then

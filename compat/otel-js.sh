@@ -19,28 +19,15 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 APP="$ROOT/compat/otel-js"
 READY_TIMEOUT="${READY_TIMEOUT:-120}"
-TMP="$(mktemp -d "${TMPDIR:-/tmp}/loupe-otel-js.XXXXXX")"
-# As root, devui runs the embedded PostgreSQL as user postgres, which must be able to reach the
-# data dir: let others traverse (not list) the temp dir.
-chmod 0711 "$TMP"
+# shellcheck source=compat/lib.sh
+source "$ROOT/compat/lib.sh"
+compat_tmp otel-js
 DEVUI_PID=""
 LOG="$TMP/devui.log"
 
 cleanup() {
 	local rc=$?
-	if [[ -n "$DEVUI_PID" ]] && kill -0 "$DEVUI_PID" 2>/dev/null; then
-		kill -INT "$DEVUI_PID" 2>/dev/null || true
-		# Give devui time to stop the embedded PostgreSQL; then insist.
-		for _ in $(seq 1 300); do
-			kill -0 "$DEVUI_PID" 2>/dev/null || break
-			sleep 0.1
-		done
-		if kill -0 "$DEVUI_PID" 2>/dev/null; then
-			echo "devui did not stop after SIGINT; killing it" >&2
-			kill -KILL "$DEVUI_PID" 2>/dev/null || true
-		fi
-		wait "$DEVUI_PID" 2>/dev/null || true
-	fi
+	stop_devui
 	if ((rc != 0)) || [[ -n "${KEEP_LOG:-}" ]]; then
 		if [[ -s "$LOG" ]]; then
 			echo "--- devui log (last 40 lines) ---" >&2
@@ -61,20 +48,6 @@ for tool in node npm; do
 	fi
 done
 
-# free_port asks the kernel for an unused loopback port.
-free_port() {
-	node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})' 2>/dev/null && return
-	local p
-	for _ in $(seq 1 50); do
-		p=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return
-		fi
-	done
-	echo "no free port found" >&2
-	return 1
-}
 
 echo "==> installing the pinned OpenTelemetry JS packages (npm ci)" >&2
 (cd "$APP" && npm ci --no-audit --no-fund --loglevel=error >&2)
@@ -88,18 +61,7 @@ echo "==> starting devui on $URL (data dir $TMP/data)" >&2
 "$TMP/devui" serve --dev --no-demo --addr "127.0.0.1:$PORT" --data-dir "$TMP/data" >"$LOG" 2>&1 &
 DEVUI_PID=$!
 
-deadline=$((SECONDS + READY_TIMEOUT))
-until curl -fsS -o /dev/null "$URL/readyz" 2>/dev/null; do
-	if ! kill -0 "$DEVUI_PID" 2>/dev/null; then
-		echo "ERROR: devui exited before becoming ready" >&2
-		exit 1
-	fi
-	if ((SECONDS >= deadline)); then
-		echo "ERROR: devui not ready after ${READY_TIMEOUT}s" >&2
-		exit 1
-	fi
-	sleep 0.25
-done
+wait_ready "$URL"
 
 echo "==> devui ready; sending a GenAI agent run with the OpenTelemetry JS exporter" >&2
 sent="$(cd "$APP" && LOUPE_URL="$URL" node emit.mjs)"
