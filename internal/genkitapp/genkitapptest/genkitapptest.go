@@ -6,11 +6,14 @@ package genkitapptest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -100,21 +103,52 @@ func Project(t *testing.T) string {
 // App is a running app.
 type App struct {
 	cmd    *exec.Cmd
-	out    *bytes.Buffer
+	out    *syncBuffer
+	dir    string
 	exited chan struct{}
 }
 
 // Start runs the app named name in the project with GENKIT_ENV=dev, and stops it when the
-// test ends.
+// test ends. It returns once the app's reflection server listens (its runtime file is written).
+//
+// Genkit JS picks its reflection port by probing 3100..3200 for a free one and binding it later,
+// so two apps starting at once can pick the same port and one dies with EADDRINUSE. Starts are
+// therefore serialised across every test binary on the machine (a file lock held until the app
+// has written its runtime file), and an app that still loses the race (to one that devui start
+// runs, which restarts it by itself) is started again.
 func Start(t *testing.T, dir, name string) *App {
+	t.Helper()
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "loupe-genkit-app-start.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	require.NoError(t, err)
+	defer lock.Close()
+	require.NoError(t, syscall.Flock(int(lock.Fd()), syscall.LOCK_EX))
+	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
+	for attempt := 1; ; attempt++ {
+		a := start(t, dir, name)
+		switch a.waitListening(t) {
+		case nil:
+			return a
+		case errPortTaken:
+			if attempt < 5 {
+				t.Logf("app %s lost its reflection port to another process; starting it again", name)
+				continue
+			}
+		}
+		t.Fatalf("app %s did not start:\n%s", name, a.out.String())
+	}
+}
+
+var errPortTaken = errors.New("port taken")
+
+func start(t *testing.T, dir, name string) *App {
 	t.Helper()
 	cmd := exec.Command("node", "app.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GENKIT_ENV=dev", "APP_NAME="+name)
-	out := &bytes.Buffer{}
+	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
-	a := &App{cmd: cmd, out: out, exited: make(chan struct{})}
+	a := &App{cmd: cmd, out: out, dir: dir, exited: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(a.exited) }()
 	t.Cleanup(func() {
 		a.signal(syscall.SIGTERM)
@@ -129,6 +163,47 @@ func Start(t *testing.T, dir, name string) *App {
 		}
 	})
 	return a
+}
+
+// waitListening waits until the app has written its runtime file (named after its pid), or has
+// exited: errPortTaken when it died of EADDRINUSE.
+func (a *App) waitListening(t *testing.T) error {
+	t.Helper()
+	pattern := filepath.Join(a.dir, ".genkit", "runtimes", strconv.Itoa(a.cmd.Process.Pid)+"-*.json")
+	deadline := time.After(2 * time.Minute)
+	for {
+		if m, _ := filepath.Glob(pattern); len(m) > 0 {
+			return nil
+		}
+		select {
+		case <-a.exited:
+			if strings.Contains(a.out.String(), "EADDRINUSE") {
+				return errPortTaken
+			}
+			return errors.New("exited")
+		case <-deadline:
+			return errors.New("no runtime file within 2 minutes")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// syncBuffer is the app's output, written by the process's pipes and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func (a *App) signal(sig syscall.Signal) { _ = a.cmd.Process.Signal(sig) }
