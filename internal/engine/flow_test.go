@@ -12,7 +12,7 @@ import (
 	"github.com/loupe-dev/loupe/internal/engine/scripted"
 )
 
-func TestItem11_FlowCallsGenerateAndSpansNest(t *testing.T) {
+func TestFlowCallsGenerateAndTheirSpansNest(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	w := weather(b, nil)
@@ -46,7 +46,7 @@ func TestItem11_FlowCallsGenerateAndSpansNest(t *testing.T) {
 	require.Equal(t, "travelAgent", f.Name())
 }
 
-func TestItem11_StreamingFlow(t *testing.T) {
+func TestStreamingFlowSendsChunksToItsCaller(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	type CountIn struct {

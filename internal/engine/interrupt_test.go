@@ -64,7 +64,7 @@ func (h *hitl) interrupted(t *testing.T, parts ...*engine.Part) (*engine.ModelRe
 	return resp, m
 }
 
-func TestItem8_ToolInterruptStampsMetadataAndPendingOutput(t *testing.T) {
+func TestToolInterruptStampsMetadataAndPendingOutput(t *testing.T) {
 	t.Parallel()
 	h := setupHITL(t)
 	resp, _ := h.interrupted(t, engine.NewTextPart("sure"), call("transferMoney", "t1", map[string]any{"to": "bob", "amount": 500}), call("getBalance", "b1", nil))
@@ -84,7 +84,7 @@ func TestItem8_ToolInterruptStampsMetadataAndPendingOutput(t *testing.T) {
 	  {"toolRequest":{"name":"getBalance","ref":"b1"},"metadata":{"pendingOutput":1200}}]}`, string(b))
 }
 
-func TestItem8_InterruptOnlyToolAlwaysInterruptsNotRestartable(t *testing.T) {
+func TestInterruptOnlyToolAlwaysInterruptsAndCannotBeRestarted(t *testing.T) {
 	t.Parallel()
 	h := setupHITL(t)
 	require.False(t, h.confirm.Restartable())
@@ -106,7 +106,7 @@ func TestItem8_InterruptOnlyToolAlwaysInterruptsNotRestartable(t *testing.T) {
 	require.Equal(t, engine.StatusFailedPrecondition, statusOf(t, err), "interrupt-only tools are answered, not restarted")
 }
 
-func TestItem9_RespondValidatedAndResolvedInterrupt(t *testing.T) {
+func TestResumeRespondIsValidatedAndResolvesTheInterrupt(t *testing.T) {
 	t.Parallel()
 	h := setupHITL(t)
 	resp, _ := h.interrupted(t, call("transferMoney", "t1", map[string]any{"to": "bob", "amount": 500}), call("getBalance", "b1", nil))
@@ -140,7 +140,7 @@ func TestItem9_RespondValidatedAndResolvedInterrupt(t *testing.T) {
 	require.Equal(t, "pending", tool.Content[1].Metadata[engine.MetaSource])
 }
 
-func TestItem9_RestartSeesResumedAndOriginalInput(t *testing.T) {
+func TestResumeRestartSeesResumedMetadataAndOriginalInput(t *testing.T) {
 	t.Parallel()
 	h := setupHITL(t)
 	resp, _ := h.interrupted(t, call("transferMoney", "t1", map[string]any{"to": "bob", "amount": 500}))
@@ -170,7 +170,7 @@ func TestItem9_RestartSeesResumedAndOriginalInput(t *testing.T) {
 	require.Nil(t, h2.lastCtx.Load().OriginalInput)
 }
 
-func TestItem9_MatchByNameAndRefWithPrecedence(t *testing.T) {
+func TestResumeMatchesByNameAndRefWithPrecedence(t *testing.T) {
 	t.Parallel()
 	h := setupHITL(t)
 	resp, _ := h.interrupted(t, call("transferMoney", "t1", map[string]any{"to": "a", "amount": 1}),
@@ -191,7 +191,7 @@ func TestItem9_MatchByNameAndRefWithPrecedence(t *testing.T) {
 	require.EqualValues(t, 3, h.runs.Load(), "two first runs plus one restart of t2")
 }
 
-func TestItem9_UnansweredInterruptInvalidArgument(t *testing.T) {
+func TestResumeLeavingAnInterruptUnansweredIsInvalidArgument(t *testing.T) {
 	t.Parallel()
 	h := setupHITL(t)
 	resp, _ := h.interrupted(t, call("transferMoney", "t1", map[string]any{"to": "a", "amount": 1}), call("transferMoney", "t2", map[string]any{"to": "b", "amount": 2}))
@@ -203,7 +203,7 @@ func TestItem9_UnansweredInterruptInvalidArgument(t *testing.T) {
 	require.Zero(t, m.Calls())
 }
 
-func TestItem9_ResumeWithoutModelToolRequestFailedPrecondition(t *testing.T) {
+func TestResumeWithoutAModelToolRequestIsFailedPrecondition(t *testing.T) {
 	t.Parallel()
 	h := setupHITL(t)
 	m := scripted.New("m", scripted.Text("ok"))
@@ -216,7 +216,7 @@ func TestItem9_ResumeWithoutModelToolRequestFailedPrecondition(t *testing.T) {
 	require.Equal(t, engine.StatusFailedPrecondition, statusOf(t, err))
 }
 
-func TestItem10_RestartedToolInterruptsAgainIsNewPendingInterrupt(t *testing.T) {
+func TestRestartedToolThatInterruptsAgainIsANewPendingInterrupt(t *testing.T) {
 	t.Parallel()
 	h := setupHITL(t)
 	h.reinterru = true
@@ -246,7 +246,7 @@ func TestItem10_RestartedToolInterruptsAgainIsNewPendingInterrupt(t *testing.T) 
 	require.Equal(t, "sent", done.Text())
 }
 
-func TestItem10_GeneratedRefsAreStableAndDistinct(t *testing.T) {
+func TestGeneratedToolRefsAreStableAndDistinct(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	var keys []string
@@ -271,7 +271,7 @@ func TestItem10_GeneratedRefsAreStableAndDistinct(t *testing.T) {
 	require.Equal(t, "run-1:m1p0", keys[0])
 }
 
-func TestItem10_IdempotencyKeyInToolContext(t *testing.T) {
+func TestToolContextCarriesAnIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	var got []string

@@ -15,7 +15,7 @@ import (
 	"github.com/loupe-dev/loupe/internal/engine/scripted"
 )
 
-func TestItem3_ExitA_NoToolRequestsReturnsResponse(t *testing.T) {
+func TestLoopEndsWhenTheModelRequestsNoTools(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	m := scripted.New("m", scripted.Text("hello").WithUsage(3, 2))
@@ -26,7 +26,7 @@ func TestItem3_ExitA_NoToolRequestsReturnsResponse(t *testing.T) {
 	require.Equal(t, "hi", resp.Request.Messages[0].Text())
 }
 
-func TestItem3_ExitA_ReturnToolRequestsSkipsToolsAndSchema(t *testing.T) {
+func TestLoopEndsAtReturnToolRequestsWithoutRunningToolsOrSchema(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	calls := 0
@@ -39,10 +39,10 @@ func TestItem3_ExitA_ReturnToolRequestsSkipsToolsAndSchema(t *testing.T) {
 	require.Len(t, resp.ToolRequests(), 1)
 }
 
-// TestItem3_ExitB_MaxTurnsDefault5Table lays out the seed's table: with the default maxTurns 5,
+// TestLoopStopsAtMaxTurnsWhichDefaultsTo5 lays out the seed's table: with the default maxTurns 5,
 // the model may ask for tools at turns 0..4 (tools run), and asking again at turn 5 is ABORTED
 // before any tool of that turn runs. The model is called at most 6 times, tools run at most 5 rounds.
-func TestItem3_ExitB_MaxTurnsDefault5Table(t *testing.T) {
+func TestLoopStopsAtMaxTurnsWhichDefaultsTo5(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		lastToolTurn   int // the model asks for a tool at turns 0..lastToolTurn, then answers
@@ -86,7 +86,7 @@ func TestItem3_ExitB_MaxTurnsDefault5Table(t *testing.T) {
 	}
 }
 
-func TestItem3_ExitB_ExplicitMaxTurns(t *testing.T) {
+func TestLoopStopsAtAnExplicitMaxTurns(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	calls := 0
@@ -98,7 +98,7 @@ func TestItem3_ExitB_ExplicitMaxTurns(t *testing.T) {
 	require.Equal(t, 1, calls)
 }
 
-func TestItem3_LoopAppendsModelThenToolMessage(t *testing.T) {
+func TestLoopAppendsTheModelMessageThenTheToolMessage(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	w := weather(b, nil)
@@ -113,7 +113,7 @@ func TestItem3_LoopAppendsModelThenToolMessage(t *testing.T) {
 	require.Len(t, resp.History(), 5)
 }
 
-func TestItem4_ParallelToolsResultsInRequestOrder(t *testing.T) {
+func TestParallelToolResultsComeInRequestOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	// Each call waits for the next ref to finish first, so completion order is the reverse of the
@@ -137,7 +137,7 @@ func TestItem4_ParallelToolsResultsInRequestOrder(t *testing.T) {
 	require.Equal(t, []string{"a", "b", "c"}, refs)
 }
 
-func TestItem4_ToolErrorFailsGenerateNamingToolAndRef(t *testing.T) {
+func TestToolErrorFailsGenerateNamingToolAndRef(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	boom := errors.New("boom")
@@ -154,7 +154,7 @@ func TestItem4_ToolErrorFailsGenerateNamingToolAndRef(t *testing.T) {
 	require.Contains(t, err.Error(), "r2")
 }
 
-func TestItem5_MiddlewareOnionChainsAndTools(t *testing.T) {
+func TestMiddlewareWrapsModelAndToolsAsAnOnion(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	var mu sync.Mutex
@@ -192,7 +192,7 @@ func TestItem5_MiddlewareOnionChainsAndTools(t *testing.T) {
 	require.Equal(t, "clock", m.Requests()[0].Tools[0].Name, "middleware contributes tools")
 }
 
-func TestItem7_JSONFormatInstructionsEveryTurnAndFinalValidation(t *testing.T) {
+func TestJSONFormatInstructsEveryTurnAndValidatesTheFinalOutput(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	w := weather(b, nil)
@@ -219,7 +219,7 @@ func TestItem7_JSONFormatInstructionsEveryTurnAndFinalValidation(t *testing.T) {
 	require.NotNil(t, ee.Response)
 }
 
-func TestItem7_TextIsTheDefaultFormat(t *testing.T) {
+func TestTextIsTheDefaultFormat(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	m := scripted.New("m", scripted.Text("{not json"))
@@ -229,7 +229,7 @@ func TestItem7_TextIsTheDefaultFormat(t *testing.T) {
 	require.Len(t, m.Requests()[0].Messages[0].Content, 1)
 }
 
-func TestItem14_CancelStopsModelPromptly(t *testing.T) {
+func TestCancelStopsTheModelCallPromptly(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	m := scripted.New("m", scripted.Turn{Block: true})
@@ -241,7 +241,7 @@ func TestItem14_CancelStopsModelPromptly(t *testing.T) {
 	require.Less(t, time.Since(start), 2*time.Second)
 }
 
-func TestItem14_CancelStopsToolsAndLoop(t *testing.T) {
+func TestCancelStopsToolsAndTheLoop(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx, cancel := context.WithCancel(context.Background())

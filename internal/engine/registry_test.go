@@ -12,7 +12,7 @@ import (
 	"github.com/loupe-dev/loupe/internal/engine/scripted"
 )
 
-func TestItem1_RegistryKeysListAndSchemas(t *testing.T) {
+func TestRegistryKeysListingAndSchemas(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	weather(b, nil)
@@ -34,7 +34,7 @@ func TestItem1_RegistryKeysListAndSchemas(t *testing.T) {
 	require.Contains(t, string(js), `"inputSchema":{"properties":{"city"`)
 }
 
-func TestItem1_LookupToolPrefixOrder(t *testing.T) {
+func TestToolLookupTriesPrefixesInOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	v1 := weather(b, nil)
@@ -69,7 +69,7 @@ func (r *renamed) Desc() *engine.ActionDesc {
 	return &d
 }
 
-func TestItem1_ToolDefinitionShortNameAndOriginalName(t *testing.T) {
+func TestToolDefinitionHasShortNameAndOriginalName(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	engine.DefineTool(b.r, "ns/lookup", "d", func(tc *engine.ToolContext, in WeatherIn) (string, error) { return "ok", nil })
@@ -85,7 +85,7 @@ func TestItem1_ToolDefinitionShortNameAndOriginalName(t *testing.T) {
 	require.NotContains(t, defs[1].Metadata, engine.MetaOriginalName)
 }
 
-func TestItem2_TypedToolValidatesWithSchemaCompiledOnce(t *testing.T) {
+func TestTypedToolValidatesInputWithASchemaCompiledOnce(t *testing.T) {
 	b := setup(t) // not parallel: reads the global compile counter
 	calls := 0
 	w := weather(b, &calls)
@@ -109,7 +109,7 @@ func TestItem2_TypedToolValidatesWithSchemaCompiledOnce(t *testing.T) {
 	require.Contains(t, err.Error(), "r9")
 }
 
-func TestItem2_OutputValidatedAndExplicitSchema(t *testing.T) {
+func TestToolOutputIsValidatedAgainstAnExplicitSchema(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	bad := engine.DefineTool(b.r, "bad", "d", func(tc *engine.ToolContext, in map[string]any) (map[string]any, error) {
@@ -121,7 +121,7 @@ func TestItem2_OutputValidatedAndExplicitSchema(t *testing.T) {
 	require.Contains(t, err.Error(), `"n"`)
 }
 
-func TestItem2_DuplicateToolNamesInvalidArgument(t *testing.T) {
+func TestDuplicateToolNamesAreInvalidArgument(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	w := weather(b, nil)
@@ -133,7 +133,7 @@ func TestItem2_DuplicateToolNamesInvalidArgument(t *testing.T) {
 	require.Zero(t, m.Calls())
 }
 
-func TestItem2_UnknownToolNotFound(t *testing.T) {
+func TestUnknownToolIsNotFound(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	m := scripted.New("m", scripted.Reply(call("nope", "r1", nil)))
@@ -143,7 +143,7 @@ func TestItem2_UnknownToolNotFound(t *testing.T) {
 	require.Equal(t, engine.StatusNotFound, statusOf(t, err))
 }
 
-func TestItem2_MultipartToolReturnsOutputAndContent(t *testing.T) {
+func TestMultipartToolReturnsOutputAndContent(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	mp := engine.DefineMultipartTool(b.r, "snapshot", "d", func(tc *engine.ToolContext, in WeatherIn) (*engine.ToolOutput, error) {

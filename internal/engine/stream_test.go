@@ -11,7 +11,7 @@ import (
 	"github.com/loupe-dev/loupe/internal/engine/scripted"
 )
 
-func TestItem6_ChunksCarryIndexRoleAndPreviousChunks(t *testing.T) {
+func TestChunksCarryIndexRoleAndPreviousChunks(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	w := weather(b, nil)
@@ -41,7 +41,7 @@ func TestItem6_ChunksCarryIndexRoleAndPreviousChunks(t *testing.T) {
 	require.Equal(t, "let me check", got[1].Accumulated())
 }
 
-func TestItem6_StreamCallbackErrorAbortsGenerate(t *testing.T) {
+func TestStreamCallbackErrorAbortsGenerate(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	calls := 0

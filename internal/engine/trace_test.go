@@ -14,7 +14,7 @@ import (
 	"github.com/loupe-dev/loupe/internal/engine/scripted"
 )
 
-func TestItem13_SpansPerTurnModelAndToolWithAttributes(t *testing.T) {
+func TestSpansPerTurnModelAndToolCarryGenkitAttributes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	w := weather(b, nil)
@@ -73,7 +73,7 @@ func TestItem13_SpansPerTurnModelAndToolWithAttributes(t *testing.T) {
 	}
 }
 
-func TestItem13_InterruptedToolSpanIsNotAnError(t *testing.T) {
+func TestInterruptedToolSpanIsNotAnError(t *testing.T) {
 	t.Parallel()
 	h := setupHITL(t)
 	h.interrupted(t, call("transferMoney", "t1", map[string]any{"to": "bob", "amount": 500}))
@@ -86,7 +86,7 @@ func TestItem13_InterruptedToolSpanIsNotAnError(t *testing.T) {
 	require.Contains(t, s.Events[0].Attributes[0].Value.AsString(), `"reason":"confirm"`)
 }
 
-func TestItem13_LargeAttributesTruncatedWithMarker(t *testing.T) {
+func TestLargeSpanAttributesAreTruncatedWithAMarker(t *testing.T) {
 	t.Parallel()
 	b := setup(t, engine.WithAttributeLimit(64))
 	m := scripted.New("m", scripted.Text("ok"))
@@ -99,7 +99,7 @@ func TestItem13_LargeAttributesTruncatedWithMarker(t *testing.T) {
 	require.Less(t, len(s), 120)
 }
 
-func TestItem13_ErrorSpanState(t *testing.T) {
+func TestFailedSpanHasErrorStateAndStatus(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	m := scripted.New("m")

@@ -96,3 +96,47 @@ func TestBrowserRunsListSortsMarksLineageAndKeepsABadFilter(t *testing.T) {
 	require.Equal(t, 400, resp.StatusCode)
 	require.True(t, strings.Contains(body, `aria-invalid="true"`), "the field is marked invalid")
 }
+
+// TestBrowserRunsFiltersNarrowTheList filters the runs list by status and by text in a browser.
+func TestBrowserRunsFiltersNarrowTheList(t *testing.T) {
+	t.Parallel()
+	b := uiSetup(t, true)
+	done := b.startRun(t, "/flow/countdown", `{"from":1}`, store.RunSucceeded)
+	waiting := b.startRun(t, "/flow/transferMoney", `{"to":"zed","amount":5,"currency":"EUR"}`, store.RunInterrupted)
+	br := browsertest.New(t)
+	count := `document.querySelectorAll("tr[data-run]").length`
+	var all, interrupted, searched int
+	var url string
+	submit := func() {
+		t.Helper()
+		// RunResponse waits for the navigation the click starts.
+		_, err := chromedp.RunResponse(br.Ctx, chromedp.Click(`form.filters button[type=submit]`, chromedp.ByQuery))
+		require.NoError(t, err)
+	}
+	require.NoError(t, br.Run(
+		chromedp.Navigate(b.url+"/runs"),
+		chromedp.WaitVisible(`form.filters`, chromedp.ByQuery),
+		chromedp.Evaluate(count, &all),
+		chromedp.SetValue(`form.filters select[name=status]`, "interrupted", chromedp.ByQuery),
+	))
+	submit()
+	require.NoError(t, br.Run(
+		chromedp.WaitVisible(`form.filters`, chromedp.ByQuery),
+		chromedp.Evaluate(count, &interrupted),
+		chromedp.WaitVisible(`tr[data-run="`+waiting.ID.String()+`"]`, chromedp.ByQuery),
+		chromedp.SetValue(`form.filters select[name=status]`, "", chromedp.ByQuery),
+		chromedp.SetValue(`form.filters input[name=q]`, "zed", chromedp.ByQuery),
+	))
+	submit()
+	require.NoError(t, br.Run(
+		chromedp.WaitVisible(`form.filters`, chromedp.ByQuery),
+		chromedp.Evaluate(count, &searched),
+		chromedp.Evaluate(`location.href`, &url),
+	))
+	require.Equal(t, 2, all)
+	require.Equal(t, 1, interrupted, "only the interrupted run")
+	require.Equal(t, 1, searched, "only the run whose input mentions zed")
+	require.Contains(t, url, "q=zed", "the filter is in the address, so it can be shared")
+	require.NotContains(t, url, done.ID.String())
+	require.Empty(t, br.Problems())
+}

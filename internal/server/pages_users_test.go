@@ -44,3 +44,40 @@ func TestBrowserUsersInLocalModeSaysSignInIsOff(t *testing.T) {
 	require.NotContains(t, body, `data-testid="local-mode"`)
 	require.NotContains(t, body, `data-testid="no-users"`)
 }
+
+// TestBrowserUsersAdminCreatesChangesAndDisablesUsers works the admin's users page in a browser.
+func TestBrowserUsersAdminCreatesChangesAndDisablesUsers(t *testing.T) {
+	t.Parallel()
+	b := uiSetup(t, true)
+	br := browsertest.New(t)
+	require.NoError(t, br.Run(
+		chromedp.Navigate(b.url+"/users"),
+		chromedp.WaitVisible(`form[action="/users"]`, chromedp.ByQuery),
+		chromedp.SendKeys(`form[action="/users"] input[name=username]`, "dana", chromedp.ByQuery),
+		chromedp.SendKeys(`form[action="/users"] input[name=password]`, "correct horse 1", chromedp.ByQuery),
+		chromedp.SetValue(`form[action="/users"] select[name=role]`, "reviewer", chromedp.ByQuery),
+		chromedp.Click(`form[action="/users"] button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`tr[data-user="dana"]`, chromedp.ByQuery),
+	))
+	u, err := b.store.UserGetByUsername(context.Background(), "dana")
+	require.NoError(t, err)
+	require.Equal(t, store.RoleReviewer, u.Role)
+
+	require.NoError(t, br.Run(
+		chromedp.SetValue(`tr[data-user="dana"] select[name=role]`, "admin", chromedp.ByQuery),
+		chromedp.Click(`tr[data-user="dana"] input[name=disabled]`, chromedp.ByQuery),
+	))
+	// RunResponse waits for the navigation that the submit starts, so the change is saved.
+	_, err = chromedp.RunResponse(br.Ctx, chromedp.Click(`tr[data-user="dana"] button[type=submit]`, chromedp.ByQuery))
+	require.NoError(t, err)
+	require.NoError(t, br.Run(
+		chromedp.WaitVisible(`tr[data-user="dana"]`, chromedp.ByQuery),
+		wait(`document.querySelector('tr[data-user="dana"] input[name=disabled]')?.checked === true`),
+		wait(`document.querySelector('tr[data-user="dana"] select[name=role]')?.value === "admin"`),
+	))
+	u, err = b.store.UserGetByUsername(context.Background(), "dana")
+	require.NoError(t, err)
+	require.Equal(t, store.RoleAdmin, u.Role)
+	require.True(t, u.Disabled)
+	require.Empty(t, br.Problems())
+}

@@ -137,6 +137,6 @@ func run(t *testing.T, stream bool) {
 	}
 }
 
-func TestItem12_OpenAICompatibleToolsRoundTrip(t *testing.T) { run(t, false) }
+func TestOpenAICompatibleToolsRoundTrip(t *testing.T) { run(t, false) }
 
-func TestItem12_OpenAICompatibleStreamedToolCallDeltasAndUsage(t *testing.T) { run(t, true) }
+func TestOpenAICompatibleStreamedToolCallDeltasAndUsage(t *testing.T) { run(t, true) }

@@ -13,7 +13,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestItem12_ScriptedModelIsDeterministic(t *testing.T) {
+func TestScriptedModelIsDeterministic(t *testing.T) {
 	t.Parallel()
 	r := engine.NewRegistry()
 	m := scripted.Define(r, "scripted/demo",
