@@ -128,7 +128,7 @@ func TestBrowserFindASpan(t *testing.T) {
 		chromedp.KeyEvent(kb.ArrowRight),
 		read,
 	))
-	require.Equal(t, http, v.Focused, "Right on an open row goes to its first child")
+	require.Equal(t, http, v.Focused, "Right on an open row goes to its first child (focus on %q, rows %v)", v.Active, v.Rows)
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.KeyEvent(kb.ArrowLeft),
 		read,
