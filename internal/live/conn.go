@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/loupe-dev/loupe/internal/event"
 )
 
 // Request is what a client sends: subscribe to a topic from a sequence number, or unsubscribe.
@@ -89,18 +90,18 @@ func (c *client) readLoop(ctx context.Context) {
 		_ = c.conn.SetReadDeadline(time.Now().Add(wait))
 		var req Request
 		if err := json.Unmarshal(data, &req); err != nil {
-			c.reply(Message{Kind: "error", Data: map[string]string{"message": "requests are JSON: {\"type\":\"subscribe\",\"topic\":...,\"after\":N}"}})
+			c.reply(Message{Kind: event.Error, Data: map[string]string{"message": "requests are JSON: {\"type\":\"subscribe\",\"topic\":...,\"after\":N}"}})
 			continue
 		}
 		switch req.Type {
 		case "subscribe":
 			if err := h.subscribe(ctx, c, req.Topic, req.After); err != nil {
-				c.reply(Message{Topic: req.Topic, Kind: "error", Data: map[string]string{"message": err.Error()}})
+				c.reply(Message{Topic: req.Topic, Kind: event.Error, Data: map[string]string{"message": err.Error()}})
 			}
 		case "unsubscribe":
 			h.unsubscribe(c, req.Topic)
 		default:
-			c.reply(Message{Topic: req.Topic, Kind: "error", Data: map[string]string{"message": "unknown request type " + req.Type}})
+			c.reply(Message{Topic: req.Topic, Kind: event.Error, Data: map[string]string{"message": "unknown request type " + req.Type}})
 		}
 	}
 }

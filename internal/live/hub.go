@@ -13,6 +13,7 @@
 package live
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,6 +29,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/loupe-dev/loupe/internal/event"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/internal/trace"
 )
@@ -39,16 +41,6 @@ const (
 	TopicRuns      = "runs"
 	prefixRun      = "run:"
 	prefixTrace    = "trace:"
-)
-
-// Event kinds the hub sends besides the run service's (run.status, run.message, run.chunks,
-// run.tool_call, interrupt.changed).
-const (
-	KindSnapshot = "snapshot"
-	KindSpan     = "span"
-	// KindResync tells clients that the hub may have missed notifications (its LISTEN connection
-	// was lost), so they should reload state from the server.
-	KindResync = "resync"
 )
 
 // DefaultChannel is the PostgreSQL NOTIFY channel.
@@ -117,33 +109,21 @@ type subscription struct {
 
 // wireEvent is what crosses instances: what changed, never the rows themselves.
 type wireEvent struct {
-	Origin string         `json:"-"` // sent once per NOTIFY, ahead of its events (see packPayloads)
-	RunID  string         `json:"r,omitempty"`
-	Trace  string         `json:"t,omitempty"`
-	Kind   string         `json:"k"`
-	Data   map[string]any `json:"d,omitempty"`
-	Span   *spanData      `json:"s,omitempty"` // a span event's data, in place of Data
-}
-
-// spanData is a span event as clients receive it. It is a struct rather than a map because span
-// events come by the thousand a second under trace ingest, and each is encoded for NOTIFY.
-type spanData struct {
-	Type   string `json:"type"`
-	SpanID string `json:"span_id"`
-	Name   string `json:"name"`
-	Start  int64  `json:"start"`
-	End    int64  `json:"end"`
-	Status int16  `json:"status"`
-	Parent string `json:"parent,omitempty"`
+	Origin string          `json:"-"` // sent once per NOTIFY, ahead of its events (see packPayloads)
+	RunID  string          `json:"r,omitempty"`
+	Trace  string          `json:"t,omitempty"`
+	Kind   event.Kind      `json:"k"`
+	Data   json.RawMessage `json:"d,omitempty"` // the payload, encoded once
+	Span   *event.SpanData       `json:"s,omitempty"` // a span event's data, in place of Data
 }
 
 // Message is what a client receives: one event on one topic. Seq is the run's chunk sequence on a
 // run topic (what a client sends back as "after"), and a per-process counter elsewhere.
 type Message struct {
-	Topic string `json:"topic"`
-	Seq   int64  `json:"seq"`
-	Kind  string `json:"kind"`
-	Data  any    `json:"data,omitempty"`
+	Topic string     `json:"topic"`
+	Seq   int64      `json:"seq"`
+	Kind  event.Kind `json:"kind"`
+	Data  any        `json:"data,omitempty"`
 }
 
 // New builds a hub over a pool. It serves WebSockets at once; cross-instance events start with
@@ -234,8 +214,13 @@ func (h *Hub) Stop() {
 // Publish implements runs.Publisher: it delivers the event here and queues it for the other
 // instances. It never blocks; when the queue is full the event is dropped and the other instances'
 // clients catch up on their next chunk or reconnect.
-func (h *Hub) Publish(runID uuid.UUID, kind string, data map[string]any) {
-	ev := wireEvent{Origin: h.origin, Kind: kind, Data: data}
+func (h *Hub) Publish(runID uuid.UUID, p event.Payload) {
+	data, err := json.Marshal(p)
+	if err != nil {
+		h.log.Error("live: encode event", "kind", p.Kind(), "err", err)
+		return
+	}
+	ev := wireEvent{Origin: h.origin, Kind: p.Kind(), Data: data}
 	if runID != uuid.Nil {
 		ev.RunID = runID.String()
 	}
@@ -253,7 +238,8 @@ func (h *Hub) PublishChunks(runID uuid.UUID, chunks []store.RunChunk) {
 	}
 	last := chunks[len(chunks)-1].Seq
 	h.pushChunks(prefixRun+runID.String(), chunks)
-	h.enqueue(wireEvent{Origin: h.origin, RunID: runID.String(), Kind: "run.chunks", Data: map[string]any{"last_seq": last}})
+	data, _ := json.Marshal(event.RunChunksData{LastSeq: last}) // a struct of an int64 always encodes
+	h.enqueue(wireEvent{Origin: h.origin, RunID: runID.String(), Kind: event.RunChunks, Data: data})
 }
 
 // Spans returns the hub as a trace.Publisher, so that span starts and ends show live.
@@ -264,11 +250,11 @@ type spanPublisher struct{ h *Hub }
 // Publish sends a span event to the run's and the trace's subscribers.
 func (p spanPublisher) Publish(ev trace.SpanEvent) {
 	s := &ev.Span
-	data := &spanData{Type: ev.Type, SpanID: s.SpanID, Name: s.Name, Start: s.StartTime, End: s.EndTime, Status: s.StatusCode}
+	data := &event.SpanData{Type: ev.Type, SpanID: s.SpanID, Name: s.Name, Start: s.StartTime, End: s.EndTime, Status: s.StatusCode}
 	if s.ParentSpanID != nil {
 		data.Parent = *s.ParentSpanID
 	}
-	w := wireEvent{Origin: p.h.origin, Trace: s.TraceID, Kind: KindSpan, Span: data}
+	w := wireEvent{Origin: p.h.origin, Trace: s.TraceID, Kind: event.Span, Span: data}
 	if s.RunID != nil {
 		w.RunID = s.RunID.String()
 	}
@@ -297,12 +283,12 @@ func (h *Hub) deliver(ev wireEvent) {
 		runTopic = prefixRun + ev.RunID
 	}
 	switch ev.Kind {
-	case "run.chunks":
+	case event.RunChunks:
 		if runTopic != "" {
 			h.fetchChunks(runTopic)
 		}
 		return
-	case KindSpan:
+	case event.Span:
 		var data any = ev.Span
 		if ev.Span == nil {
 			data = ev.Data
@@ -315,30 +301,39 @@ func (h *Hub) deliver(ev wireEvent) {
 		}
 		return
 	}
-	data := map[string]any{"run_id": ev.RunID}
-	for k, v := range ev.Data {
-		data[k] = v
-	}
+	data := withRunID(ev.RunID, ev.Data)
 	if runTopic != "" {
 		h.broadcast(runTopic, ev.Kind, data)
 	}
 	switch ev.Kind {
-	case "inbox.presence", "interrupt.claimed":
+	case event.InboxPresence, event.InterruptClaimed:
 		// Who has an inbox item open, and who claimed it: for the inboxes only.
 		h.broadcast(TopicInbox, ev.Kind, data)
-	case "interrupt.changed":
+	case event.InterruptChanged:
 		h.broadcast(TopicInbox, ev.Kind, data)
 		h.broadcast(TopicDashboard, ev.Kind, data)
-	case "run.status":
+	case event.RunStatus:
 		h.broadcast(TopicRuns, ev.Kind, data)
 		h.broadcast(TopicDashboard, ev.Kind, data)
 	}
 }
 
+// withRunID is an event's payload as clients receive it: the payload's fields with "run_id" first
+// (empty for events about no run). A payload is a JSON object or nothing.
+func withRunID(runID string, payload json.RawMessage) json.RawMessage {
+	id, _ := json.Marshal(runID) // a string always encodes
+	out := append([]byte(`{"run_id":`), id...)
+	if p := bytes.TrimSpace(payload); len(p) > 2 && p[0] == '{' {
+		out = append(append(out, ','), p[1:]...)
+		return out
+	}
+	return append(out, '}')
+}
+
 // broadcast offers an event to every subscriber of a topic without waiting. It is encoded once
 // per distinct seq: once in all on a run topic whose subscribers are in step, and always once
 // elsewhere.
-func (h *Hub) broadcast(name, kind string, data any) {
+func (h *Hub) broadcast(name string, kind event.Kind, data any) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t := h.topics[name]
@@ -449,7 +444,7 @@ func (h *Hub) pushChunks(name string, chunks []store.RunChunk) {
 }
 
 func encodeChunks(name string, data []ChunkData) (*websocket.PreparedMessage, error) {
-	return prepare(Message{Topic: name, Seq: data[len(data)-1].Seq, Kind: "run.chunks", Data: chunksData{data}})
+	return prepare(Message{Topic: name, Seq: data[len(data)-1].Seq, Kind: event.RunChunks, Data: chunksData{data}})
 }
 
 // chunksData is a run.chunks message's data.
@@ -601,7 +596,7 @@ func (h *Hub) subscribe(ctx context.Context, c *client, name string, after int64
 	if t.runID == uuid.Nil {
 		seq = h.counter.Add(1)
 	}
-	msg, err := prepare(Message{Topic: name, Seq: seq, Kind: KindSnapshot, Data: snap})
+	msg, err := prepare(Message{Topic: name, Seq: seq, Kind: event.Snapshot, Data: snap})
 	if err != nil {
 		return fmt.Errorf("encode snapshot: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loupe-dev/loupe/internal/event"
 	"github.com/loupe-dev/loupe/internal/live"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/internal/store/storetest"
@@ -66,12 +67,12 @@ func (c *wsClient) subscribe(topic string, after int64) {
 type message struct {
 	Topic string          `json:"topic"`
 	Seq   int64           `json:"seq"`
-	Kind  string          `json:"kind"`
+	Kind  event.Kind      `json:"kind"`
 	Data  json.RawMessage `json:"data"`
 }
 
 // next reads messages until one matches kind, failing after a deadline.
-func (c *wsClient) next(kind string) message {
+func (c *wsClient) next(kind event.Kind) message {
 	c.t.Helper()
 	require.NoError(c.t, c.conn.SetReadDeadline(time.Now().Add(10*time.Second)))
 	for {
@@ -136,15 +137,15 @@ func TestSubscribeReplaysFromDatabaseThenStreams(t *testing.T) {
 
 	c := dial(t, url)
 	c.subscribe("run:"+runID.String(), 2)
-	snap := c.next(live.KindSnapshot)
+	snap := c.next(event.Snapshot)
 	require.JSONEq(t, `{"status":"queued","max_seq":5,"turns":0,"version":1}`, string(snap.Data))
 	require.Equal(t, seqRange(3, 5), c.chunkSeqs(5))
 
 	b.addChunks(t, runID, 6, 8)
-	hub.Publish(runID, "run.chunks", map[string]any{"last_seq": 8})
+	hub.Publish(runID, event.RunChunksData{LastSeq: 8})
 	require.Equal(t, seqRange(6, 8), c.chunkSeqs(8))
 
-	hub.Publish(runID, "run.status", map[string]any{"status": "running"})
+	hub.Publish(runID, event.RunStatusData{Status: "running"})
 	m := c.next("run.status")
 	require.Equal(t, int64(8), m.Seq, "state events carry the run's current chunk seq")
 	require.JSONEq(t, fmt.Sprintf(`{"run_id":%q,"status":"running"}`, runID), string(m.Data))
@@ -163,23 +164,23 @@ func TestTwoHubsOnOneDatabaseShareEvents(t *testing.T) {
 	onA, onB := dial(t, urlA), dial(t, urlB)
 	for _, c := range []*wsClient{onA, onB} {
 		c.subscribe("run:"+runID.String(), 0)
-		c.next(live.KindSnapshot)
+		c.next(event.Snapshot)
 	}
 	inbox := dial(t, urlB)
 	inbox.subscribe(live.TopicInbox, 0)
-	require.JSONEq(t, `{"pending":[]}`, string(inbox.next(live.KindSnapshot).Data))
+	require.JSONEq(t, `{"pending":[]}`, string(inbox.next(event.Snapshot).Data))
 	runsList := dial(t, urlB)
 	runsList.subscribe(live.TopicRuns, 0)
-	runsList.next(live.KindSnapshot)
+	runsList.next(event.Snapshot)
 
 	b.addChunks(t, runID, 1, 3)
-	hubA.Publish(runID, "run.chunks", map[string]any{"last_seq": 3})
+	hubA.Publish(runID, event.RunChunksData{LastSeq: 3})
 	require.Equal(t, seqRange(1, 3), onA.chunkSeqs(3))
 	require.Equal(t, seqRange(1, 3), onB.chunkSeqs(3), "the other instance reads the chunks from the database")
 
-	hubA.Publish(runID, "interrupt.changed", map[string]any{"interrupt_id": "x", "status": "pending"})
+	hubA.Publish(runID, event.InterruptChangedData{InterruptID: "x", Status: "pending"})
 	require.Contains(t, string(inbox.next("interrupt.changed").Data), `"status":"pending"`)
-	hubA.Publish(runID, "run.status", map[string]any{"status": "succeeded"})
+	hubA.Publish(runID, event.RunStatusData{Status: "succeeded"})
 	require.Contains(t, string(runsList.next("run.status").Data), runID.String())
 	require.Contains(t, string(onB.next("run.status").Data), "succeeded")
 }
@@ -194,9 +195,9 @@ func TestSlowClientIsDroppedAndLosesNothing(t *testing.T) {
 
 	slow := dial(t, url)
 	slow.subscribe("run:"+runID.String(), 0)
-	slow.next(live.KindSnapshot)
+	slow.next(event.Snapshot)
 	for i := range 200 {
-		hub.Publish(runID, "run.status", map[string]any{"status": "running", "i": i})
+		hub.Publish(runID, event.RunStatusData{Status: fmt.Sprint("running ", i)})
 	}
 	require.Eventually(t, func() bool { return hub.Dropped.Load() > 0 }, 10*time.Second, 10*time.Millisecond)
 	// The dropped connection ends: reading it fails soon.
@@ -240,7 +241,7 @@ func TestBadRequestsGetErrors(t *testing.T) {
 	c.subscribe("run:not-a-uuid", 0)
 	require.Contains(t, string(c.next("error").Data), "want run:")
 	c.subscribe(live.TopicDashboard, 0)
-	c.next(live.KindSnapshot)
+	c.next(event.Snapshot)
 }
 
 // TestLifecycle: Stop is safe without Start and twice, and Start after Stop does nothing.
@@ -257,7 +258,7 @@ func TestLifecycle(t *testing.T) {
 	h2, err := live.New(live.Config{Pool: b.pool})
 	require.NoError(t, err)
 	require.NoError(t, h2.Start(context.Background()))
-	h2.Publish(uuid.New(), "run.status", nil) // no subscribers: dropped quietly
+	h2.Publish(uuid.New(), event.RunStatusData{}) // no subscribers: dropped quietly
 	h2.Stop()
 	h2.Stop()
 }
@@ -277,7 +278,7 @@ func TestPublishChunksStreamsInOrderAndCatchesUpFromDatabase(t *testing.T) {
 	onA, onB := dial(t, urlA), dial(t, urlB)
 	for _, c := range []*wsClient{onA, onB} {
 		c.subscribe("run:"+runID.String(), 0)
-		c.next(live.KindSnapshot)
+		c.next(event.Snapshot)
 		require.Equal(t, seqRange(1, 3), c.chunkSeqs(3), "the replay comes from the database")
 	}
 
@@ -309,14 +310,14 @@ func TestSpanEventsReachTheOtherInstance(t *testing.T) {
 	const traceID = "7c74a721b00e2befd7101e2794d8c4b0"
 	onTrace, onRun := dial(t, urlB), dial(t, urlB)
 	onTrace.subscribe("trace:"+traceID, 0)
-	onTrace.next(live.KindSnapshot)
+	onTrace.next(event.Snapshot)
 	onRun.subscribe("run:"+runID.String(), 0)
-	onRun.next(live.KindSnapshot)
+	onRun.next(event.Snapshot)
 
 	parent := "00f067aa0ba902b7"
-	hubA.Spans().Publish(trace.SpanEvent{Type: trace.SpanStarted, Span: store.Span{TraceID: traceID, SpanID: "6be520f337a0d748",
+	hubA.Spans().Publish(trace.SpanEvent{Type: event.SpanStarted, Span: store.Span{TraceID: traceID, SpanID: "6be520f337a0d748",
 		ParentSpanID: &parent, Name: "tool", StartTime: 5, StatusCode: 0, RunID: &runID}})
 	want := `{"type":"span_start","span_id":"6be520f337a0d748","name":"tool","start":5,"end":0,"status":0,"parent":"00f067aa0ba902b7"}`
-	require.JSONEq(t, want, string(onTrace.next(live.KindSpan).Data))
-	require.JSONEq(t, want, string(onRun.next(live.KindSpan).Data))
+	require.JSONEq(t, want, string(onTrace.next(event.Span).Data))
+	require.JSONEq(t, want, string(onRun.next(event.Span).Data))
 }

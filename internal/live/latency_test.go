@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loupe-dev/loupe/internal/event"
 	"github.com/loupe-dev/loupe/internal/live"
 	"github.com/loupe-dev/loupe/internal/store"
 )
@@ -101,7 +102,7 @@ func benchChunkLatency(b *testing.B, inProcess bool) {
 						break
 					}
 					now := time.Now().UnixNano()
-					if m.Kind == live.KindSnapshot {
+					if m.Kind == event.Snapshot {
 						if !snapshot {
 							snapshot = true
 							ready <- struct{}{}
@@ -165,8 +166,8 @@ func benchChunkLatency(b *testing.B, inProcess bool) {
 
 // benchMessage is what a benchmark subscriber decodes.
 type benchMessage struct {
-	Kind string `json:"kind"`
-	Seq  int64  `json:"seq"`
+	Kind event.Kind `json:"kind"`
+	Seq  int64      `json:"seq"`
 	Data struct {
 		Chunks []struct {
 			Seq     int64 `json:"seq"`
@@ -182,5 +183,5 @@ func publish(hub *live.Hub, runID uuid.UUID, batch []store.RunChunk, inProcess b
 		hub.PublishChunks(runID, batch)
 		return
 	}
-	hub.Publish(runID, "run.chunks", map[string]any{"last_seq": batch[len(batch)-1].Seq})
+	hub.Publish(runID, event.RunChunksData{LastSeq: batch[len(batch)-1].Seq})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/loupe-dev/loupe/internal/event"
 )
 
 // maxPayload keeps a NOTIFY payload under PostgreSQL's 8,000-byte limit.
@@ -107,7 +108,7 @@ func (h *Hub) resync() {
 	}
 	h.mu.Unlock()
 	for _, name := range all {
-		h.broadcast(name, KindResync, nil)
+		h.broadcast(name, event.Resync, nil)
 	}
 	for _, name := range runTopics {
 		h.fetchChunks(name)
@@ -160,7 +161,7 @@ func coalesceSpans(batch []wireEvent) []wireEvent {
 	out := batch[:0:0]
 	at := map[[2]string]int{}
 	for _, ev := range batch {
-		if ev.Kind != KindSpan {
+		if ev.Kind != event.Span {
 			out = append(out, ev)
 			continue
 		}

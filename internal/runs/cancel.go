@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/loupe-dev/loupe/internal/event"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
@@ -39,9 +40,9 @@ func (s *Service) Cancel(ctx context.Context, runID uuid.UUID, actor string) (*s
 	if stop != nil {
 		stop()
 	}
-	s.publish(runID, EventStatus, map[string]any{"status": store.RunCancelled})
+	s.publish(runID, event.RunStatusData{Status: store.RunCancelled})
 	if cancelled > 0 {
-		s.publish(runID, EventInterrupt, map[string]any{"status": store.InterruptCancelled})
+		s.publish(runID, event.InterruptChangedData{Status: store.InterruptCancelled})
 	}
 	return run, nil
 }

@@ -1,27 +1,23 @@
 package runs
 
-import "github.com/google/uuid"
+import (
+	"github.com/google/uuid"
 
-// Event kinds published while runs change.
-const (
-	EventStatus    = "run.status"
-	EventMessage   = "run.message"
-	EventChunks    = "run.chunks"
-	EventToolCall  = "run.tool_call"
-	EventInterrupt = "interrupt.changed"
+	"github.com/loupe-dev/loupe/internal/event"
 )
 
-// Publisher receives run events for live views. The database stays the source of truth: an event
-// only says what changed, and a subscriber reads the rows. Publish must not block.
+// Publisher receives run events for live views (the kinds and payloads of package event). The
+// database stays the source of truth: an event only says what changed, and a subscriber reads the
+// rows. Publish must not block.
 type Publisher interface {
-	Publish(runID uuid.UUID, kind string, data map[string]any)
+	Publish(runID uuid.UUID, p event.Payload)
 }
 
 // SetPublisher connects the live event hub. Without one, events are dropped.
 func (s *Service) SetPublisher(p Publisher) { s.publisher = p }
 
-func (s *Service) publish(runID uuid.UUID, kind string, data map[string]any) {
+func (s *Service) publish(runID uuid.UUID, p event.Payload) {
 	if s.publisher != nil {
-		s.publisher.Publish(runID, kind, data)
+		s.publisher.Publish(runID, p)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/event"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
@@ -403,7 +404,7 @@ func (r *recorder) toolCall(ctx context.Context, call *engine.ToolCall, next eng
 	if err := r.lease.confirm(ctx); err != nil {
 		return nil, fmt.Errorf("run tool %s (ref %s): %w", call.Name, call.Ref, err)
 	}
-	r.svc.publish(r.run.ID, EventToolCall, map[string]any{"turn": turn, "ref": call.Ref, "tool": call.Name, "status": store.ToolCallStarted})
+	r.svc.publish(r.run.ID, event.RunToolCallData{Turn: turn, Ref: call.Ref, Tool: call.Name, Status: store.ToolCallStarted})
 	out, err := next(ctx, call)
 	r.svc.fault(FaultMidTool)
 	finish := store.ToolCallFinishParams{RunID: r.run.ID, Turn: turn, Ref: call.Ref}
@@ -428,7 +429,7 @@ func (r *recorder) toolCall(ctx context.Context, call *engine.ToolCall, next eng
 		// Lost meanwhile: the result is kept as superseded, never as the run's.
 		return nil, ferr
 	}
-	r.svc.publish(r.run.ID, EventToolCall, map[string]any{"turn": turn, "ref": call.Ref, "tool": call.Name, "status": finish.Status})
+	r.svc.publish(r.run.ID, event.RunToolCallData{Turn: turn, Ref: call.Ref, Tool: call.Name, Status: finish.Status})
 	return out, err
 }
 
@@ -463,7 +464,7 @@ func (r *recorder) publishChunks(chunks []store.RunChunk) {
 		p.PublishChunks(r.run.ID, chunks)
 		return
 	}
-	r.svc.publish(r.run.ID, EventChunks, map[string]any{"last_seq": chunks[len(chunks)-1].Seq})
+	r.svc.publish(r.run.ID, event.RunChunksData{LastSeq: chunks[len(chunks)-1].Seq})
 }
 
 // checkpoint writes, in one round trip, the buffered messages and chunks and the progress.
@@ -542,7 +543,7 @@ func (r *recorder) drain(call *store.ModelCall, intents []store.ToolCallStartPar
 // published announces a checkpoint's messages and chunks once they are durable.
 func (r *recorder) published(p store.CheckpointParams) {
 	for _, m := range p.Messages {
-		r.svc.publish(r.run.ID, EventMessage, map[string]any{"seq": m.Seq, "turn": m.Turn, "role": m.Role})
+		r.svc.publish(r.run.ID, event.RunMessageData{Seq: m.Seq, Turn: m.Turn, Role: m.Role})
 	}
 	if len(p.Chunks) > 0 {
 		r.publishChunks(p.Chunks)

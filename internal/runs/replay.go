@@ -12,11 +12,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/event"
 	"github.com/loupe-dev/loupe/internal/store"
 )
-
-// EventDivergence is published when an exact replay first differs from its original.
-const EventDivergence = "run.divergence"
 
 // ReplayParams asks for a new run derived from a stored one. Every mode creates a new run linked to
 // the original; the original is never modified.
@@ -670,7 +668,7 @@ func (p *replayer) diverge(ctx context.Context, d Divergence) error {
 	}
 	if first {
 		p.svc.log.Info("exact replay diverged", "run", p.run.ID, "original", p.source, "turn", d.Turn, "part", d.Part, "path", d.Path)
-		p.svc.publish(p.run.ID, EventDivergence, map[string]any{"turn": d.Turn, "part": d.Part})
+		p.svc.publish(p.run.ID, event.RunDivergenceData{Turn: d.Turn, Part: d.Part})
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/event"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
@@ -147,9 +148,9 @@ func (s *Service) Resolve(ctx context.Context, p ResolveParams) (*store.Interrup
 	if err != nil {
 		return nil, err
 	}
-	s.publish(resolved.RunID, EventInterrupt, map[string]any{"interrupt_id": resolved.ID.String(), "status": resolved.Status})
+	s.publish(resolved.RunID, event.InterruptChangedData{InterruptID: resolved.ID.String(), Status: resolved.Status})
 	if resumed {
-		s.publish(resolved.RunID, EventStatus, map[string]any{"status": store.RunQueued})
+		s.publish(resolved.RunID, event.RunStatusData{Status: store.RunQueued})
 	}
 	return resolved, nil
 }

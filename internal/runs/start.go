@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/event"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
@@ -54,7 +55,7 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*store.Run, erro
 	if err != nil {
 		return nil, err
 	}
-	s.publish(run.ID, EventStatus, map[string]any{"status": store.RunQueued, "action": run.Action})
+	s.publish(run.ID, event.RunStatusData{Status: store.RunQueued, Action: run.Action})
 	return run, nil
 }
 

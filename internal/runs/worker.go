@@ -14,6 +14,7 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/event"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
@@ -49,7 +50,7 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
 	case err != nil:
 		return err
 	}
-	s.publish(run.ID, EventStatus, map[string]any{"status": store.RunRunning})
+	s.publish(run.ID, event.RunStatusData{Status: store.RunRunning})
 	return s.execute(ctx, run, newLease(s, run, sent))
 }
 
@@ -216,7 +217,7 @@ func (s *Service) finished(run *store.Run, status string, err error) error {
 	if err != nil {
 		return err
 	}
-	s.publish(run.ID, EventStatus, map[string]any{"status": status})
+	s.publish(run.ID, event.RunStatusData{Status: status})
 	return nil
 }
 
@@ -343,12 +344,12 @@ func (s *Service) finishInterrupted(ctx context.Context, run *store.Run, l *leas
 	if err != nil {
 		return err
 	}
-	s.publish(run.ID, EventStatus, map[string]any{"status": store.RunInterrupted})
+	s.publish(run.ID, event.RunStatusData{Status: store.RunInterrupted})
 	for _, i := range created {
-		s.publish(run.ID, EventInterrupt, map[string]any{"interrupt_id": i.ID.String(), "status": i.Status})
+		s.publish(run.ID, event.InterruptChangedData{InterruptID: i.ID.String(), Status: i.Status})
 	}
 	if requeued {
-		s.publish(run.ID, EventStatus, map[string]any{"status": store.RunQueued})
+		s.publish(run.ID, event.RunStatusData{Status: store.RunQueued})
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/loupe-dev/loupe/internal/event"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/internal/trace"
 )
@@ -130,20 +131,20 @@ func traceStreamEvents(traceID string, td *trace.TraceData, seen map[string]bool
 			continue
 		}
 		seen[id] = done
-		evs = append(evs, genkitSpanEvent{Type: trace.SpanStarted, TraceID: traceID, Span: sp})
+		evs = append(evs, genkitSpanEvent{Type: event.SpanStarted, TraceID: traceID, Span: sp})
 		if done {
-			evs = append(evs, genkitSpanEvent{Type: trace.SpanEnded, TraceID: traceID, Span: sp})
+			evs = append(evs, genkitSpanEvent{Type: event.SpanEnded, TraceID: traceID, Span: sp})
 		}
 	}
 	at := func(e genkitSpanEvent) trace.Millis {
-		if e.Type == trace.SpanStarted {
+		if e.Type == event.SpanStarted {
 			return e.Span.StartTime
 		}
 		return e.Span.EndTime
 	}
 	// Few events per poll: an insertion sort keeps equal times in their start-before-end order.
 	for i := 1; i < len(evs); i++ {
-		for j := i; j > 0 && (at(evs[j]) < at(evs[j-1]) || at(evs[j]) == at(evs[j-1]) && evs[j].Type == trace.SpanStarted && evs[j-1].Type == trace.SpanEnded); j-- {
+		for j := i; j > 0 && (at(evs[j]) < at(evs[j-1]) || at(evs[j]) == at(evs[j-1]) && evs[j].Type == event.SpanStarted && evs[j-1].Type == event.SpanEnded); j-- {
 			evs[j], evs[j-1] = evs[j-1], evs[j]
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/loupe-dev/loupe/internal/auth"
 	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/event"
 	"github.com/loupe-dev/loupe/internal/genkitapp"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
@@ -225,7 +226,7 @@ func (s *Server) actionRun(c echo.Context) error {
 		return err
 	}
 	if s.deps.Live != nil {
-		s.deps.Live.Publish(run.ID, runs.EventStatus, map[string]any{"status": run.Status})
+		s.deps.Live.Publish(run.ID, event.RunStatusData{Status: run.Status})
 	}
 	return c.Redirect(http.StatusSeeOther, "/runs/"+run.ID.String())
 }

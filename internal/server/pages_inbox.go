@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/loupe-dev/loupe/internal/auth"
+	"github.com/loupe-dev/loupe/internal/event"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/web/templates"
@@ -518,7 +519,7 @@ func (s *Server) inboxClaim(c echo.Context) error {
 		return s.render(c, http.StatusConflict, templates.InboxView(p))
 	}
 	if s.deps.Live != nil {
-		s.deps.Live.Publish(uuid.Nil, "interrupt.claimed", map[string]any{"interrupt_id": id.String(), "claimed_by": deref(it.ClaimedBy)})
+		s.deps.Live.Publish(uuid.Nil, event.InterruptClaimedData{InterruptID: id.String(), ClaimedBy: deref(it.ClaimedBy)})
 	}
 	v := url.Values{"sel": {id.String()}}
 	if q.tool != "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/loupe-dev/loupe/internal/event"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/web/templates"
 )
@@ -284,16 +285,16 @@ func (p *inboxPresence) open(tab, user, item string, now time.Time) []string {
 }
 
 // viewersByTab is who has item open, tab by tab.
-func (p *inboxPresence) viewersByTab(item string, now time.Time) []map[string]string {
+func (p *inboxPresence) viewersByTab(item string, now time.Time) []event.Viewer {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := []map[string]string{}
+	out := []event.Viewer{}
 	for k, t := range p.tabs {
 		if t.item == item && now.Sub(t.seen) <= presenceTTL {
-			out = append(out, map[string]string{"tab": k, "user": t.user})
+			out = append(out, event.Viewer{Tab: k, User: t.user})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i]["user"]+out[i]["tab"] < out[j]["user"]+out[j]["tab"] })
+	sort.Slice(out, func(i, j int) bool { return out[i].User+out[i].Tab < out[j].User+out[j].Tab })
 	return out
 }
 
@@ -301,8 +302,8 @@ func (p *inboxPresence) viewersByTab(item string, now time.Time) []map[string]st
 func (p *inboxPresence) viewers(item, me string, now time.Time) []string {
 	var names []string
 	for _, v := range p.viewersByTab(item, now) {
-		if v["user"] != me && !slices.Contains(names, v["user"]) {
-			names = append(names, v["user"])
+		if v.User != me && !slices.Contains(names, v.User) {
+			names = append(names, v.User)
 		}
 	}
 	return names
@@ -325,7 +326,7 @@ func (s *Server) inboxPresenceUpdate(c echo.Context) error {
 	now := time.Now()
 	for _, id := range s.presence.open(tab, me(c), item, now) {
 		if s.deps.Live != nil && id != "" {
-			s.deps.Live.Publish(uuid.Nil, "inbox.presence", map[string]any{"interrupt_id": id, "viewers": s.presence.viewersByTab(id, now)})
+			s.deps.Live.Publish(uuid.Nil, event.InboxPresenceData{InterruptID: id, Viewers: s.presence.viewersByTab(id, now)})
 		}
 	}
 	return c.NoContent(http.StatusNoContent)

@@ -15,6 +15,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	oteltrace "go.opentelemetry.io/otel/trace"
 
+	"github.com/loupe-dev/loupe/internal/event"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
@@ -167,7 +168,7 @@ func (p *Processor) OnStart(parent context.Context, s sdktrace.ReadWriteSpan) {
 		sp.RunID = runIDFromParent(parent)
 	}
 	if !isNop(p.pub) {
-		p.pub.Publish(SpanEvent{Type: SpanStarted, Span: sp})
+		p.pub.Publish(SpanEvent{Type: event.SpanStarted, Span: sp})
 	}
 	if keep {
 		p.mu.Lock()
@@ -207,7 +208,7 @@ func (p *Processor) OnEnd(s sdktrace.ReadOnlySpan) {
 		p.starts.supersede([]store.Span{{TraceID: sc.TraceID().String(), SpanID: sc.SpanID().String(), EndTime: max(s.EndTime().UnixNano(), 1)}})
 	}
 	if !isNop(p.pub) {
-		p.pub.Publish(SpanEvent{Type: SpanEnded, Span: p.convert(s)})
+		p.pub.Publish(SpanEvent{Type: event.SpanEnded, Span: p.convert(s)})
 	}
 	p.mu.Lock()
 	if p.closed {

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	oteltrace "go.opentelemetry.io/otel/trace"
 
+	"github.com/loupe-dev/loupe/internal/event"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/internal/store/storetest"
 	"github.com/loupe-dev/loupe/internal/trace"
@@ -64,11 +65,11 @@ func TestProviderPublishesAndExportsSpans(t *testing.T) {
 
 	events := pub.all()
 	require.Len(t, events, 4)
-	require.Equal(t, trace.SpanStarted, events[0].Type)
-	require.Equal(t, trace.SpanStarted, events[1].Type)
+	require.Equal(t, event.SpanStarted, events[0].Type)
+	require.Equal(t, event.SpanStarted, events[1].Type)
 	require.NotNil(t, events[1].Span.RunID, "a start event inherits its parent's run id")
 	require.Equal(t, run.ID, *events[1].Span.RunID)
-	require.Equal(t, trace.SpanEnded, events[2].Type)
+	require.Equal(t, event.SpanEnded, events[2].Type)
 	require.Equal(t, "generate", events[2].Span.Name)
 
 	traceID := flow.SpanContext().TraceID().String()

@@ -1,18 +1,14 @@
 package trace
 
-import "github.com/loupe-dev/loupe/internal/store"
-
-// Span event types.
-const (
-	SpanStarted = "span_start"
-	SpanEnded   = "span_end"
+import (
+	"github.com/loupe-dev/loupe/internal/store"
 )
 
 // SpanEvent tells the live hub that a span started or ended. A started span has EndTime 0 and
 // carries only what was known at its start (ids, name, start time, attributes passed to Start,
 // and the run id, inherited from its parent when not set on it).
 type SpanEvent struct {
-	Type string
+	Type string // event.SpanStarted or event.SpanEnded
 	Span store.Span
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/loupe-dev/loupe/internal/event"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
@@ -171,9 +172,9 @@ func (s *Service) Close() {
 func (s *Service) publish(spans []store.Span) {
 	if !isNop(s.pub) {
 		for i := range spans {
-			typ := SpanEnded
+			typ := event.SpanEnded
 			if spans[i].EndTime == 0 {
-				typ = SpanStarted
+				typ = event.SpanStarted
 			}
 			s.pub.Publish(SpanEvent{Type: typ, Span: spans[i]})
 		}

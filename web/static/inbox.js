@@ -3,7 +3,7 @@
 // step, the arguments editor built from the schema, and bulk selection. The page works without
 // it. Untrusted text only ever goes through textContent; server HTML is templ's, already escaped.
 
-const { Live, validate, fetchHTML, fragment, fieldsIntoJSON, jsonIntoFields } = await import(document.getElementById("inbox-script").dataset.ui);
+const { Kind, Live, validate, fetchHTML, fragment, fieldsIntoJSON, jsonIntoFields } = await import(document.getElementById("inbox-script").dataset.ui);
 
 const page = document.getElementById("page");
 const list = document.getElementById("inbox-items");
@@ -333,27 +333,27 @@ async function refreshRow(id) {
 
 const live = new Live(async (m) => {
   if (m.topic !== "inbox") return;
-  if (m.kind === "snapshot") {
+  if (m.kind === Kind.Snapshot) {
     const ids = new Set(m.data.pending);
     const all = rows();
     // The snapshot lists the oldest 500: a row past them may still wait.
     const covered = m.data.pending.length < 500;
     all.forEach((el) => { if (!ids.has(el.dataset.interrupt) && covered) gone(el.dataset.interrupt); });
     for (const id of m.data.pending) await add(id);
-  } else if (m.kind === "interrupt.changed" && m.data.interrupt_id) {
+  } else if (m.kind === Kind.InterruptChanged && m.data.interrupt_id) {
     if (m.data.status === "pending") await add(m.data.interrupt_id);
     else await gone(m.data.interrupt_id);
-  } else if (m.kind === "interrupt.changed" && m.data.run_id && m.data.status !== "pending") {
+  } else if (m.kind === Kind.InterruptChanged && m.data.run_id && m.data.status !== "pending") {
     // A cancelled run's interrupts, all at once: the event names the run, not the interrupts.
     const ids = rows().filter((el) => el.dataset.run === m.data.run_id).map((el) => el.dataset.interrupt);
     const shown = detail.querySelector(".inbox-detail");
     if (shown?.dataset.run === m.data.run_id && !ids.includes(shown.dataset.interrupt)) ids.push(shown.dataset.interrupt);
     await Promise.all(ids.map(gone));
-  } else if (m.kind === "inbox.presence") {
+  } else if (m.kind === Kind.InboxPresence) {
     showPresence(m.data.interrupt_id, m.data.viewers ?? []);
-  } else if (m.kind === "interrupt.claimed") {
+  } else if (m.kind === Kind.InterruptClaimed) {
     await refreshRow(m.data.interrupt_id);
-  } else if (m.kind === "resync") {
+  } else if (m.kind === Kind.Resync) {
     live.resubscribe("inbox");
   }
 });

@@ -3,6 +3,10 @@
 // it; it only adds live updates and conveniences. No eval, no inline handlers, no HTML built from
 // data: untrusted text only ever goes through textContent.
 
+// The kinds of live events, generated from internal/event (the server's contract).
+const { Kind } = await import(document.getElementById("ui-script").dataset.events);
+export { Kind };
+
 const page = document.getElementById("page");
 const liveURL = document.querySelector('meta[name="loupe-live"]')?.content ?? "";
 
@@ -739,12 +743,12 @@ function initRun() {
   const live = new Live((m, l) => {
     if (m.topic !== topic) return;
     switch (m.kind) {
-      case "snapshot":
+      case Kind.Snapshot:
         if (m.data.status !== status) { status = m.data.status; refreshSections(); refreshTrace(); showStreamState(); }
         else if (snapshots > 0) refreshTrace(); // a reconnect: span events may have been missed meanwhile
         snapshots++;
         break;
-      case "run.chunks": {
+      case Kind.RunChunks: {
         for (const ch of m.data.chunks) {
           if (ch.seq <= lastSeq) continue;
           if (ch.seq !== lastSeq + 1 && lastSeq > 0 && gapAt !== lastSeq) {
@@ -762,23 +766,23 @@ function initRun() {
         showPlayback();
         break;
       }
-      case "run.status":
+      case Kind.RunStatus:
         status = m.data.status;
         refreshSections();
         refreshTrace();
         showPlayback();
         showStreamState();
         break;
-      case "run.message":
-      case "run.tool_call":
-      case "interrupt.changed":
+      case Kind.RunMessage:
+      case Kind.RunToolCall:
+      case Kind.InterruptChanged:
         refreshSections();
         refreshTrace();
         break;
-      case "span":
+      case Kind.Span:
         refreshTrace();
         break;
-      case "resync":
+      case Kind.Resync:
         refreshSections();
         refreshTrace();
         l.resubscribe(topic);
@@ -807,16 +811,16 @@ function initTrace() {
   const live = new Live((m, l) => {
     if (m.topic !== topic) return;
     switch (m.kind) {
-      case "span":
+      case Kind.Span:
         refresh();
         break;
-      case "snapshot":
+      case Kind.Snapshot:
         // (Re)subscribed: spans may have come while the page loaded or was offline. A finished
         // trace is not reloaded just for having been opened.
         if (subscribed || document.getElementById("trace")?.dataset.running === "true") refresh();
         subscribed = true;
         break;
-      case "resync":
+      case Kind.Resync:
         refresh();
         l.resubscribe(topic);
         break;
@@ -832,7 +836,7 @@ function initRuns() {
   if (!page.dataset.topic) return;
   const tbody = document.getElementById("run-rows");
   const live = new Live(async (m) => {
-    if (m.kind !== "run.status" || !m.data.run_id) return;
+    if (m.kind !== Kind.RunStatus || !m.data.run_id) return;
     const html = await fetchHTML(`/runs/${encodeURIComponent(m.data.run_id)}/row`);
     if (!html) return;
     const row = fragment(html).firstElementChild;
@@ -956,7 +960,7 @@ function initDashboard() {
     const fresh = doc.getElementById("page");
     if (fresh) page.replaceChildren(...[...fresh.childNodes].map((n) => document.adoptNode(n)));
   }, 300);
-  const live = new Live((m) => { if (m.kind !== "snapshot") refresh(); });
+  const live = new Live((m) => { if (m.kind !== Kind.Snapshot) refresh(); });
   live.subscribe("dashboard", 0);
   live.connect();
 }
