@@ -114,7 +114,7 @@ type wireEvent struct {
 	Trace  string          `json:"t,omitempty"`
 	Kind   event.Kind      `json:"k"`
 	Data   json.RawMessage `json:"d,omitempty"` // the payload, encoded once
-	Span   *event.SpanData       `json:"s,omitempty"` // a span event's data, in place of Data
+	Span   *event.SpanData `json:"s,omitempty"` // a span event's data, in place of Data
 }
 
 // Message is what a client receives: one event on one topic. Seq is the run's chunk sequence on a
