@@ -1,0 +1,491 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// SpanIngestResult counts what an ingest did.
+type SpanIngestResult struct {
+	Inserted int64 // spans that were new
+	Updated  int64 // spans that replaced a stored copy (a running span that ended, a resend)
+	Skipped  int64 // spans ignored because the stored copy is newer (a start that arrived after its end)
+}
+
+// fastThreshold is the batch size from which SpanIngest takes the fast path (spanIngestFast):
+// below it, one round trip of the arrays merge is cheaper than the fast path's four.
+const fastThreshold = 64
+
+// copyThreshold is the batch size from which SpanIngest stages rows with COPY instead of sending
+// them as arrays: COPY costs a temporary table per transaction but streams large batches faster.
+const copyThreshold = 256
+
+// SpanIngest stores spans and keeps the traces summary rows up to date, in one statement (one
+// transaction). Batches of fastThreshold spans or more without run ids take spanIngestFast. A span
+// already stored is merged, never duplicated: the incoming copy wins unless the
+// stored copy has ended and the incoming one has not, which is how Genkit JS's realtime mode (a
+// span sent at start and again at end, in either order) ends up as one finished span. A run id that
+// names no run is stored as NULL. Batches of copyThreshold spans or more are staged with COPY.
+//
+// Duplicate (trace, span) keys within spans are merged by the same rule before anything is sent.
+func (s *Store) SpanIngest(ctx context.Context, spans []Span) (SpanIngestResult, error) {
+	return s.spanIngest(ctx, spans, false)
+}
+
+// SpanIngestCopy is SpanIngest staging every batch with COPY, whatever its size: the span
+// exporter's path.
+func (s *Store) SpanIngestCopy(ctx context.Context, spans []Span) (SpanIngestResult, error) {
+	return s.spanIngest(ctx, spans, true)
+}
+
+func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool) (SpanIngestResult, error) {
+	spans = dedupeSpans(spans)
+	if len(spans) == 0 {
+		return SpanIngestResult{}, nil
+	}
+	var (
+		res SpanIngestResult
+		err error
+	)
+	fast := !forceCopy && s.Tx() == nil && len(spans) >= fastThreshold && !slices.ContainsFunc(spans, hasRunID)
+	for attempt := 0; attempt < 3; attempt++ {
+		if fast {
+			res, err = s.spanIngestFast(ctx, spans)
+			if isUniqueViolation(err) {
+				// A concurrent ingest stored one of our new spans between the check and the COPY:
+				// merge everything instead.
+				fast = false
+				continue
+			}
+		} else if forceCopy || len(spans) >= copyThreshold {
+			err = s.WithTx(ctx, func(tx *Store) error {
+				if s.Tx() == nil {
+					if _, err := tx.db.Exec(ctx, asyncCommit); err != nil {
+						return err
+					}
+				}
+				res, err = tx.spanIngestCopy(ctx, spans)
+				return err
+			})
+		} else {
+			res, err = s.spanIngestArrays(ctx, spans)
+		}
+		if !retryable(err) || s.Tx() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return SpanIngestResult{}, fmt.Errorf("ingest %d spans: %w", len(spans), err)
+	}
+	return res, nil
+}
+
+// asyncCommit makes an ingest transaction commit without waiting for its WAL flush. Spans are
+// telemetry: a PostgreSQL crash may lose the last few hundred milliseconds of acknowledged spans
+// (at most three wal_writer_delay periods) but never corrupts anything, and in exchange a commit
+// costs no fsync, which is what lets one hot trace take thousands of single-span POSTs a second.
+// Runs, interrupts and everything else keep full durability. It is not applied when the caller
+// passes its own transaction. It is set_config rather than SET LOCAL, which works the same in the
+// implicit transaction of a pipelined batch but logs a warning there on every ingest.
+const asyncCommit = `SELECT set_config('synchronous_commit', 'off', true)`
+
+// isUniqueViolation reports a duplicate key, which the fast path meets only when it races another
+// ingest of the same span.
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
+func hasRunID(sp Span) bool { return sp.RunID != nil }
+
+// retryable reports a deadlock or serialization failure, which a retry resolves.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
+// dedupeSpans sorts spans by key, so that concurrent ingests lock rows in the same order, and
+// merges repeated keys by the ingest rule.
+func dedupeSpans(spans []Span) []Span {
+	sorted := slices.IsSortedFunc(spans, compareSpanKeys)
+	if !sorted {
+		spans = slices.Clone(spans)
+		slices.SortStableFunc(spans, compareSpanKeys)
+	}
+	out := spans[:0:0]
+	for i := range spans {
+		if n := len(out); n > 0 && compareSpanKeys(out[n-1], spans[i]) == 0 {
+			if out[n-1].EndTime == 0 || spans[i].EndTime != 0 {
+				prev := out[n-1]
+				out[n-1] = spans[i]
+				if out[n-1].ParentSpanID == nil {
+					out[n-1].ParentSpanID = prev.ParentSpanID
+				}
+				if out[n-1].RunID == nil {
+					out[n-1].RunID = prev.RunID
+				}
+			}
+			continue
+		}
+		out = append(out, spans[i])
+	}
+	return out
+}
+
+func compareSpanKeys(a, b Span) int {
+	if c := strings.Compare(a.TraceID, b.TraceID); c != 0 {
+		return c
+	}
+	return strings.Compare(a.SpanID, b.SpanID)
+}
+
+// traceFoldSQL folds one batch's per-trace aggregate (EXCLUDED) into a stored summary row (t): the
+// root's name, times and status once a root has arrived, else the span-wide extremes; span_count
+// adds the batch's new spans. Folding a batch in parts gives the same row as folding it whole (bar
+// the root fields of a trace with two roots), which is what lets the fast path fold its new spans
+// and its merged spans separately.
+const traceFoldSQL = `
+	ON CONFLICT (trace_id) DO UPDATE SET
+		display_name = CASE WHEN EXCLUDED.root_span_id IS NOT NULL THEN EXCLUDED.display_name
+			ELSE t.display_name END,
+		root_span_id = COALESCE(EXCLUDED.root_span_id, t.root_span_id),
+		start_time_unix_nano = CASE
+			WHEN EXCLUDED.root_span_id IS NOT NULL THEN EXCLUDED.start_time_unix_nano
+			WHEN t.root_span_id IS NOT NULL THEN t.start_time_unix_nano
+			ELSE COALESCE(LEAST(NULLIF(t.start_time_unix_nano, 0), NULLIF(EXCLUDED.start_time_unix_nano, 0)), 0) END,
+		end_time_unix_nano = CASE
+			WHEN EXCLUDED.root_span_id IS NOT NULL THEN EXCLUDED.end_time_unix_nano
+			WHEN t.root_span_id IS NOT NULL THEN t.end_time_unix_nano
+			ELSE GREATEST(t.end_time_unix_nano, EXCLUDED.end_time_unix_nano) END,
+		status_code = CASE WHEN EXCLUDED.root_span_id IS NOT NULL THEN EXCLUDED.status_code
+			ELSE t.status_code END,
+		span_count = t.span_count + EXCLUDED.span_count,
+		last_end_time_unix_nano = GREATEST(t.last_end_time_unix_nano, EXCLUDED.last_end_time_unix_nano),
+		run_id     = COALESCE(t.run_id, EXCLUDED.run_id),
+		updated_at = now()
+`
+
+// spanMergeSQL upserts the rows of the relation src into spans, then folds what changed into
+// traces. %s is the source relation, with the columns of spanColumns.
+var spanMergeSQL = `
+WITH src AS (%s),
+up AS (
+	INSERT INTO spans AS sp (` + spanColumns + `)
+	SELECT s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, s.start_time_unix_nano,
+		s.end_time_unix_nano, s.status_code, s.status_message, s.attributes, s.events, s.links,
+		s.resource, s.scope, s.scope_version, s.source, r.id
+	FROM src s LEFT JOIN runs r ON r.id = s.run_id
+	ORDER BY s.trace_id, s.span_id
+	ON CONFLICT (trace_id, span_id) DO UPDATE SET
+		parent_span_id       = COALESCE(EXCLUDED.parent_span_id, sp.parent_span_id),
+		name                 = EXCLUDED.name,
+		kind                 = EXCLUDED.kind,
+		start_time_unix_nano = EXCLUDED.start_time_unix_nano,
+		end_time_unix_nano   = EXCLUDED.end_time_unix_nano,
+		status_code          = EXCLUDED.status_code,
+		status_message       = EXCLUDED.status_message,
+		attributes           = EXCLUDED.attributes,
+		events               = EXCLUDED.events,
+		links                = EXCLUDED.links,
+		resource             = EXCLUDED.resource,
+		scope                = EXCLUDED.scope,
+		scope_version        = EXCLUDED.scope_version,
+		run_id               = COALESCE(EXCLUDED.run_id, sp.run_id)
+	WHERE sp.end_time_unix_nano = 0 OR EXCLUDED.end_time_unix_nano <> 0
+	RETURNING sp.trace_id, sp.span_id, sp.parent_span_id, sp.name, sp.start_time_unix_nano,
+		sp.end_time_unix_nano, sp.status_code, sp.source, sp.run_id, (sp.xmax = 0) AS inserted
+),
+agg AS (
+	SELECT trace_id,
+		max(span_id) FILTER (WHERE parent_span_id IS NULL)              AS root_span_id,
+		max(name) FILTER (WHERE parent_span_id IS NULL)                 AS root_name,
+		min(start_time_unix_nano) FILTER (WHERE parent_span_id IS NULL) AS root_start,
+		max(end_time_unix_nano) FILTER (WHERE parent_span_id IS NULL)   AS root_end,
+		max(status_code) FILTER (WHERE parent_span_id IS NULL)          AS root_status,
+		min(NULLIF(start_time_unix_nano, 0))                            AS any_start,
+		max(end_time_unix_nano)                                         AS any_end,
+		count(*) FILTER (WHERE inserted)                                AS new_spans,
+		min(source)                                                     AS source,
+		(array_agg(run_id) FILTER (WHERE run_id IS NOT NULL))[1]        AS run_id
+	FROM up GROUP BY trace_id
+),
+tr AS (
+	INSERT INTO traces AS t (trace_id, display_name, root_span_id, start_time_unix_nano,
+		end_time_unix_nano, status_code, span_count, source, run_id, updated_at, last_end_time_unix_nano)
+	SELECT trace_id, left(COALESCE(root_name, ''), ` + displayNameMaxSQL + `), root_span_id, COALESCE(root_start, any_start, 0),
+		CASE WHEN root_span_id IS NOT NULL THEN root_end ELSE any_end END,
+		COALESCE(root_status, 0), new_spans, source, run_id, now(), COALESCE(any_end, 0)
+	FROM agg ORDER BY trace_id
+` + traceFoldSQL + `	RETURNING 1
+)
+SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted), (SELECT count(*) FROM tr)
+FROM up`
+
+const spanArraysSource = `SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
+	$5::int2[], $6::int8[], $7::int8[], $8::int2[], $9::text[], $10::text[], $11::text[], $12::text[],
+	$13::text[], $14::text[], $15::text[], $16::text[], $17::uuid[])
+	AS s(trace_id, span_id, parent_span_id, name, kind, start_time_unix_nano, end_time_unix_nano,
+		status_code, status_message, attributes_text, events_text, links_text, resource_text, scope,
+		scope_version, source, run_id)`
+
+// spanArraysSQL casts the JSON columns, sent as text so that pgx needs no json[] encoding.
+var spanArraysSQL = fmt.Sprintf(spanMergeSQL, `SELECT trace_id, span_id, parent_span_id, name, kind,
+	start_time_unix_nano, end_time_unix_nano, status_code, status_message,
+	attributes_text::json AS attributes, events_text::json AS events, links_text::json AS links,
+	resource_text::json AS resource, scope, scope_version, source, run_id FROM (`+spanArraysSource+`) a`)
+
+var spanCopySQL = fmt.Sprintf(spanMergeSQL, `SELECT * FROM spans_stage`)
+
+func (s *Store) spanIngestArrays(ctx context.Context, spans []Span) (SpanIngestResult, error) {
+	n := len(spans)
+	var (
+		traceIDs, spanIDs, names, statusMsgs, scopes, scopeVersions, sources = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		parents                                                              = make([]*string, n)
+		kinds, statuses                                                      = make([]int16, n), make([]int16, n)
+		starts, ends                                                         = make([]int64, n), make([]int64, n)
+		attrs, events, links, resources                                      = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		runIDs                                                               = make([]*uuid.UUID, n)
+	)
+	for i := range spans {
+		sp := &spans[i]
+		traceIDs[i], spanIDs[i], parents[i], names[i] = sp.TraceID, sp.SpanID, sp.ParentSpanID, sp.Name
+		kinds[i], starts[i], ends[i], statuses[i], statusMsgs[i] = sp.Kind, sp.StartTime, sp.EndTime, sp.StatusCode, sp.StatusMessage
+		attrs[i], events[i] = jsonOr(sp.Attributes, "{}"), jsonOr(sp.Events, "[]")
+		links[i], resources[i] = jsonOr(sp.Links, "[]"), jsonOr(sp.Resource, "{}")
+		scopes[i], scopeVersions[i], sources[i], runIDs[i] = sp.Scope, sp.ScopeVersion, sourceOr(sp.Source), sp.RunID
+	}
+	var res SpanIngestResult
+	var traces int64
+	args := []any{traceIDs, spanIDs, parents, names, kinds, starts, ends, statuses, statusMsgs, attrs,
+		events, links, resources, scopes, scopeVersions, sources, runIDs}
+	scan := func(row pgx.Row) error { return row.Scan(&res.Inserted, &res.Updated, &traces) }
+	if s.Tx() != nil {
+		if err := scan(s.db.QueryRow(ctx, spanArraysSQL, args...)); err != nil {
+			return SpanIngestResult{}, err
+		}
+	} else {
+		// One round trip, one implicit transaction: the SET LOCAL applies to the ingest only.
+		b := &pgx.Batch{}
+		b.Queue(asyncCommit)
+		b.Queue(spanArraysSQL, args...).QueryRow(scan)
+		if err := s.db.SendBatch(ctx, b).Close(); err != nil {
+			return SpanIngestResult{}, err
+		}
+	}
+	res.Skipped = int64(n) - res.Inserted - res.Updated
+	return res, nil
+}
+
+// spanExistingSQL returns which of the given keys are already stored.
+const spanExistingSQL = `SELECT k.trace_id, k.span_id
+	FROM unnest($1::text[], $2::text[]) AS k(trace_id, span_id)
+	JOIN spans sp ON sp.trace_id = k.trace_id AND sp.span_id = k.span_id`
+
+// traceFoldArraysSQL folds per-trace aggregates computed in Go (traceAggregates) into traces.
+var traceFoldArraysSQL = `
+INSERT INTO traces AS t (trace_id, display_name, root_span_id, start_time_unix_nano,
+	end_time_unix_nano, status_code, span_count, source, updated_at, last_end_time_unix_nano)
+SELECT trace_id, left(COALESCE(root_name, ''), ` + displayNameMaxSQL + `), root_span_id, COALESCE(root_start, any_start, 0),
+	CASE WHEN root_span_id IS NOT NULL THEN root_end ELSE any_end END,
+	COALESCE(root_status, 0), new_spans, source, now(), COALESCE(any_end, 0)
+FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int2[], $7::int8[],
+	$8::int8[], $9::int4[], $10::text[])
+	AS a(trace_id, root_span_id, root_name, root_start, root_end, root_status, any_start, any_end,
+		new_spans, source)
+ORDER BY trace_id` + traceFoldSQL
+
+// beginAsync begins an ingest transaction that commits without waiting for its WAL flush (see
+// asyncCommit), in one round trip.
+var beginAsync = pgx.TxOptions{BeginQuery: "BEGIN; " + asyncCommit}
+
+// spanIngestFast stores a batch the way a raw COPY does: it looks up which spans are already
+// stored, COPYs the new ones straight into spans, folds their summary (computed here, in Go) into
+// traces, and merges only the stored ones through spanArraysSQL. A batch of new spans, the common
+// case, thus costs the database little more than the COPY. spans must be deduplicated and sorted,
+// and carry no run ids (which COPY cannot check). A concurrent ingest of the same new span makes
+// the COPY fail with a unique violation; the caller then merges instead.
+func (s *Store) spanIngestFast(ctx context.Context, spans []Span) (SpanIngestResult, error) {
+	tx, err := s.pool.BeginTx(ctx, beginAsync)
+	if err != nil {
+		return SpanIngestResult{}, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	traceIDs, spanIDs := make([]string, len(spans)), make([]string, len(spans))
+	for i := range spans {
+		traceIDs[i], spanIDs[i] = spans[i].TraceID, spans[i].SpanID
+	}
+	rows, err := tx.Query(ctx, spanExistingSQL, traceIDs, spanIDs)
+	if err != nil {
+		return SpanIngestResult{}, fmt.Errorf("look up stored spans: %w", err)
+	}
+	existing := map[SpanKey]struct{}{}
+	var k SpanKey
+	_, err = pgx.ForEachRow(rows, []any{&k.TraceID, &k.SpanID}, func() error {
+		existing[k] = struct{}{}
+		return nil
+	})
+	if err != nil {
+		return SpanIngestResult{}, fmt.Errorf("look up stored spans: %w", err)
+	}
+	fresh, stored := spans, []Span(nil)
+	if len(existing) > 0 {
+		fresh = make([]Span, 0, len(spans)-len(existing))
+		for _, sp := range spans {
+			if _, ok := existing[SpanKey{sp.TraceID, sp.SpanID}]; ok {
+				stored = append(stored, sp)
+			} else {
+				fresh = append(fresh, sp)
+			}
+		}
+	}
+	var res SpanIngestResult
+	if len(fresh) > 0 {
+		n, err := tx.CopyFrom(ctx, pgx.Identifier{"spans"}, spanCopyColumns, spanCopySource(fresh))
+		if err != nil {
+			return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
+		}
+		res.Inserted = n
+		if _, err := tx.Exec(ctx, traceFoldArraysSQL, traceAggregates(fresh)...); err != nil {
+			return SpanIngestResult{}, fmt.Errorf("fold trace summaries: %w", err)
+		}
+	}
+	if len(stored) > 0 {
+		merged, err := (&Store{pool: s.pool, db: tx}).spanIngestArrays(ctx, stored)
+		if err != nil {
+			return SpanIngestResult{}, err
+		}
+		res.Inserted += merged.Inserted
+		res.Updated += merged.Updated
+		res.Skipped += merged.Skipped
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return SpanIngestResult{}, err
+	}
+	return res, nil
+}
+
+// traceAggregates computes, for spans sorted by trace, the per-trace aggregate that spanMergeSQL's
+// agg computes in SQL, as the arguments of traceFoldArraysSQL.
+func traceAggregates(spans []Span) []any {
+	var (
+		traceIDs, sources    []string
+		rootIDs, rootNames   []*string
+		rootStarts, rootEnds []*int64
+		rootStatuses         []*int16
+		anyStarts            []*int64
+		anyEnds              []int64
+		counts               []int32
+	)
+	for i := range spans {
+		sp := &spans[i]
+		n := len(traceIDs)
+		if n == 0 || traceIDs[n-1] != sp.TraceID {
+			traceIDs, sources = append(traceIDs, sp.TraceID), append(sources, sourceOr(sp.Source))
+			rootIDs, rootNames = append(rootIDs, nil), append(rootNames, nil)
+			rootStarts, rootEnds, rootStatuses = append(rootStarts, nil), append(rootEnds, nil), append(rootStatuses, nil)
+			anyStarts, anyEnds, counts = append(anyStarts, nil), append(anyEnds, sp.EndTime), append(counts, 0)
+			n++
+		}
+		j := n - 1
+		counts[j]++
+		sources[j] = min(sources[j], sourceOr(sp.Source))
+		anyEnds[j] = max(anyEnds[j], sp.EndTime)
+		if sp.StartTime != 0 && (anyStarts[j] == nil || sp.StartTime < *anyStarts[j]) {
+			anyStarts[j] = &sp.StartTime
+		}
+		if sp.ParentSpanID != nil {
+			continue
+		}
+		if rootIDs[j] == nil || sp.SpanID > *rootIDs[j] {
+			rootIDs[j] = &sp.SpanID
+		}
+		if rootNames[j] == nil || sp.Name > *rootNames[j] {
+			rootNames[j] = &sp.Name
+		}
+		if rootStarts[j] == nil || sp.StartTime < *rootStarts[j] {
+			rootStarts[j] = &sp.StartTime
+		}
+		if rootEnds[j] == nil || sp.EndTime > *rootEnds[j] {
+			rootEnds[j] = &sp.EndTime
+		}
+		if rootStatuses[j] == nil || sp.StatusCode > *rootStatuses[j] {
+			rootStatuses[j] = &sp.StatusCode
+		}
+	}
+	return []any{traceIDs, rootIDs, rootNames, rootStarts, rootEnds, rootStatuses, anyStarts, anyEnds,
+		counts, sources}
+}
+
+// spanIngestCopy stages spans with COPY in a temporary table dropped at commit, then merges them.
+// It must run in a transaction.
+func (s *Store) spanIngestCopy(ctx context.Context, spans []Span) (SpanIngestResult, error) {
+	if _, err := s.db.Exec(ctx, `CREATE TEMPORARY TABLE spans_stage
+		(LIKE spans INCLUDING DEFAULTS) ON COMMIT DROP`); err != nil {
+		return SpanIngestResult{}, fmt.Errorf("create staging table: %w", err)
+	}
+	if _, err := s.db.CopyFrom(ctx, pgx.Identifier{"spans_stage"}, spanCopyColumns, spanCopySource(spans)); err != nil {
+		return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
+	}
+	var res SpanIngestResult
+	var traces int64
+	if err := s.db.QueryRow(ctx, spanCopySQL).Scan(&res.Inserted, &res.Updated, &traces); err != nil {
+		return SpanIngestResult{}, err
+	}
+	res.Skipped = int64(len(spans)) - res.Inserted - res.Updated
+	return res, nil
+}
+
+var spanCopyColumns = strings.Fields(strings.ReplaceAll(spanColumns, ",", " "))
+
+// spanCopySource feeds spans to CopyFrom. It is also what a raw COPY into spans (the ingest
+// benchmark's baseline) uses.
+func spanCopySource(spans []Span) pgx.CopyFromSource {
+	return pgx.CopyFromSlice(len(spans), func(i int) ([]any, error) {
+		sp := &spans[i]
+		return []any{sp.TraceID, sp.SpanID, sp.ParentSpanID, sp.Name, sp.Kind, sp.StartTime,
+			sp.EndTime, sp.StatusCode, sp.StatusMessage, jsonOr(sp.Attributes, "{}"),
+			jsonOr(sp.Events, "[]"), jsonOr(sp.Links, "[]"), jsonOr(sp.Resource, "{}"), sp.Scope,
+			sp.ScopeVersion, sourceOr(sp.Source), sp.RunID}, nil
+	})
+}
+
+// SpanCopyRaw copies spans straight into the spans table with COPY: no merge, no traces summary,
+// no run check. It exists as the baseline of the ingest benchmark, never for real ingest.
+// It commits as SpanIngest does, without waiting for the WAL flush, so the comparison is fair.
+func (s *Store) SpanCopyRaw(ctx context.Context, spans []Span) (int64, error) {
+	var n int64
+	err := s.WithTx(ctx, func(tx *Store) error {
+		if _, err := tx.db.Exec(ctx, asyncCommit); err != nil {
+			return err
+		}
+		var err error
+		n, err = tx.db.CopyFrom(ctx, pgx.Identifier{"spans"}, spanCopyColumns, spanCopySource(spans))
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("copy %d spans: %w", len(spans), err)
+	}
+	return n, nil
+}
+
+func jsonOr(raw json.RawMessage, empty string) string {
+	if len(raw) == 0 {
+		return empty
+	}
+	return string(raw)
+}
+
+func sourceOr(source string) string {
+	if source == "" {
+		return SpanSourceLoupe
+	}
+	return source
+}
