@@ -112,11 +112,17 @@ func (r *Registry) newGeneration(cfg *generateConfig) (*generation, error) {
 	return g, nil
 }
 
-// lookupModel finds a model by key or name; an unknown one is NOT_FOUND.
+// ModelKeys are the keys a model named in a request is looked up by, in order: the name as a key
+// ("/model/echo"), then as a model's name ("echo").
+func ModelKeys(name string) []string { return []string{name, ActionKey(ActionTypeModel, name)} }
+
+// lookupModel finds a model by key or name (ModelKeys); an unknown one is NOT_FOUND.
 func (r *Registry) lookupModel(name string) (Model, error) {
-	a := r.Lookup(name)
-	if a == nil {
-		a = r.Lookup(ActionKey(ActionTypeModel, name))
+	var a Action
+	for _, k := range ModelKeys(name) {
+		if a = r.Lookup(k); a != nil {
+			break
+		}
 	}
 	m, ok := a.(Model)
 	if !ok {
@@ -243,7 +249,7 @@ func (g *generation) turnBody(ctx context.Context, t *GenerateTurn) (*ModelRespo
 	raw := t.Request
 	if raw.Resume != nil && t.Turn == 0 {
 		// The resume finishes the interrupted turn, whose model message ends the history.
-		g.setSpanTurn(ctx, max(countModelMessages(raw.Messages)-1, 0))
+		g.setSpanTurn(ctx, max(CountModelMessages(raw.Messages)-1, 0))
 		next, interrupted, err := g.resume(ctx, raw)
 		if err != nil {
 			return nil, err
@@ -254,7 +260,7 @@ func (g *generation) turnBody(ctx context.Context, t *GenerateTurn) (*ModelRespo
 		raw = next
 	}
 	msgs := raw.Messages
-	g.setSpanTurn(ctx, countModelMessages(msgs))
+	g.setSpanTurn(ctx, CountModelMessages(msgs))
 	req := &ModelRequest{
 		Messages:   g.format.inject(msgs),
 		Config:     raw.Config,
@@ -377,8 +383,8 @@ func (g *generation) setSpanTurn(ctx context.Context, turn int) {
 	trace.SpanFromContext(ctx).SetAttributes(attribute.Int(AttrTurnIndex, turn))
 }
 
-// countModelMessages counts the model's messages in a history.
-func countModelMessages(msgs []*Message) int {
+// CountModelMessages counts the model's messages in a history.
+func CountModelMessages(msgs []*Message) int {
 	n := 0
 	for _, m := range msgs {
 		if m.Role == RoleModel {

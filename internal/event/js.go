@@ -3,6 +3,8 @@ package event
 import (
 	"bytes"
 	"fmt"
+
+	"github.com/loupe-dev/loupe/internal/store"
 )
 
 // JS is web/static/events.js: the kinds as a JavaScript module for the page scripts.
@@ -16,6 +18,15 @@ func JS() []byte {
 	}
 	b.WriteString("});\n\n")
 	b.WriteString("// The types of span events (a span event's data.type).\n")
-	fmt.Fprintf(&b, "export const SpanType = Object.freeze({ Started: %q, Ended: %q });\n", SpanStarted, SpanEnded)
+	fmt.Fprintf(&b, "export const SpanType = Object.freeze({ Started: %q, Ended: %q });\n\n", SpanStarted, SpanEnded)
+	b.WriteString("// The statuses of a run that is over (a run.status event's data.status).\n")
+	b.WriteString("export const FinishedRunStatuses = Object.freeze([")
+	for i, s := range store.FinishedRunStatuses {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q", s)
+	}
+	b.WriteString("]);\n")
 	return b.Bytes()
 }

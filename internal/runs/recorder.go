@@ -103,7 +103,7 @@ func newRecorder(svc *Service, run *store.Run, l *lease, state *store.ExecutionS
 	}
 	r.bases = generationBases(state.Messages)
 	r.resumeGen = resumeGen
-	r.resumeTurn = r.bases[resumeGen].turn + max(countModelMessages(history)-1, 0)
+	r.resumeTurn = r.bases[resumeGen].turn + max(engine.CountModelMessages(history)-1, 0)
 	r.turn = r.resumeTurn
 	r.nextSeq = len(state.Messages)
 	r.chunkSeq = state.ChunkSeq
@@ -116,16 +116,6 @@ func newRecorder(svc *Service, run *store.Run, l *lease, state *store.ExecutionS
 		r.maxTurn = max(r.maxTurn, m.Turn+1)
 	}
 	return r
-}
-
-func countModelMessages(msgs []*engine.Message) int {
-	n := 0
-	for _, m := range msgs {
-		if m.Role == engine.RoleModel {
-			n++
-		}
-	}
-	return n
 }
 
 // enter notes which Generate call of the flow is reporting, from ctx. A call recorded before
@@ -300,7 +290,7 @@ func (r *recorder) modelCall(ctx context.Context, req *engine.ModelRequest, cb e
 	sc := oteltrace.SpanContextFromContext(ctx)
 	r.mu.Lock()
 	r.enter(ctx)
-	turn := r.turnBase + countModelMessages(req.Messages)
+	turn := r.turnBase + engine.CountModelMessages(req.Messages)
 	if sc.HasTraceID() && r.traceID == "" {
 		r.traceID = sc.TraceID().String()
 	}

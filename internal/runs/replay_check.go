@@ -63,7 +63,7 @@ func (s *Service) checkReplay(ctx context.Context, orig *store.Run, p *ReplayPar
 			return &ValidationError{Field: "overrides", Message: "an exact replay serves the recorded responses; use mode rerun or fork to override"}
 		}
 		if o.Model != "" {
-			d, err := s.lookupAction(ctx, o.Model, engine.ActionKey(engine.ActionTypeModel, o.Model))
+			d, err := s.lookupAction(ctx, engine.ModelKeys(o.Model)...)
 			if err != nil {
 				return err
 			}

@@ -31,7 +31,7 @@ func (s *Service) resumeParts(ctx context.Context, run *store.Run, l *lease, his
 	if last.Role != engine.RoleModel || len(last.ToolRequests()) == 0 {
 		return nil, nil, nil
 	}
-	turn := turnBase + countModelMessages(history) - 1
+	turn := turnBase + engine.CountModelMessages(history) - 1
 	interrupts, err := s.store.InterruptListByRun(ctx, run.ID)
 	if err != nil {
 		return nil, nil, err

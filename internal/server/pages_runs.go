@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -330,12 +329,12 @@ func (s *Server) runPageData(c echo.Context, id uuid.UUID, withTrace bool) (temp
 	r := d.Run
 	pr := principal(c)
 	p.Run = templates.RunHeader{
-		ID: r.ID.String(), Action: r.Action, Status: r.Status, Model: deref(r.Model), Duration: runDuration(r),
+		ID: r.ID.String(), Action: r.Action, Status: r.Status, Finished: store.RunFinished(r.Status), Model: deref(r.Model), Duration: runDuration(r),
 		Turns: r.Turns, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CreatedBy: deref(r.CreatedBy),
 		CreatedAt: r.CreatedAt, ReplayMode: deref(r.ReplayMode), Resumes: r.Resumes,
 		InputJSON: nonEmptyJSON(r.Input), OutputJSON: nonEmptyJSON(r.Output), ErrorJSON: nonEmptyJSON(r.Error), ErrorMessage: runErrorMessage(r.Error), TickFrom: runTickFrom(r),
-		CanCancel: s.deps.Runs != nil && !finished(r.Status) && pr != nil && auth.Allows(pr.Role, store.RoleReviewer),
-		CanReplay: s.deps.Runs != nil && (finished(r.Status) || r.Status == store.RunInterrupted) && pr != nil && auth.Allows(pr.Role, store.RoleReviewer),
+		CanCancel: s.deps.Runs != nil && !store.RunFinished(r.Status) && pr != nil && auth.Allows(pr.Role, store.RoleReviewer),
+		CanReplay: s.deps.Runs != nil && (store.RunFinished(r.Status) || r.Status == store.RunInterrupted) && pr != nil && auth.Allows(pr.Role, store.RoleReviewer),
 	}
 	if r.Status == store.RunInterrupted && r.StartedAt != nil {
 		since := runWaitingSince(r)
@@ -412,7 +411,7 @@ func (s *Server) runLineage(ctx context.Context, h *templates.RunHeader, r *stor
 	}
 	if l.Of != nil {
 		h.Divergence = divergenceView(l.Of.Divergence)
-		h.Matches = h.Divergence == nil && deref(r.ReplayMode) == store.ReplayExact && finished(r.Status)
+		h.Matches = h.Divergence == nil && deref(r.ReplayMode) == store.ReplayExact && store.RunFinished(r.Status)
 	}
 	for _, d := range l.Derived {
 		v := templates.DerivedRun{ID: d.RunID.String(), Relation: d.Relation, Mode: deref(d.Mode), Status: d.Status}
@@ -421,7 +420,7 @@ func (s *Server) runLineage(ctx context.Context, h *templates.RunHeader, r *stor
 		}
 		if dv := divergenceView(d.Divergence); dv != nil {
 			v.Diverged = "diverged at turn " + strconv.Itoa(dv.Turn)
-		} else if v.Mode == store.ReplayExact && finished(d.Status) {
+		} else if v.Mode == store.ReplayExact && store.RunFinished(d.Status) {
 			v.Diverged = "matches"
 		}
 		h.Derived = append(h.Derived, v)
@@ -496,19 +495,10 @@ func divergenceValue(raw json.RawMessage) string {
 
 // shorten cuts s to at most n runes, marking the cut with an ellipsis.
 func shorten(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
+	if cut, ok := store.TruncateRunes(s, n); ok {
+		return cut + "…"
 	}
-	r := []rune(s)
-	return string(r[:n]) + "…"
-}
-
-func finished(status string) bool {
-	switch status {
-	case store.RunSucceeded, store.RunFailed, store.RunAborted, store.RunCancelled:
-		return true
-	}
-	return false
+	return s
 }
 
 // runTrace finds the run's traces (one per execution: a resumed run has several) and builds the
@@ -769,12 +759,18 @@ func interruptMessage(metadata []byte) string {
 	return interruptPrompt(metadata)
 }
 
+// compactJSON is stored JSON as compact text (PostgreSQL's jsonb output puts spaces after colons
+// and commas); empty for none or null. JSON that does not parse is shown trimmed, as it is.
 func compactJSON(raw []byte) string {
-	t := strings.TrimSpace(string(raw))
-	if t == "" || t == "null" {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || string(t) == "null" {
 		return ""
 	}
-	return t
+	var buf bytes.Buffer
+	if json.Compact(&buf, t) != nil {
+		return string(t)
+	}
+	return buf.String()
 }
 
 // ledgerRow is a tool call of the ledger. it, when not nil, is the interrupt the call raised: a

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,13 @@ const (
 
 // RunStatuses lists every run status in lifecycle order.
 var RunStatuses = []string{RunQueued, RunRunning, RunInterrupted, RunSucceeded, RunFailed, RunAborted, RunCancelled}
+
+// FinishedRunStatuses are the statuses of a run that is over. An interrupted run is not: it
+// waits for a reviewer.
+var FinishedRunStatuses = []string{RunSucceeded, RunFailed, RunAborted, RunCancelled}
+
+// RunFinished reports whether a run with this status is over.
+func RunFinished(status string) bool { return slices.Contains(FinishedRunStatuses, status) }
 
 // Run is one execution of a registered action.
 type Run struct {

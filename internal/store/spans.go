@@ -28,13 +28,7 @@ var displayNameMaxSQL = strconv.Itoa(DisplayNameMax)
 
 // TruncateDisplayName cuts a name to DisplayNameMax characters, as the summary stores it.
 func TruncateDisplayName(name string) string {
-	n := 0
-	for i := range name {
-		if n == DisplayNameMax {
-			return name[:i]
-		}
-		n++
-	}
+	name, _ = TruncateRunes(name, DisplayNameMax)
 	return name
 }
 

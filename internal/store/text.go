@@ -87,6 +87,21 @@ func textProblem(b []byte) (at int, problem string) {
 	return -1, "" // unreachable: b is not valid UTF-8
 }
 
+// TruncateRunes cuts s to at most n runes, whole runes only, and says whether it cut.
+func TruncateRunes(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	count := 0
+	for i := range s {
+		if count == n {
+			return s[:i], true
+		}
+		count++
+	}
+	return s, false
+}
+
 // CleanText replaces each U+0000 and each byte that does not start valid UTF-8 in s with U+FFFD,
 // as ranging over a string does, and as encoding/json decodes such bytes. It returns s itself when
 // there is nothing to replace.

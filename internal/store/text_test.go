@@ -235,3 +235,24 @@ func cleaned(v any) (out any, ok bool) {
 	}
 	return v, true
 }
+
+// TestTruncateRunesCutsWholeRunes: a cut never splits a rune, and says whether it cut.
+func TestTruncateRunesCutsWholeRunes(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+		cut  bool
+	}{
+		{"abc", 3, "abc", false},
+		{"abcd", 3, "abc", true},
+		{"日本語", 3, "日本語", false},
+		{"日本語です", 3, "日本語", true},
+		{"", 0, "", false},
+		{"a", 0, "", true},
+	} {
+		got, cut := store.TruncateRunes(c.in, c.n)
+		require.Equal(t, c.want, got, c.in)
+		require.Equal(t, c.cut, cut, c.in)
+	}
+}

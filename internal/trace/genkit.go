@@ -543,7 +543,7 @@ func truncateAttributes(raw json.RawMessage, n int) json.RawMessage {
 		if json.Unmarshal(v, &s) != nil {
 			continue
 		}
-		if cut, ok := truncateString(s, n); ok {
+		if cut, ok := store.TruncateRunes(s, n); ok {
 			m[k], _ = json.Marshal(cut + "...")
 			changed = true
 		}

@@ -133,18 +133,3 @@ func cleanSpanText(sp *store.Span) {
 	sp.Name, sp.StatusMessage = store.CleanText(sp.Name), store.CleanText(sp.StatusMessage)
 	sp.Scope, sp.ScopeVersion = store.CleanText(sp.Scope), store.CleanText(sp.ScopeVersion)
 }
-
-// truncateString cuts s to at most n runes, as Genkit's list does with long attributes.
-func truncateString(s string, n int) (string, bool) {
-	if len(s) <= n {
-		return s, false
-	}
-	count := 0
-	for i := range s {
-		if count == n {
-			return s[:i], true
-		}
-		count++
-	}
-	return s, false
-}

@@ -18,3 +18,6 @@ export const Kind = Object.freeze({
 
 // The types of span events (a span event's data.type).
 export const SpanType = Object.freeze({ Started: "span_start", Ended: "span_end" });
+
+// The statuses of a run that is over (a run.status event's data.status).
+export const FinishedRunStatuses = Object.freeze(["succeeded", "failed", "aborted", "cancelled"]);

@@ -4,7 +4,7 @@
 // data: untrusted text only ever goes through textContent.
 
 // The kinds of live events, generated from internal/event (the server's contract).
-const { Kind } = await import(document.getElementById("ui-script").dataset.events);
+const { Kind, FinishedRunStatuses } = await import(document.getElementById("ui-script").dataset.events);
 export { Kind };
 
 const page = document.getElementById("page");
@@ -634,7 +634,7 @@ function initRun() {
   let status = document.querySelector(".run-header")?.dataset.status ?? "";
   let lastSeq = 0;
   let gapAt = -1; // a gap is asked for once; a second time it is a hole in the record, not a loss
-  const terminal = (s) => ["succeeded", "failed", "aborted", "cancelled"].includes(s);
+  const terminal = (s) => FinishedRunStatuses.includes(s);
 
   function groupFor(ch, into) {
     const key = `${ch.turn}:${ch.index}:${ch.role}`;

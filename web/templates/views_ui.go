@@ -82,6 +82,7 @@ type RunHeader struct {
 	ID           string
 	Action       string
 	Status       string
+	Finished bool // the run is over: see Ended
 	Model        string
 	Duration     string
 	Turns        int
@@ -150,15 +151,9 @@ type DerivedRun struct {
 	Diverged string
 }
 
-// Ended reports whether the run is over: succeeded, failed, aborted or cancelled. An interrupted
-// run is not: it waits for a reviewer.
-func (h RunHeader) Ended() bool {
-	switch h.Status {
-	case "succeeded", "failed", "aborted", "cancelled":
-		return true
-	}
-	return false
-}
+// Ended reports whether the run is over (store.RunFinished). An interrupted run is not: it waits
+// for a reviewer.
+func (h RunHeader) Ended() bool { return h.Finished }
 
 // AuditRow is one audit log entry shown on an interrupt.
 type AuditRow struct {
