@@ -82,7 +82,7 @@ type RunHeader struct {
 	ID           string
 	Action       string
 	Status       string
-	Finished bool // the run is over: see Ended
+	Finished     bool // the run is over: see Ended
 	Model        string
 	Duration     string
 	Turns        int
