@@ -43,18 +43,6 @@ func bearerToken(r *http.Request) (string, bool) {
 	return token, token != ""
 }
 
-// isPublic lists the paths that need no sign-in: health, metrics, assets, the sign-in page itself,
-// Genkit's telemetry API and OTLP ingest, whose handlers check the ingest token themselves (see
-// traceRoutes), and the reflection API's /api/notify, which the genkit CLI sends on connecting and
-// which changes nothing.
-func isPublic(path string) bool {
-	switch path {
-	case "/healthz", "/readyz", "/metrics", "/login", "/api/__health", "/api/traces", "/v1/traces", "/api/logs", "/api/notify":
-		return true
-	}
-	return strings.HasPrefix(path, "/static/") || strings.HasPrefix(path, "/api/traces/")
-}
-
 // authenticate identifies the caller: everyone is the local admin in local mode; otherwise a bearer
 // token or a session cookie is required. API clients get 401; browsers are sent to sign in.
 func (s *Server) authenticate() echo.MiddlewareFunc {
@@ -67,7 +55,7 @@ func (s *Server) authenticate() echo.MiddlewareFunc {
 			ctx := c.Request().Context()
 			if token, ok := bearerToken(c.Request()); ok {
 				u, err := s.auth.TokenUser(ctx, token)
-				if errors.Is(err, store.ErrNotFound) && isTelemetryPath(c.Request().URL.Path) {
+				if errors.Is(err, store.ErrNotFound) && s.ruleOf(c).access == accessTelemetry {
 					return next(c) // not a user's token: the handler checks LOUPE_INGEST_TOKEN
 				}
 				if errors.Is(err, store.ErrNotFound) {
@@ -89,7 +77,7 @@ func (s *Server) authenticate() echo.MiddlewareFunc {
 					return err
 				}
 			}
-			if isPublic(c.Request().URL.Path) {
+			if a := s.ruleOf(c).access; a == accessPublic || a == accessTelemetry {
 				return next(c)
 			}
 			if wantsJSON(c) || c.Request().Method != http.MethodGet {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -17,11 +16,6 @@ import (
 // The parts of Genkit's telemetry server (genkit-tools/telemetry-server) beyond storing and
 // reading traces, which the genkit CLI and the Dev UI server call on GENKIT_TELEMETRY_SERVER:
 // streaming one trace as it grows, and logs.
-
-// isTraceStreamPath names GET /api/traces/{id}/stream.
-func isTraceStreamPath(p string) bool {
-	return strings.HasPrefix(p, "/api/traces/") && strings.HasSuffix(p, "/stream")
-}
 
 // Trace streams are polled from the database, so that they see spans that any instance, or any
 // program, wrote.

@@ -33,10 +33,7 @@ func (s *Server) logRequests() echo.MiddlewareFunc {
 		LogRemoteIP:  true,
 		LogError:     true,
 		HandleError:  true,
-		Skipper: func(c echo.Context) bool {
-			p := c.Request().URL.Path
-			return p == "/healthz" || p == "/metrics" || strings.HasPrefix(p, "/static/")
-		},
+		Skipper:      func(c echo.Context) bool { return s.ruleOf(c).quiet },
 		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
 			level := slog.LevelInfo
 			switch {
@@ -123,7 +120,7 @@ func (s *Server) csrf() echo.MiddlewareFunc {
 		CookieMaxAge:   int((12 * time.Hour).Seconds()),
 		Skipper: func(c echo.Context) bool {
 			r := c.Request()
-			if _, ok := bearerToken(r); ok || isIngestPath(r.URL.Path) {
+			if _, ok := bearerToken(r); ok || s.ruleOf(c).access == accessTelemetry {
 				return true
 			}
 			// Without a session cookie a request carries no ambient credentials, so there is

@@ -27,24 +27,14 @@ import (
 // link pages on. It keeps the page fast with ten thousand items waiting.
 const inboxPageSize = 200
 
-// inboxRoutes registers the inbox pages: the list and its detail, resolve, bulk, claims, presence
-// and the history.
-func (s *Server) inboxRoutes(e *echo.Echo, reviewer echo.MiddlewareFunc) {
-	e.GET("/inbox", s.inboxPage)
-	e.GET("/inbox/history", s.inboxHistoryPage)
-	e.GET("/inbox/items/:id", s.inboxItem)
-	e.POST("/inbox/:id/resolve", s.inboxResolve, reviewer)
-	e.POST("/inbox/:id/claim", s.inboxClaim, reviewer)
-	e.POST("/inbox/bulk", s.inboxBulk, reviewer)
-	e.POST("/inbox/presence", s.inboxPresenceUpdate)
-	// The address a refused form leaves behind without JS: reloading it shows the item.
-	e.GET("/inbox/:id/resolve", func(c echo.Context) error {
-		id, err := pathID(c, "id")
-		if err != nil {
-			return err
-		}
-		return c.Redirect(http.StatusSeeOther, "/inbox?sel="+id.String())
-	})
+// inboxResolveRedirect is GET /inbox/{id}/resolve, the address a refused form leaves behind
+// without JS: reloading it shows the item.
+func (s *Server) inboxResolveRedirect(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/inbox?sel="+id.String())
 }
 
 // inboxQuery is what the inbox page was asked for.

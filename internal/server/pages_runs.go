@@ -23,39 +23,6 @@ import (
 	"github.com/loupe-dev/loupe/web/templates"
 )
 
-// pageRoutes registers the UI's pages and their fragments, and the live WebSocket.
-func (s *Server) pageRoutes() {
-	e := s.echo
-	reviewer := requireRole(store.RoleReviewer)
-	e.GET("/runs", s.runsPage)
-	e.GET("/runs/:id", s.runPage)
-	e.GET("/runs/:id/row", s.runRow)
-	e.GET("/runs/:id/sections", s.runSections)
-	e.GET("/runs/:id/trace", s.runTraceFragment)
-	e.GET("/traces", s.tracesPage)
-	e.GET("/traces/:trace", s.tracePage)
-	e.GET("/traces/:trace/tree", s.traceTree)
-	e.GET("/traces/:trace/children", s.traceChildren)
-	e.GET("/traces/:trace/search", s.traceSearch)
-	e.GET("/traces/:trace/spans/:span", s.traceSpan)
-	e.GET("/traces/:trace/spans/:span/payload", s.traceSpanPayload)
-	e.GET("/users", s.usersPage, requireRole(store.RoleAdmin))
-	e.POST("/users", s.userCreate, requireRole(store.RoleAdmin))
-	e.POST("/users/:id", s.userUpdate, requireRole(store.RoleAdmin))
-	if s.deps.Runs != nil {
-		e.POST("/runs/:id/cancel", s.runCancelForm, reviewer)
-		e.POST("/runs/:id/replay", s.runReplayForm, reviewer)
-		e.GET("/runs/:a/diff/:b", s.diffPage)
-		e.GET("/runs/compare", s.runsCompare)
-		s.inboxRoutes(e, reviewer) // pages_inbox.go
-		e.GET("/actions", s.actionsPage)
-		e.POST("/actions/run", s.actionRun, reviewer)
-	}
-	if s.deps.Live != nil {
-		e.GET("/ws", s.liveSocket)
-	}
-}
-
 // runsPage is GET /runs: the runs table with filters, sortable columns and keyset paging. A
 // filter that is not understood is shown beside its field, with the form as it was sent (400).
 func (s *Server) runsPage(c echo.Context) error {

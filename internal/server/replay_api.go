@@ -8,14 +8,6 @@ import (
 	"github.com/loupe-dev/loupe/internal/runs"
 )
 
-// replayRoutes registers replay, fork, diff and lineage: the JSON the run page's replay and fork
-// buttons, its lineage panel and the diff page need.
-func (s *Server) replayRoutes(api *echo.Group, reviewer echo.MiddlewareFunc) {
-	api.POST("/runs/:id/replay", s.apiRunReplay, reviewer)
-	api.GET("/runs/:id/lineage", s.apiRunLineage)
-	api.GET("/runs/:a/diff/:b", s.apiRunDiff)
-}
-
 // replayRequest is the body of POST /runs/{id}/replay.
 type replayRequest struct {
 	Mode             string          `json:"mode"`

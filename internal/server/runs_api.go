@@ -20,27 +20,6 @@ import (
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
-// runRoutes registers the runs, interrupts and actions API, and Genkit's reflection API.
-func (s *Server) runRoutes(api *echo.Group) {
-	reviewer := requireRole(store.RoleReviewer)
-	api.POST("/runs", s.apiRunStart, reviewer)
-	api.GET("/runs", s.apiRunList)
-	api.GET("/runs/:id", s.apiRunGet)
-	api.GET("/runs/:id/chunks", s.apiRunChunks)
-	api.POST("/runs/:id/cancel", s.apiRunCancel, reviewer)
-	s.replayRoutes(api, reviewer) // replay, fork, diff and lineage: replay_api.go
-	api.GET("/interrupts", s.apiInterruptList)
-	api.GET("/interrupts/:id", s.apiInterruptGet)
-	api.POST("/interrupts/:id/resolve", s.apiInterruptResolve, reviewer)
-	api.GET("/actions", s.apiActionList)
-
-	// Genkit's reflection API: genkit_reflection.go.
-	s.echo.GET("/api/actions", s.genkitActions)
-	s.echo.POST("/api/runAction", s.genkitRunAction, reviewer)
-	s.echo.POST("/api/cancelAction", s.genkitCancelAction, reviewer)
-	s.echo.POST("/api/notify", s.genkitNotify)
-}
-
 // bindJSON decodes a JSON request body into v (see decodeJSON).
 func bindJSON(c echo.Context, v any) error {
 	body, err := io.ReadAll(c.Request().Body)

@@ -23,7 +23,6 @@ import (
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/internal/trace"
-	"github.com/loupe-dev/loupe/web/static"
 )
 
 // Config is the server's configuration.
@@ -67,6 +66,7 @@ type GenkitApps interface {
 
 // Server serves Loupe's HTTP interface. Start and Stop follow the house lifecycle contract.
 type Server struct {
+	rules   map[string]route // the route table by "METHOD /path" (routes.go)
 	cfg     Config
 	deps    Deps
 	store   *store.Store
@@ -167,19 +167,13 @@ func (s *Server) routes() {
 	e.Use(s.logRequests())
 	e.Use(s.metrics.middleware())
 	e.Use(s.loopbackHostsOnly())
-	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{Skipper: func(c echo.Context) bool {
-		p := c.Request().URL.Path
-		// Ingest answers a few bytes, thousands of times a second: not worth a gzip writer.
-		// Genkit's streams (runAction's NDJSON, a trace's events) go out as written, unbuffered.
-		// A trace's stored JSON is compressed by its handler, at a level for its size (writeTraceJSON).
-		return p == "/ws" || p == "/metrics" || c.Request().Method == http.MethodPost && (p == "/api/traces" || p == "/v1/traces") ||
-			p == "/api/runAction" || isTraceStreamPath(p) || isTraceJSONPath(p)
-	}}))
+	// Routes marked raw in the table write as they go or compress themselves (see route.raw).
+	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{Skipper: func(c echo.Context) bool { return s.ruleOf(c).raw }}))
 	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{
 		Limit: strconv.FormatInt(s.cfg.BodyLimit, 10),
 		// Ingest enforces its own limit, and answers OTLP clients in OTLP's error shape.
 		Skipper: func(c echo.Context) bool {
-			return c.Request().Method == http.MethodPost && isIngestPath(c.Request().URL.Path)
+			return c.Request().Method == http.MethodPost && s.ruleOf(c).access == accessTelemetry
 		},
 	}))
 	e.Use(securityHeaders())
@@ -187,25 +181,10 @@ func (s *Server) routes() {
 	e.Use(s.authenticate())
 	e.Use(refuseUnstorableText())
 
-	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", s.readyz)
-	e.GET("/metrics", echo.WrapHandler(s.metrics.handler()))
-	e.GET(static.Prefix+"*", echo.WrapHandler(static.Handler()))
-
-	e.GET("/login", s.loginPage)
-	e.POST("/login", s.login)
-	e.POST("/logout", s.logout)
-	e.GET("/", s.dashboard)
-	s.pageRoutes()
-
-	api := e.Group("/api/v1")
-	api.GET("/dashboard", s.apiDashboard)
 	if s.deps.Traces != nil {
-		s.traceRoutes()
+		s.metrics.registry.MustRegister(s.deps.Traces.Collectors()...)
 	}
-	if s.deps.Runs != nil {
-		s.runRoutes(api)
-	}
+	s.register(s.routeTable()) // routes.go
 }
 
 // Handler is the server's http.Handler, for tests that drive it without a listener.

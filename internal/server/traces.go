@@ -21,44 +21,6 @@ import (
 	"github.com/loupe-dev/loupe/internal/trace"
 )
 
-// traceRoutes registers the trace APIs: Genkit's telemetry API, OTLP/HTTP ingest, and Loupe's own
-// JSON reads.
-//
-// Ingest (POST /api/traces, POST /v1/traces) needs no credentials while the server is bound to a
-// loopback address, like Genkit's own telemetry server; bound anywhere else, it needs
-// "Authorization: Bearer $LOUPE_INGEST_TOKEN" (or a user's API token), and is refused outright
-// when no token is set. Genkit's reads (GET /api/traces, GET /api/traces/{id}) follow the same
-// rule, and also take a signed-in user's session, so that traces never leave a non-loopback
-// server without credentials.
-// Ingest is not cookie-authenticated, so CSRF tokens do not apply; cross-site browser requests are
-// refused instead.
-func (s *Server) traceRoutes() {
-	s.metrics.registry.MustRegister(s.deps.Traces.Collectors()...)
-	e := s.echo
-	e.GET("/api/__health", func(c echo.Context) error { return c.String(http.StatusOK, "OK") })
-	e.POST("/api/traces", s.genkitTraceIngest)
-	e.GET("/api/traces", s.genkitTraceList)
-	e.GET("/api/traces/:id", s.genkitTraceGet)
-	e.GET("/api/traces/:id/stream", s.genkitTraceStream) // genkit_telemetry.go
-	e.GET("/api/logs", s.genkitLogs)
-	e.GET("/api/traces/:id/logs", s.genkitLogs)
-	e.GET("/api/traces/:id/spans/:spanId/logs", s.genkitLogs)
-	e.POST("/v1/traces", s.otlpTraceIngest)
-	e.GET("/api/v1/traces", s.apiTraceList)
-	e.GET("/api/v1/traces/:id", s.apiTraceGet)
-	e.GET("/api/v1/traces/:id/turns", s.apiTraceTurns)
-	e.GET("/api/v1/traces/:id/spans/:span", s.apiTraceSpan)
-}
-
-// isIngestPath names the routes that take traces from other programs, which the CSRF check skips:
-// they carry no ambient credentials and guard themselves (see traceRoutes).
-func isIngestPath(p string) bool { return p == "/api/traces" || p == "/v1/traces" }
-
-// isTelemetryPath names the routes that take LOUPE_INGEST_TOKEN: ingest and Genkit's reads.
-func isTelemetryPath(p string) bool {
-	return isIngestPath(p) || strings.HasPrefix(p, "/api/traces/") || p == "/api/logs"
-}
-
 // checkIngest enforces the ingest token off loopback and refuses cross-site browser requests.
 func (s *Server) checkIngest(c echo.Context) error {
 	if site := c.Request().Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {

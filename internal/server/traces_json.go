@@ -26,17 +26,6 @@ var gzipWriters = map[int]*sync.Pool{
 	gzip.BestSpeed:          {New: func() any { w, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed); return w }},
 }
 
-// isTraceJSONPath names the routes that writeTraceJSON answers, which the gzip middleware skips:
-// GET /api/v1/traces/{id} and /api/v1/traces/{id}/spans/{span}.
-func isTraceJSONPath(p string) bool {
-	rest, ok := strings.CutPrefix(p, "/api/v1/traces/")
-	if !ok || rest == "" {
-		return false
-	}
-	_, tail, _ := strings.Cut(rest, "/")
-	return tail == "" || strings.HasPrefix(tail, "spans/")
-}
-
 // writeTraceJSON answers 200 with the JSON that write writes, gzipped when the client accepts
 // gzip; size is about how large the JSON will be.
 func (s *Server) writeTraceJSON(c echo.Context, size int, write func(io.Writer) error) error {
