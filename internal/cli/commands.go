@@ -8,15 +8,16 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/loupe-dev/loupe/internal/auth"
-	"github.com/loupe-dev/loupe/internal/genkitapp"
-	"github.com/loupe-dev/loupe/internal/live"
 	"github.com/loupe-dev/loupe/internal/pgcluster"
 	"github.com/loupe-dev/loupe/internal/server"
+	"github.com/loupe-dev/loupe/internal/services"
 	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/trace"
 )
 
 func newRootCommand(p *Program) *cobra.Command {
@@ -149,12 +150,8 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 	if err := st.srv.Start(ctx); err != nil {
 		return err
 	}
-	if st.apps != nil {
-		st.apps.SetTelemetryURL("http://" + st.srv.Addr())
-		if err := st.apps.Start(ctx); err != nil {
-			return err
-		}
-		st.stops = append(st.stops, st.apps.Stop) // first to stop: its runs before the database
+	if err := st.svcs.StartApps(ctx, "http://"+st.srv.Addr()); err != nil {
+		return err
 	}
 	if opts.ready != nil {
 		opts.ready(st.srv.Addr(), st.db.url)
@@ -169,15 +166,14 @@ func serve(ctx context.Context, cfg *config, opts serveOptions) error {
 	return err
 }
 
-// stack is everything a serving process runs, from the database to the HTTP handler, started
-// in order and stopped in reverse: the database, the live hub, tracing, the run service and the
-// server. serve listens with it; a program that mounts Loupe in its own HTTP server (devui.Handler)
-// serves st.srv.Handler() itself.
+// stack is everything a serving process runs: the database, the services (internal/services:
+// the live hub, tracing, the run service, the Genkit app manager) and the server, started in
+// order and stopped in reverse. serve listens with it; a program that mounts Loupe in its own
+// HTTP server (devui.Handler) serves st.srv.Handler() itself.
 type stack struct {
-	db  *database
-	srv *server.Server
-	// apps watches for Genkit apps when the serve was given project roots; nil otherwise.
-	apps  *genkitapp.Manager
+	db    *database
+	svcs  *services.Services
+	srv   *server.Server
 	stops []func()
 }
 
@@ -199,26 +195,8 @@ func newStack(ctx context.Context, cfg *config, opts serveOptions, log *slog.Log
 			return nil, err
 		}
 	}
-	data := store.New(db.pool)
-	// The hub stops last: tracing and the runs publish to it until they stop.
-	hub, err := live.New(live.Config{Pool: db.pool, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	if err := hub.Start(ctx); err != nil {
-		return nil, err
-	}
-	st.stops = append(st.stops, hub.Stop)
-	tracing, err := newTracing(ctx, data, log, hub.Spans())
-	if err != nil {
-		return nil, err
-	}
-	if err := tracing.Start(ctx); err != nil {
-		return nil, err
-	}
-	st.stops = append(st.stops, tracing.Stop) // after the runs stop, so their spans are flushed
 	if !opts.dev {
-		path, err := auth.New(data).Bootstrap(ctx, cfg.DataDir)
+		path, err := auth.New(store.New(db.pool)).Bootstrap(ctx, cfg.DataDir)
 		if err != nil {
 			return nil, err
 		}
@@ -226,20 +204,26 @@ func newStack(ctx context.Context, cfg *config, opts serveOptions, log *slog.Log
 			log.Warn("created the first admin; sign in as 'admin' with the password in the file, then change it", "file", path)
 		}
 	}
-	reg, err := newRegistry(cfg.program, opts.engine, tracing.provider.TracerProvider(), log)
+	tc, err := tracingConfigFromEnv()
 	if err != nil {
 		return nil, err
 	}
-	runSvc, err := newRuns(cfg.program, opts.engine, data, reg, log)
+	sc, err := servicesConfig(cfg.program, opts.engine, db.pool, log)
 	if err != nil {
 		return nil, err
 	}
-	runSvc.SetPublisher(hub)
-	deps := server.Deps{Store: data, Runs: runSvc, Traces: tracing.service, Live: hub, Database: db.monitor()}
-	if len(opts.genkitProjects) > 0 {
-		st.apps = genkitapp.New(genkitapp.Config{Projects: opts.genkitProjects, Store: data, LeaseTTL: opts.engine.leaseTTL,
-			Publisher: hub, Logger: log})
-		deps.GenkitApps = st.apps
+	sc.Ingest = &services.Ingest{IngestToken: tc.IngestToken, MaxBodyBytes: tc.MaxBody,
+		Retention: trace.RetentionConfig{MaxAge: time.Duration(tc.RetentionDays) * 24 * time.Hour, MaxSpans: tc.MaxSpans}}
+	sc.GenkitProjects, sc.AppLeaseTTL = opts.genkitProjects, opts.engine.leaseTTL
+	svcs, err := services.Start(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	st.svcs = svcs
+	st.stops = append(st.stops, svcs.Stop)
+	deps := server.Deps{Store: svcs.Store, Runs: svcs.Runs, Traces: svcs.Traces, Live: svcs.Hub, Database: db.monitor()}
+	if svcs.Apps != nil {
+		deps.GenkitApps = svcs.Apps
 	}
 	srv, err := server.New(server.Config{
 		Addr: opts.addr, Dev: opts.dev, Version: version, BodyLimit: opts.bodyLimit, Logger: log,
@@ -248,10 +232,6 @@ func newStack(ctx context.Context, cfg *config, opts serveOptions, log *slog.Log
 		return nil, err
 	}
 	st.srv = srv
-	if err := runSvc.Start(ctx); err != nil {
-		return nil, err
-	}
-	st.stops = append(st.stops, runSvc.Stop)
 	return st, nil
 }
 

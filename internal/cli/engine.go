@@ -7,15 +7,15 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/loupe-dev/loupe/internal/engine"
-	"github.com/loupe-dev/loupe/internal/live"
 	"github.com/loupe-dev/loupe/internal/runs"
+	"github.com/loupe-dev/loupe/internal/services"
 	"github.com/loupe-dev/loupe/internal/store"
-	"github.com/loupe-dev/loupe/internal/trace"
 )
 
 // engineOptions configure the registry and the run service.
@@ -48,13 +48,27 @@ func newRegistry(p *Program, o engineOptions, tp oteltrace.TracerProvider, log *
 	return p.Registry, nil
 }
 
-// newRuns builds the run service of program p: its workers announce p's actions in the catalogue
-// under p's name and work p's queue.
-func newRuns(p *Program, o engineOptions, st *store.Store, reg *engine.Registry, log *slog.Logger) (*runs.Service, error) {
+// servicesConfig is the services of program p (internal/services): its registry, with the demo
+// agents unless --no-demo, and its run service, whose workers announce p's actions in the
+// catalogue under p's name and work p's queue.
+func servicesConfig(p *Program, o engineOptions, pool *pgxpool.Pool, log *slog.Logger) (services.Config, error) {
+	reg, err := newRegistry(p, o, nil, log)
+	if err != nil {
+		return services.Config{}, err
+	}
+	rc, err := runsConfig(p, o, log)
+	if err != nil {
+		return services.Config{}, err
+	}
+	return services.Config{Pool: pool, Registry: reg, Runs: rc, Tracing: services.Tracing{ServiceVersion: version}, Logger: log}, nil
+}
+
+// runsConfig is the run service's configuration for program p.
+func runsConfig(p *Program, o engineOptions, log *slog.Logger) (runs.Config, error) {
 	// LOUPE_FAULTS is the crash harness's (make chaos): the process kills itself at fault points.
 	faults, err := runs.ParseFaults(os.Getenv("LOUPE_FAULTS"))
 	if err != nil {
-		return nil, fmt.Errorf("LOUPE_FAULTS: %w", err)
+		return runs.Config{}, fmt.Errorf("LOUPE_FAULTS: %w", err)
 	}
 	if len(faults) > 0 {
 		log.Warn("fault injection is on: this process kills itself at fault points (LOUPE_FAULTS)", "faults", faults)
@@ -63,50 +77,24 @@ func newRuns(p *Program, o engineOptions, st *store.Store, reg *engine.Registry,
 	if ttl <= 0 {
 		ttl = 15 * time.Second
 	}
-	return runs.New(runs.Config{Program: p.name(), Workers: o.workers, LeaseTTL: ttl, Faults: faults, Logger: log}, st, reg)
+	return runs.Config{Program: p.name(), Workers: o.workers, LeaseTTL: ttl, Faults: faults, Logger: log}, nil
 }
 
 // newExecutor builds what a process that executes runs needs without serving HTTP (devui worker,
-// devui run --wait): a TracerProvider exporting to PostgreSQL, the registry on it, and the run
-// service. stop flushes the spans after the runs stop.
-func newExecutor(ctx context.Context, p *Program, o engineOptions, st *store.Store, log *slog.Logger) (*runs.Service, func(), error) {
-	// A hub without WebSocket clients still sends its events to the other instances, so pages
-	// served by devui serve update live for runs executed here.
-	hub, err := live.New(live.Config{Pool: st.Pool(), Logger: log})
+// devui run --wait): the services without the trace service (Loupe's TracerProvider exporting
+// to PostgreSQL, the registry on it, the run service, and a hub without WebSocket clients, which
+// still sends its events to the other instances, so pages served by devui serve update live for
+// runs executed here). stop stops them, flushing the spans after the runs.
+func newExecutor(ctx context.Context, p *Program, o engineOptions, pool *pgxpool.Pool, log *slog.Logger) (*runs.Service, func(), error) {
+	sc, err := servicesConfig(p, o, pool, log)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := hub.Start(ctx); err != nil {
-		return nil, nil, err
-	}
-	provider, err := trace.NewProvider(ctx, trace.ProviderConfig{ServiceName: "loupe", ServiceVersion: version,
-		Processor: trace.ProcessorConfig{Store: st, Metrics: trace.NewMetrics(), Logger: log, Publisher: hub.Spans()}, Logger: log})
+	svcs, err := services.Start(ctx, sc)
 	if err != nil {
-		hub.Stop()
 		return nil, nil, err
 	}
-	if err := provider.Start(ctx); err != nil {
-		hub.Stop()
-		return nil, nil, err
-	}
-	fail := func(err error) (*runs.Service, func(), error) {
-		provider.Stop()
-		hub.Stop()
-		return nil, nil, err
-	}
-	reg, err := newRegistry(p, o, provider.TracerProvider(), log)
-	if err != nil {
-		return fail(err)
-	}
-	svc, err := newRuns(p, o, st, reg, log)
-	if err != nil {
-		return fail(err)
-	}
-	svc.SetPublisher(hub)
-	if err := svc.Start(ctx); err != nil {
-		return fail(err)
-	}
-	return svc, func() { svc.Stop(); provider.Stop(); hub.Stop() }, nil
+	return svcs.Runs, svcs.Stop, nil
 }
 
 // withExecutor opens the database (migrating it) and runs fn with an executing run service, for
@@ -115,13 +103,12 @@ func newExecutor(ctx context.Context, p *Program, o engineOptions, st *store.Sto
 func withExecutor(cmd *cobra.Command, cfg *config, o engineOptions, fn func(*runs.Service, *store.Store) error) error {
 	ctx := cmd.Context()
 	return withDatabase(ctx, cfg, true, func(db *database, log *slog.Logger) error {
-		st := store.New(db.pool)
-		svc, stop, err := newExecutor(ctx, cfg.program, o, st, log)
+		svc, stop, err := newExecutor(ctx, cfg.program, o, db.pool, log)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		return fn(svc, st)
+		return fn(svc, store.New(db.pool))
 	})
 }
 

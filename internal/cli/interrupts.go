@@ -94,7 +94,11 @@ func newInterruptsCommand(cfg *config) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				svc, err := newRuns(cfg.program, engineOptions{}, st, reg, nopLogger())
+				rc, err := runsConfig(cfg.program, engineOptions{}, nopLogger())
+				if err != nil {
+					return err
+				}
+				svc, err := runs.New(rc, st, reg)
 				if err != nil {
 					return err
 				}

@@ -1,15 +1,11 @@
 package cli
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/internal/trace"
 )
 
@@ -68,48 +64,4 @@ func parseSize(v string) (int64, error) {
 		return 0, fmt.Errorf("bad size")
 	}
 	return n * mult, nil
-}
-
-// tracing bundles the trace service, Loupe's own TracerProvider and retention.
-type tracing struct {
-	service   *trace.Service
-	provider  *trace.Provider
-	retention *trace.Retention
-}
-
-// newTracing builds tracing; pub receives span start and end events (the live hub).
-func newTracing(ctx context.Context, st *store.Store, log *slog.Logger, pub trace.Publisher) (*tracing, error) {
-	cfg, err := tracingConfigFromEnv()
-	if err != nil {
-		return nil, err
-	}
-	metrics := trace.NewMetrics()
-	svc, err := trace.NewService(trace.Config{Store: st, Metrics: metrics, MaxBodyBytes: cfg.MaxBody,
-		IngestToken: cfg.IngestToken, Logger: log, Publisher: pub})
-	if err != nil {
-		return nil, err
-	}
-	provider, err := trace.NewProvider(ctx, trace.ProviderConfig{ServiceName: "loupe", ServiceVersion: version,
-		Processor: trace.ProcessorConfig{Store: st, Metrics: metrics, Logger: log, Publisher: pub}, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	ret := trace.NewRetention(st, trace.RetentionConfig{
-		MaxAge: time.Duration(cfg.RetentionDays) * 24 * time.Hour, MaxSpans: cfg.MaxSpans}, metrics, log)
-	return &tracing{service: svc, provider: provider, retention: ret}, nil
-}
-
-func (t *tracing) Start(ctx context.Context) error {
-	if err := t.provider.Start(ctx); err != nil {
-		return err
-	}
-	return t.retention.Start(ctx)
-}
-
-// Stop stops retention, then writes the spans still queued and the span starts still held. The
-// HTTP server has stopped by then, so no ingest races it.
-func (t *tracing) Stop() {
-	t.retention.Stop()
-	t.provider.Stop()
-	t.service.Close()
 }

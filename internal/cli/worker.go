@@ -5,8 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/spf13/cobra"
-
-	"github.com/loupe-dev/loupe/internal/store"
 )
 
 func newWorkerCommand(cfg *config) *cobra.Command {
@@ -22,7 +20,7 @@ func newWorkerCommand(cfg *config) *cobra.Command {
 			tuneGC()
 			ctx := cmd.Context()
 			return withDatabase(ctx, cfg, true, func(db *database, log *slog.Logger) error {
-				_, stop, err := newExecutor(ctx, cfg.program, eng, store.New(db.pool), log)
+				_, stop, err := newExecutor(ctx, cfg.program, eng, db.pool, log)
 				if err != nil {
 					return err
 				}

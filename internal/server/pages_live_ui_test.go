@@ -16,15 +16,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loupe-dev/loupe"
-	"github.com/loupe-dev/loupe/internal/bridge"
 	"github.com/loupe-dev/loupe/internal/browsertest"
-	"github.com/loupe-dev/loupe/internal/demo"
-	"github.com/loupe-dev/loupe/internal/engine"
-	"github.com/loupe-dev/loupe/internal/live"
-	"github.com/loupe-dev/loupe/internal/runs"
+	"github.com/loupe-dev/loupe/internal/services"
 	"github.com/loupe-dev/loupe/internal/store"
-	"github.com/loupe-dev/loupe/internal/store/storetest"
 	"github.com/loupe-dev/loupe/internal/trace"
 )
 
@@ -37,37 +31,22 @@ type liveBundle struct {
 
 func liveSetup(t *testing.T, withRuns bool) *liveBundle {
 	t.Helper()
-	ctx := context.Background()
-	pool := storetest.NewPool(t)
-	st := store.New(pool)
-	hub, err := live.New(live.Config{Pool: pool})
-	require.NoError(t, err)
-	tsvc, err := trace.NewService(trace.Config{Store: st, Publisher: hub.Spans()})
-	require.NoError(t, err)
-	deps := Deps{Store: st, Live: hub, Traces: tsvc}
-	b := &uiBundle{store: st, hub: hub}
+	workers := 0
 	if withRuns {
-		prov, err := trace.NewProvider(ctx, trace.ProviderConfig{NoForward: true,
-			Processor: trace.ProcessorConfig{Store: st, Publisher: hub.Spans(), FlushInterval: 50 * time.Millisecond}})
-		require.NoError(t, err)
-		reg := engine.NewRegistry(engine.WithTracerProvider(prov.TracerProvider()))
-		require.NoError(t, demo.Register(bridge.NewApp(reg).(*loupe.App), demo.Config{}))
-		svc, err := runs.New(runs.Config{Workers: 4, LeaseTTL: 5 * time.Second}, st, reg)
-		require.NoError(t, err)
-		svc.SetPublisher(hub)
-		require.NoError(t, prov.Start(ctx))
-		require.NoError(t, svc.Start(ctx))
-		t.Cleanup(func() { svc.Stop(); prov.Stop() })
-		b.runs, b.prov, deps.Runs = svc, prov, svc
+		workers = 4
+	}
+	svcs := demoServices(t, &services.Ingest{}, workers)
+	deps := Deps{Store: svcs.Store, Live: svcs.Hub, Traces: svcs.Traces}
+	b := &uiBundle{store: svcs.Store, hub: svcs.Hub}
+	if withRuns {
+		b.runs, b.prov, deps.Runs = svcs.Runs, svcs.Provider, svcs.Runs
 	}
 	srv, err := New(Config{Addr: "127.0.0.1:0", Dev: true, Version: "test", ShutdownTimeout: 5 * time.Second}, deps)
 	require.NoError(t, err)
-	require.NoError(t, hub.Start(ctx))
-	require.NoError(t, srv.Start(ctx))
-	// Cleanups run last first: the server stops before the runs service and the hub.
-	t.Cleanup(func() { srv.Stop(); tsvc.Close(); hub.Stop() })
+	require.NoError(t, srv.Start(context.Background()))
+	t.Cleanup(srv.Stop) // before the services: cleanups run last first
 	b.srv, b.url = srv, "http://"+srv.Addr()
-	return &liveBundle{uiBundle: b, traces: tsvc}
+	return &liveBundle{uiBundle: b, traces: svcs.Traces}
 }
 
 // textOf reads an element's text in one script evaluation: the live script swaps whole sections,

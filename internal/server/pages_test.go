@@ -22,6 +22,7 @@ import (
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/live"
 	"github.com/loupe-dev/loupe/internal/runs"
+	"github.com/loupe-dev/loupe/internal/services"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/internal/store/storetest"
 	"github.com/loupe-dev/loupe/internal/trace"
@@ -40,28 +41,27 @@ type uiBundle struct {
 
 func uiSetup(t testing.TB, dev bool) *uiBundle {
 	t.Helper()
-	ctx := context.Background()
-	pool := storetest.NewPool(t)
-	st := store.New(pool)
-	hub, err := live.New(live.Config{Pool: pool})
-	require.NoError(t, err)
-	prov, err := trace.NewProvider(ctx, trace.ProviderConfig{NoForward: true,
-		Processor: trace.ProcessorConfig{Store: st, Publisher: hub.Spans(), FlushInterval: 50 * time.Millisecond}})
-	require.NoError(t, err)
-	reg := engine.NewRegistry(engine.WithTracerProvider(prov.TracerProvider()))
-	require.NoError(t, demo.Register(bridge.NewApp(reg).(*loupe.App), demo.Config{}))
-	svc, err := runs.New(runs.Config{Workers: 4, LeaseTTL: 5 * time.Second}, st, reg)
-	require.NoError(t, err)
-	svc.SetPublisher(hub)
+	svcs := demoServices(t, nil, 4)
 	srv, err := New(Config{Addr: "127.0.0.1:0", Dev: dev, Version: "test", ShutdownTimeout: 5 * time.Second},
-		Deps{Store: st, Runs: svc, Live: hub})
+		Deps{Store: svcs.Store, Runs: svcs.Runs, Live: svcs.Hub})
 	require.NoError(t, err)
-	require.NoError(t, prov.Start(ctx))
-	require.NoError(t, hub.Start(ctx))
-	require.NoError(t, svc.Start(ctx))
-	require.NoError(t, srv.Start(ctx))
-	t.Cleanup(func() { srv.Stop(); svc.Stop(); hub.Stop(); prov.Stop() })
-	return &uiBundle{srv: srv, url: "http://" + srv.Addr(), store: st, runs: svc, hub: hub, prov: prov}
+	require.NoError(t, srv.Start(context.Background()))
+	t.Cleanup(srv.Stop) // before the services: cleanups run last first
+	return &uiBundle{srv: srv, url: "http://" + srv.Addr(), store: svcs.Store, runs: svcs.Runs, hub: svcs.Hub, prov: svcs.Provider}
+}
+
+// demoServices wires the services as devui serve does (internal/services) over a fresh
+// database, with the demo agents, the given run workers and, when in is set, trace ingest.
+func demoServices(t testing.TB, in *services.Ingest, workers int) *services.Services {
+	t.Helper()
+	reg := engine.NewRegistry()
+	require.NoError(t, demo.Register(bridge.NewApp(reg).(*loupe.App), demo.Config{}))
+	svcs, err := services.Start(context.Background(), services.Config{Pool: storetest.NewPool(t), Registry: reg,
+		Runs: runs.Config{Workers: workers, LeaseTTL: 5 * time.Second}, Ingest: in,
+		Tracing: services.Tracing{NoForward: true, FlushInterval: 50 * time.Millisecond}})
+	require.NoError(t, err)
+	t.Cleanup(svcs.Stop)
+	return svcs
 }
 
 // startRun starts a demo run and waits until it reaches one of the statuses.
