@@ -30,8 +30,9 @@ const (
 )
 
 // runLists fills in what every tab says about the lists (the ledger's count on its tab, the turns
-// and calls the fork menu offers) and the page of the list the tab shows.
-func (s *Server) runLists(c echo.Context, p *templates.RunPage) error {
+// and calls the fork menu offers) and the page of the list the tab shows; the stream's only with
+// withStream (the sections' fragment has no stream).
+func (s *Server) runLists(c echo.Context, p *templates.RunPage, withStream bool) error {
 	ctx := c.Request().Context()
 	id, err := pathID(c, "id")
 	if err != nil {
@@ -64,7 +65,9 @@ func (s *Server) runLists(c echo.Context, p *templates.RunPage) error {
 	case "ledger":
 		return s.ledgerPage(c, p)
 	case "stream":
-		return s.streamPage(c, p)
+		if withStream {
+			return s.streamPage(c, p)
+		}
 	}
 	return nil
 }

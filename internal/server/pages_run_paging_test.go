@@ -72,7 +72,7 @@ func readList(items, key, count, prev, next string) string {
 var (
 	conversationView = readList("#conversation li.msg", "seq", "#conversation [data-pager-count]",
 		`#conversation a[data-pager-link="prev"]`, `#conversation a[data-pager-link="next"]`)
-	ledgerView = readList("#ledger tr[data-item]", "ref", "#ledger [data-pager-count]",
+	ledgerView = readList("#ledger tr[data-ref]", "ref", "#ledger [data-pager-count]",
 		`#ledger a[data-pager-link="prev"]`, `#ledger a[data-pager-link="next"]`)
 	streamView = readList("#chunks span[data-seq]", "seq", "#stream [data-pager-count]",
 		`#stream a[data-stream-link="earlier"]`, `#stream a[data-stream-link="later"]`)
@@ -125,7 +125,7 @@ func TestBrowserLongRunTabsArePaged(t *testing.T) {
 	var tabLabel string
 	require.NoError(t, br.Run(
 		chromedp.Navigate(base+"?tab=ledger"),
-		chromedp.WaitVisible(`#ledger tr[data-item]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#ledger tr[data-ref]`, chromedp.ByQuery),
 		chromedp.Evaluate(ledgerView, &v),
 		textOf(`nav.run-tabs a[data-tab="ledger"]`, &tabLabel),
 	))
@@ -133,14 +133,14 @@ func TestBrowserLongRunTabsArePaged(t *testing.T) {
 	require.Equal(t, 100, v.N)
 	require.Equal(t, listView{N: 100, First: v.First, Last: v.Last, Count: "tool calls 1–100 of 250", Next: true}, v)
 	require.NoError(t, br.Run(
-		click(`#ledger a[data-pager-link="next"]`), wait(`document.querySelectorAll("#ledger tr[data-item]").length === 200`),
-		click(`#ledger a[data-pager-link="next"]`), wait(`document.querySelectorAll("#ledger tr[data-item]").length === 250`),
+		click(`#ledger a[data-pager-link="next"]`), wait(`document.querySelectorAll("#ledger tr[data-ref]").length === 200`),
+		click(`#ledger a[data-pager-link="next"]`), wait(`document.querySelectorAll("#ledger tr[data-ref]").length === 250`),
 		chromedp.Evaluate(ledgerView, &v),
 	))
 	require.Equal(t, "tool calls 1–250 of 250", v.Count)
 	require.False(t, v.Next, "the last page has no next")
 	var refs []string
-	require.NoError(t, br.Run(chromedp.Evaluate(`[...document.querySelectorAll("#ledger tr[data-item]")].map(r => r.dataset.ref)`, &refs)))
+	require.NoError(t, br.Run(chromedp.Evaluate(`[...document.querySelectorAll("#ledger tr[data-ref]")].map(r => r.dataset.ref)`, &refs)))
 	require.Equal(t, "r000", refs[0])
 	require.Equal(t, "r249", refs[249])
 	require.Len(t, refs, 250)
@@ -210,7 +210,7 @@ func TestBrowserLongRunTabsArePaged(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 
 	_, body = get(t, base+"?tab=ledger&page=3")
-	require.Equal(t, 50, strings.Count(body, "data-item"))
+	require.Equal(t, 50, strings.Count(body, "<tr data-ref="))
 	require.Contains(t, body, "tool calls 201–250 of 250")
 	require.Contains(t, body, `data-ref="r200"`)
 
@@ -303,5 +303,42 @@ func TestBrowserLiveStreamFollowsWithinItsCap(t *testing.T) {
 	))
 	require.True(t, end, "following again")
 	require.Equal(t, "chunks "+strconv.Itoa(830-v.N+1)+"–830 of 830", v.Count)
+	require.Empty(t, br.Problems())
+}
+
+// TestBrowserConversationKeepsLoadedPagesAsTheRunGoes: while a run goes, its conversation tab
+// reloads with each new message, reading its last page shown again: the pages the reader loaded
+// stay, and the count and the link to the newest page follow.
+func TestBrowserConversationKeepsLoadedPagesAsTheRunGoes(t *testing.T) {
+	t.Parallel()
+	b := liveSetup(t, false)
+	run := longRun(t, b, 0)
+	br := browsertest.New(t)
+	var v listView
+	require.NoError(t, br.Run(
+		chromedp.Navigate(b.url+"/runs/"+run.ID.String()+"?tab=conversation&page=6"),
+		chromedp.WaitVisible(`#conversation li.msg`, chromedp.ByQuery),
+		wait(`document.documentElement.dataset.live === "live"`),
+		chromedp.Evaluate(`document.querySelector('#conversation a[data-pager-link="prev"]').click(); true`, nil),
+		wait(`document.querySelectorAll("#conversation li.msg").length === 100`),
+		chromedp.Evaluate(conversationView, &v),
+	))
+	require.Equal(t, listView{N: 100, First: 200, Last: 299, Count: "messages 201–300 of 300", Prev: true}, v)
+
+	ctx := context.Background()
+	require.NoError(t, b.store.MessagePut(ctx, run.ID, 300, 100, "user", json.RawMessage(`{"role":"user","content":[{"text":"one more"}]}`)))
+	b.hub.Publish(run.ID, "run.message", map[string]any{"seq": 300, "turn": 100, "role": "user"})
+	require.NoError(t, br.Run(
+		wait(`document.querySelector("#conversation [data-pager-count]").textContent.includes("of 301")`),
+		chromedp.Evaluate(conversationView, &v),
+	))
+	require.Equal(t, listView{N: 100, First: 200, Last: 299, Count: "messages 201–300 of 301", Prev: true, Next: true}, v,
+		"the pages loaded stay; the new message is on the next page")
+	require.NoError(t, br.Run(
+		chromedp.Evaluate(`document.querySelector('#conversation a[data-pager-link="next"]').click(); true`, nil),
+		wait(`[...document.querySelectorAll("#conversation li.msg")].at(-1)?.dataset.seq === "300"`),
+		chromedp.Evaluate(conversationView, &v),
+	))
+	require.Equal(t, listView{N: 101, First: 200, Last: 300, Count: "messages 201–301 of 301", Prev: true}, v)
 	require.Empty(t, br.Problems())
 }

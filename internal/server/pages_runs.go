@@ -286,8 +286,9 @@ func (s *Server) actionKeys(ctx context.Context, typ string) []string {
 }
 
 // runPageData builds what the run page shows: the header, and the tab's own content, its long
-// lists a page at a time.
-func (s *Server) runPageData(c echo.Context, id uuid.UUID, withTrace bool) (templates.RunPage, error) {
+// lists a page at a time. Only the whole page (not its sections' fragment) has the trace or the
+// stream.
+func (s *Server) runPageData(c echo.Context, id uuid.UUID, whole bool) (templates.RunPage, error) {
 	ctx := c.Request().Context()
 	r, err := s.store.RunGet(ctx, id)
 	if err != nil {
@@ -330,10 +331,10 @@ func (s *Server) runPageData(c echo.Context, id uuid.UUID, withTrace bool) (temp
 	if p.Interrupts, err = s.runInterruptViews(ctx, r); err != nil {
 		return p, err
 	}
-	if err := s.runLists(c, &p); err != nil { // pages_run_lists.go
+	if err := s.runLists(c, &p, whole); err != nil { // pages_run_lists.go
 		return p, err
 	}
-	if withTrace {
+	if whole && p.Tab == "trace" {
 		if p.Trace, err = s.runTrace(c, r); err != nil {
 			return p, err
 		}
@@ -529,7 +530,7 @@ func (s *Server) runPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.runPageData(c, id, runTab(c) == "trace")
+	p, err := s.runPageData(c, id, true)
 	if err != nil {
 		return err
 	}
