@@ -195,7 +195,8 @@ func (s *Server) runListFragment(c echo.Context, tab string) (templates.RunPage,
 	if err != nil {
 		return templates.RunPage{}, err
 	}
-	p := templates.RunPage{Page: s.page(c, "", "runs"), Tab: tab, Run: templates.RunHeader{ID: r.ID.String(), Action: r.Action, Status: r.Status}}
+	p := templates.RunPage{Page: s.page(c, "", "runs"), Tab: tab, Run: templates.RunHeader{ID: r.ID.String(), Action: r.Action, Status: r.Status,
+		Finished: store.RunFinished(r.Status)}}
 	if tab != "stream" {
 		if p.Interrupts, err = s.runInterruptViews(ctx, r); err != nil {
 			return p, err

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe/internal/browsertest"
+	"github.com/loupe-dev/loupe/internal/event"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
@@ -327,7 +328,7 @@ func TestBrowserConversationKeepsLoadedPagesAsTheRunGoes(t *testing.T) {
 
 	ctx := context.Background()
 	require.NoError(t, b.store.MessagePut(ctx, run.ID, 300, 100, "user", json.RawMessage(`{"role":"user","content":[{"text":"one more"}]}`)))
-	b.hub.Publish(run.ID, "run.message", map[string]any{"seq": 300, "turn": 100, "role": "user"})
+	b.hub.Publish(run.ID, event.RunMessageData{Seq: 300, Turn: 100, Role: "user"})
 	require.NoError(t, br.Run(
 		wait(`document.querySelector("#conversation [data-pager-count]").textContent.includes("of 301")`),
 		chromedp.Evaluate(conversationView, &v),
