@@ -343,3 +343,42 @@ func TestBrowserConversationKeepsLoadedPagesAsTheRunGoes(t *testing.T) {
 	require.Equal(t, listView{N: 101, First: 200, Last: 300, Count: "messages 201–301 of 301", Prev: true}, v)
 	require.Empty(t, br.Problems())
 }
+
+// TestRunPageForkMenuListsAFewCallsOrAsksForOne: the fork menu, on every tab, offers a turn per
+// model message and lists the run's tool calls to edit the output of, without reading the
+// history or the ledger; a run with more calls than it lists asks for the call as turn/ref.
+func TestRunPageForkMenuListsAFewCallsOrAsksForOne(t *testing.T) {
+	t.Parallel()
+	b := uiSetup(t, true)
+	ctx := context.Background()
+	fork := func(calls int) string {
+		t.Helper()
+		run, err := b.store.RunCreate(ctx, store.RunCreateParams{Action: "/flow/long", Input: json.RawMessage(`{}`)})
+		require.NoError(t, err)
+		_, err = b.store.RunCancel(ctx, run.ID)
+		require.NoError(t, err)
+		for seq, role := range []string{"user", "model", "tool", "model"} {
+			require.NoError(t, b.store.MessagePut(ctx, run.ID, seq, seq/2, role, json.RawMessage(`{"role":"`+role+`","content":[{"text":"x"}]}`)))
+		}
+		for i := range calls {
+			_, _, err := b.store.ToolCallStart(ctx, store.Fence{}, store.ToolCallStartParams{RunID: run.ID, Turn: i / 10,
+				Ref: fmt.Sprintf("r%03d", i), Tool: "search", Input: json.RawMessage(`{}`), IdempotencyKey: strconv.Itoa(i)})
+			require.NoError(t, err)
+		}
+		resp, body := get(t, b.url+"/runs/"+run.ID.String()+"?tab=lineage", "Accept", "text/html")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		start := strings.Index(body, `data-testid="replay-fork"`)
+		require.GreaterOrEqual(t, start, 0, "a fork form")
+		form := body[start:]
+		return form[:strings.Index(form, "</form>")]
+	}
+	form := fork(3)
+	require.Len(t, regexp.MustCompile(`<option value="\d+">`).FindAllString(form, -1), 2, "turns 0 and 1: one a model message")
+	require.Contains(t, form, `<select name="edit_call">`)
+	require.Contains(t, form, `<option value="0/r002">search (ref r002, turn 0)</option>`)
+
+	form = fork(forkCallsListed + 1)
+	require.NotContains(t, form, `<select name="edit_call">`)
+	require.Contains(t, form, `<input type="text" name="edit_call"`)
+	require.Contains(t, form, "the ledger lists the run's 201 calls")
+}
