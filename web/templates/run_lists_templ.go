@@ -259,7 +259,7 @@ func pagerLink(p Pager, n int, dir, label string, hidden bool) templ.Component {
 	})
 }
 
-// pageBlock marks the element holding one page's items.
+// pageAttrs mark the element holding one page's items with its page number and its items' range.
 func pageAttrs(p Pager) templ.Attributes {
 	return templ.Attributes{"data-page": strconv.Itoa(p.Page), "data-from": strconv.Itoa(p.From), "data-to": strconv.Itoa(p.To)}
 }
