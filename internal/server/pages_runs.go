@@ -285,15 +285,16 @@ func (s *Server) actionKeys(ctx context.Context, typ string) []string {
 	return out
 }
 
-// runPageData builds everything the run page shows.
-func (s *Server) runPageData(c echo.Context, id uuid.UUID, withTrace bool) (templates.RunPage, error) {
+// runPageData builds what the run page shows: the header, and the tab's own content, its long
+// lists a page at a time. Only the whole page (not its sections' fragment) has the trace or the
+// stream.
+func (s *Server) runPageData(c echo.Context, id uuid.UUID, whole bool) (templates.RunPage, error) {
 	ctx := c.Request().Context()
-	d, err := s.runDetail(c, id)
+	r, err := s.store.RunGet(ctx, id)
 	if err != nil {
 		return templates.RunPage{}, err
 	}
-	p := templates.RunPage{Page: s.page(c, "Run "+shortUUID(id)+" · "+d.Action, "runs"), Models: s.actionKeys(ctx, "model"), Tab: runTab(c)}
-	r := d.Run
+	p := templates.RunPage{Page: s.page(c, "Run "+shortUUID(id)+" · "+r.Action, "runs"), Models: s.actionKeys(ctx, "model"), Tab: runTab(c)}
 	pr := principal(c)
 	p.Run = templates.RunHeader{
 		ID: r.ID.String(), Action: r.Action, Status: r.Status, Finished: store.RunFinished(r.Status), Model: deref(r.Model), Duration: runDuration(r),
@@ -310,7 +311,11 @@ func (s *Server) runPageData(c echo.Context, id uuid.UUID, withTrace bool) (temp
 	if r.WaitedMs > 0 {
 		p.Run.Waited = fmtNanos(r.WaitedMs * int64(time.Millisecond))
 	}
-	p.Run.WaitingReason = d.WaitingReason
+	if s.deps.Runs != nil {
+		if p.Run.WaitingReason, err = s.deps.Runs.WaitingReason(ctx, r); err != nil {
+			return p, err
+		}
+	}
 	if r.ReplayOf != nil {
 		p.Run.ReplayOf = r.ReplayOf.String()
 	}
@@ -323,35 +328,39 @@ func (s *Server) runPageData(c echo.Context, id uuid.UUID, withTrace bool) (temp
 	if err := s.runLineage(ctx, &p.Run, r); err != nil {
 		return p, err
 	}
-	ids := make([]uuid.UUID, 0, len(d.Interrupts))
-	for _, it := range d.Interrupts {
-		ids = append(ids, it.ID)
-	}
-	audits, err := s.store.AuditListByInterrupts(ctx, ids)
-	if err != nil {
+	if p.Interrupts, err = s.runInterruptViews(ctx, r); err != nil {
 		return p, err
 	}
-	views := make([]templates.InterruptView, 0, len(d.Interrupts))
-	for _, it := range d.Interrupts {
-		views = append(views, s.interruptView(it, r.Action, audits[it.ID]))
+	if err := s.runLists(c, &p, whole); err != nil { // pages_run_lists.go
+		return p, err
 	}
-	p.Interrupts = views
-	p.Conversation = conversation(d.Messages, views, -1)
-	decided := map[string]*templates.InterruptView{} // by turn/ref: the call's last interrupt
-	for i := range views {
-		decided[fmt.Sprintf("%d/%s", views[i].Turn, views[i].Ref)] = &views[i]
-	}
-	for _, tc := range d.ToolCalls {
-		p.Ledger = append(p.Ledger, ledgerRow(tc, decided[fmt.Sprintf("%d/%s", tc.Turn, tc.Ref)]))
-	}
-	// LiveSeq stays 0: the stream view gets every chunk over the WebSocket, replayed from the
-	// database, so that the same view streams a live run and plays back a finished one.
-	if withTrace {
+	if whole && p.Tab == "trace" {
 		if p.Trace, err = s.runTrace(c, r); err != nil {
 			return p, err
 		}
 	}
 	return p, nil
+}
+
+// runInterruptViews are the views of a run's interrupts, with their audit entries.
+func (s *Server) runInterruptViews(ctx context.Context, r *store.Run) ([]templates.InterruptView, error) {
+	list, err := s.store.InterruptListByRun(ctx, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]uuid.UUID, 0, len(list))
+	for _, it := range list {
+		ids = append(ids, it.ID)
+	}
+	audits, err := s.store.AuditListByInterrupts(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	views := make([]templates.InterruptView, 0, len(list))
+	for _, it := range list {
+		views = append(views, s.interruptView(it, r.Action, audits[it.ID]))
+	}
+	return views, nil
 }
 
 // runLineage fills in the header's lineage: the divergence of a replay from its original, and the
@@ -521,7 +530,7 @@ func (s *Server) runPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.runPageData(c, id, runTab(c) == "trace")
+	p, err := s.runPageData(c, id, true)
 	if err != nil {
 		return err
 	}

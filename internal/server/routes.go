@@ -92,6 +92,10 @@ func (s *Server) routeTable() []route {
 		get("/runs/:id/row", s.runRow, accessViewer),
 		get("/runs/:id/sections", s.runSections, accessViewer),
 		get("/runs/:id/trace", s.runTraceFragment, accessViewer),
+		// A page of the run page's long lists (pages_run_lists.go).
+		get("/runs/:id/conversation", s.runConversationFragment, accessViewer),
+		get("/runs/:id/ledger", s.runLedgerFragment, accessViewer),
+		get("/runs/:id/stream", s.runStreamFragment, accessViewer),
 		get("/traces", s.tracesPage, accessViewer),
 		get("/traces/:trace", s.tracePage, accessViewer),
 		get("/traces/:trace/tree", s.traceTree, accessViewer),

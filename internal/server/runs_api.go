@@ -339,10 +339,16 @@ func (s *Server) apiRunChunks(c echo.Context) error {
 			return Errorf(http.StatusBadRequest, "bad_request", "after %q: want a sequence number (0 or more)", v)
 		}
 	}
+	limit := 0 // as many as the store gives at once
+	if v := c.QueryParam("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 10000 {
+			return Errorf(http.StatusBadRequest, "bad_request", "limit %q: want a number of chunks from 1 to 10000", v)
+		}
+	}
 	if _, err := s.store.RunGet(c.Request().Context(), id); err != nil {
 		return err
 	}
-	chunks, err := s.store.ChunkList(c.Request().Context(), id, after, 0)
+	chunks, err := s.store.ChunkList(c.Request().Context(), id, after, limit)
 	if err != nil {
 		return err
 	}

@@ -80,3 +80,86 @@ func (s *Store) ChunkReplaceMessage(ctx context.Context, runID uuid.UUID, turn i
 	}
 	return nil
 }
+
+// ChunkPageParams picks a page of a run's stream: the Limit chunks just after After, or just
+// before Before, or, with neither, the run's last Limit chunks (the live end).
+type ChunkPageParams struct {
+	RunID         uuid.UUID
+	After, Before *int64
+	Limit         int
+}
+
+// ChunkPage is a page of a run's stream, in order, and where it sits in the whole stream.
+type ChunkPage struct {
+	Chunks []*RunChunk
+	// Offset counts the run's chunks before the page's first, Total all of them and MaxSeq is
+	// the last one's sequence number, all read just after the page (so they may count chunks
+	// that came since).
+	Offset, Total int
+	MaxSeq        int64
+	// Latest says that no chunk came after the page when it was read: a live stream goes on
+	// from its last chunk.
+	Latest bool
+}
+
+// ChunkListPage reads one page of a run's stream by sequence number (a keyset: a page costs the
+// same wherever it is in a stream of any length), and counts where it sits, so that a page can
+// say "chunks 4801–5000 of 5000". Chunks are only ever appended, with growing sequence numbers,
+// so the count of those before the page holds whenever it is read.
+func (s *Store) ChunkListPage(ctx context.Context, p ChunkPageParams) (*ChunkPage, error) {
+	if p.Limit <= 0 || p.Limit > 10000 {
+		p.Limit = 10000
+	}
+	const cols = `run_id, seq, turn, idx, role, content, created_at`
+	var (
+		rows pgx.Rows
+		err  error
+	)
+	switch {
+	case p.After != nil: // one more than asked for, to know whether the page reaches the end
+		rows, err = s.db.Query(ctx, `SELECT `+cols+` FROM run_chunks WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+			p.RunID, *p.After, p.Limit+1)
+	case p.Before != nil:
+		rows, err = s.db.Query(ctx, `SELECT `+cols+` FROM (SELECT `+cols+` FROM run_chunks WHERE run_id = $1 AND seq < $2
+			ORDER BY seq DESC LIMIT $3) page ORDER BY seq`, p.RunID, *p.Before, p.Limit)
+	default:
+		rows, err = s.db.Query(ctx, `SELECT `+cols+` FROM (SELECT `+cols+` FROM run_chunks WHERE run_id = $1
+			ORDER BY seq DESC LIMIT $2) page ORDER BY seq`, p.RunID, p.Limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list a page of the chunks of run %s: %w", p.RunID, err)
+	}
+	chunks, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[RunChunk])
+	if err != nil {
+		return nil, fmt.Errorf("list a page of the chunks of run %s: %w", p.RunID, err)
+	}
+	page := &ChunkPage{Chunks: chunks}
+	switch {
+	case p.After != nil:
+		page.Latest = len(chunks) <= p.Limit
+		page.Chunks = chunks[:min(len(chunks), p.Limit)]
+	case p.Before == nil:
+		page.Latest = true
+	}
+	// The page starts after everything before its first chunk; an empty page after After sits
+	// after the chunks up to After, and an empty page before Before (or at the end) at the start.
+	var below, last int64
+	switch {
+	case len(page.Chunks) > 0:
+		below, last = page.Chunks[0].Seq, page.Chunks[len(page.Chunks)-1].Seq
+	case p.After != nil:
+		below, last = *p.After+1, *p.After
+	case p.Before != nil:
+		last = *p.Before - 1
+	}
+	var later int
+	if err := s.db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE seq < $2), count(*) FILTER (WHERE seq > $3),
+			coalesce(max(seq), 0) FROM run_chunks WHERE run_id = $1`,
+		p.RunID, below, last).Scan(&page.Total, &page.Offset, &later, &page.MaxSeq); err != nil {
+		return nil, fmt.Errorf("count the chunks of run %s: %w", p.RunID, err)
+	}
+	if p.Before != nil {
+		page.Latest = later == 0
+	}
+	return page, nil
+}

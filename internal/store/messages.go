@@ -79,3 +79,35 @@ func (s *Store) MessageTruncate(ctx context.Context, runID uuid.UUID, fromSeq in
 	}
 	return nil
 }
+
+// MessageCounts counts a run's history: all its messages, and its model messages (one per turn
+// that a fork may start from).
+type MessageCounts struct {
+	Total, Model int
+}
+
+// MessageCount counts a run's history without reading it.
+func (s *Store) MessageCount(ctx context.Context, runID uuid.UUID) (MessageCounts, error) {
+	var n MessageCounts
+	if err := s.db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE role = 'model') FROM run_messages WHERE run_id = $1`,
+		runID).Scan(&n.Total, &n.Model); err != nil {
+		return n, fmt.Errorf("count messages of run %s: %w", runID, err)
+	}
+	return n, nil
+}
+
+// MessageListPage returns limit messages of a run's history from position offset (counted from
+// 0), in order. A history is bounded by the run's turns, so an offset walk of the primary key is
+// cheap; the page number is what a reader pages by.
+func (s *Store) MessageListPage(ctx context.Context, runID uuid.UUID, offset, limit int) ([]*RunMessage, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+messageColumns+` FROM run_messages
+		WHERE run_id = $1 ORDER BY seq OFFSET $2 LIMIT $3`, runID, max(offset, 0), max(limit, 0))
+	if err != nil {
+		return nil, fmt.Errorf("list a page of the messages of run %s: %w", runID, err)
+	}
+	msgs, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[RunMessage])
+	if err != nil {
+		return nil, fmt.Errorf("list a page of the messages of run %s: %w", runID, err)
+	}
+	return msgs, nil
+}

@@ -188,3 +188,49 @@ func (s *Store) ToolCallList(ctx context.Context, runID uuid.UUID) ([]*ToolCall,
 	}
 	return calls, nil
 }
+
+// ToolCallCount counts a run's ledger without reading it.
+func (s *Store) ToolCallCount(ctx context.Context, runID uuid.UUID) (int, error) {
+	var n int
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM tool_calls WHERE run_id = $1`, runID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count tool calls of run %s: %w", runID, err)
+	}
+	return n, nil
+}
+
+// ToolCallListPage returns limit entries of a run's ledger, in execution order, from position
+// offset (counted from 0). A ledger is bounded by the run's turns, so the offset is cheap.
+func (s *Store) ToolCallListPage(ctx context.Context, runID uuid.UUID, offset, limit int) ([]*ToolCall, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+toolCallColumns+` FROM tool_calls WHERE run_id = $1
+		ORDER BY turn, started_at, ref OFFSET $2 LIMIT $3`, runID, max(offset, 0), max(limit, 0))
+	if err != nil {
+		return nil, fmt.Errorf("list a page of the tool calls of run %s: %w", runID, err)
+	}
+	calls, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[ToolCall])
+	if err != nil {
+		return nil, fmt.Errorf("list a page of the tool calls of run %s: %w", runID, err)
+	}
+	return calls, nil
+}
+
+// ToolCallKey names a ledger entry: what a fork's edit of a tool output points at.
+type ToolCallKey struct {
+	Turn int    `db:"turn"`
+	Ref  string `db:"ref"`
+	Tool string `db:"tool"`
+}
+
+// ToolCallKeys returns the first limit keys of a run's ledger, in execution order, without the
+// calls' inputs and outputs.
+func (s *Store) ToolCallKeys(ctx context.Context, runID uuid.UUID, limit int) ([]ToolCallKey, error) {
+	rows, err := s.db.Query(ctx, `SELECT turn, ref, tool FROM tool_calls WHERE run_id = $1
+		ORDER BY turn, started_at, ref LIMIT $2`, runID, max(limit, 0))
+	if err != nil {
+		return nil, fmt.Errorf("list tool call keys of run %s: %w", runID, err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowToStructByName[ToolCallKey])
+	if err != nil {
+		return nil, fmt.Errorf("list tool call keys of run %s: %w", runID, err)
+	}
+	return keys, nil
+}

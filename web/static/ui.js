@@ -624,75 +624,24 @@ function chunkNodes(c) {
   });
 }
 
-function initRun() {
+async function initRun() {
   const topic = page.dataset.topic;
-  const chunksEl = document.getElementById("chunks");
+  // The long lists (the conversation, the ledger, the stream) are paged: paging.js loads their
+  // pages in place and keeps the page from growing with the run.
+  const { initPagers, keepPages, lastPage, StreamWindow } = await import(page.dataset.paging);
+  initPagers(page, { fetchHTML, fragment });
+  const section = document.getElementById("stream");
+  const stream = section ? new StreamWindow(section, {
+    chunkNodes, fetchHTML, fragment, api: `/api/v1/runs/${encodeURIComponent(page.dataset.run)}/chunks`,
+  }) : null;
   const stateEl = document.getElementById("stream-state");
   const playBtn = document.getElementById("playback");
-  const groups = new Map();
-  const recorded = [];
   let status = document.querySelector(".run-header")?.dataset.status ?? "";
-  let lastSeq = 0;
+  // The live stream resumes after the last chunk the page was rendered with.
+  let lastSeq = Number(page.dataset.after) || 0;
   let gapAt = -1; // a gap is asked for once; a second time it is a hole in the record, not a loss
   const terminal = (s) => FinishedRunStatuses.includes(s);
 
-  function groupFor(ch, into) {
-    const key = `${ch.turn}:${ch.index}:${ch.role}`;
-    let g = into.get(key);
-    if (!g) {
-      const box = document.createElement("div");
-      box.className = "chunk-group role-" + ch.role;
-      box.dataset.key = key;
-      const head = document.createElement("div");
-      head.className = "muted small";
-      head.textContent = `${ch.role} · turn ${ch.turn} · message ${ch.index}`;
-      const body = document.createElement("pre");
-      body.className = "chunk-body";
-      box.append(head, body);
-      chunksEl.append(box);
-      g = { box, body };
-      into.set(key, g);
-    }
-    return g;
-  }
-  // The stream follows new chunks while the reader is at its end; scrolled up, it stays put and
-  // a button says that more came.
-  const follow = { on: true, missed: 0 };
-  const newBtn = document.createElement("button");
-  newBtn.type = "button";
-  newBtn.className = "secondary new-chunks";
-  newBtn.hidden = true;
-  newBtn.dataset.testid = "new-chunks";
-  // The stream is a tab of its own: on the others there is no #chunks, and chunks are not drawn.
-  chunksEl?.after(newBtn);
-  const atEnd = () => chunksEl.scrollHeight - chunksEl.scrollTop - chunksEl.clientHeight < 24;
-  chunksEl?.addEventListener("scroll", () => {
-    follow.on = atEnd();
-    if (follow.on) { follow.missed = 0; newBtn.hidden = true; }
-  }, { passive: true });
-  newBtn.addEventListener("click", () => { chunksEl.scrollTop = chunksEl.scrollHeight; follow.on = true; follow.missed = 0; newBtn.hidden = true; });
-  const clock = (at) => at.toISOString().slice(11, 23);
-  function render(ch, into) {
-    if (!chunksEl) return;
-    const g = groupFor(ch, into);
-    const span = document.createElement("span");
-    span.dataset.seq = ch.seq;
-    // Each chunk says when it came: stored chunks carry their time, live ones are stamped on arrival.
-    const at = ch.created_at && !ch.created_at.startsWith("0001") ? new Date(ch.created_at) : new Date();
-    span.title = clock(at) + " UTC";
-    if (ch.role === "flow") {
-      // A flow's own chunks are values, one a line: each line starts with its time.
-      const t = document.createElement("time");
-      t.className = "chunk-time muted small";
-      t.dateTime = at.toISOString();
-      t.textContent = clock(at) + " ";
-      span.append(t);
-    }
-    span.append(...chunkNodes(ch.content));
-    g.body.append(span);
-    if (follow.on) chunksEl.scrollTop = chunksEl.scrollHeight;
-    else { follow.missed++; newBtn.hidden = false; newBtn.textContent = `↓ ${follow.missed} new chunk${follow.missed === 1 ? "" : "s"}`; }
-  }
   // A running run's duration ticks.
   setInterval(() => {
     const el = document.querySelector("[data-ticking]");
@@ -701,30 +650,30 @@ function initRun() {
     if (ms >= 0) el.textContent = fmtDuration(ms);
   }, 1000);
   function showPlayback() {
-    if (playBtn) playBtn.hidden = !(terminal(status) && recorded.length > 0);
+    if (playBtn) playBtn.hidden = !(terminal(status) && stream && stream.total > 0);
   }
   // The stream of a run that has ended is a record, not live: no connection state, and an empty
   // one says nothing was streamed.
   let liveState = "connecting";
+  const chunksEl = document.getElementById("chunks");
   function showStreamState() {
     if (stateEl) stateEl.textContent = terminal(status) ? "" : liveState === "live" ? "live" : liveState + "…";
     if (terminal(status) && chunksEl) chunksEl.dataset.empty = "No chunks were streamed.";
   }
-  playBtn?.addEventListener("click", () => {
-    chunksEl.replaceChildren();
-    const into = new Map();
-    let i = 0;
-    const step = Math.max(1, Math.ceil(recorded.length / 200));
-    const tick = () => {
-      for (let k = 0; k < step && i < recorded.length; k++, i++) render(recorded[i], into);
-      if (i < recorded.length) setTimeout(tick, 20);
-    };
-    tick();
-  });
+  playBtn?.addEventListener("click", () => stream.playback().catch(() => {}));
+  showPlayback();
 
+  // The sections reload as the run goes; a list keeps the pages the reader loaded, its last page
+  // read again (new items come at its end).
   const refreshSections = debounce(async () => {
-    const html = await fetchHTML(page.dataset.sections);
-    if (html) document.getElementById("run-sections").replaceWith(fragment(html));
+    const current = document.getElementById("run-sections");
+    const n = lastPage(current);
+    const html = await fetchHTML(page.dataset.sections + (n ? "&page=" + n : ""));
+    if (!html) return;
+    const fresh = fragment(html).querySelector("#run-sections");
+    if (!fresh || document.getElementById("run-sections") !== current) return;
+    keepPages(current, fresh);
+    current.replaceWith(fresh);
   }, 150);
   // The trace follows the run, keeping what the user opened and selected. It shows the execution
   // the address names, else the newest, unless a span is selected: then it stays on that span's
@@ -758,11 +707,9 @@ function initRun() {
             return;
           }
           lastSeq = ch.seq;
-          recorded.push(ch);
-          render(ch, groups);
+          stream?.live(ch);
         }
         l.topics.set(topic, lastSeq);
-        if (chunksEl) chunksEl.dataset.count = String(recorded.length);
         showPlayback();
         break;
       }
@@ -790,7 +737,7 @@ function initRun() {
     }
   });
   live.onState = (s) => { liveState = s; showStreamState(); };
-  live.subscribe(topic, 0);
+  live.subscribe(topic, lastSeq);
   live.connect();
 }
 

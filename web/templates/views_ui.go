@@ -460,12 +460,27 @@ func (t TraceView) TurnTokens() (in, out int64) {
 // RunPage is the run detail page's view model.
 type RunPage struct {
 	Page
-	Run          RunHeader
-	Conversation []ConvMessage
-	Interrupts   []InterruptView
-	Ledger       []LedgerRow
-	Trace        *TraceView
-	// LiveSeq is the last chunk sequence rendered by the server; the live stream resumes after it.
+	Run RunHeader
+	// Conversation is a page of the run's history (the conversation tab's), placed by
+	// ConversationPager.
+	Conversation      []ConvMessage
+	ConversationPager Pager
+	Interrupts        []InterruptView
+	// Ledger is a page of the run's tool calls (the ledger tab's), placed by LedgerPager;
+	// ToolCalls counts them all.
+	Ledger      []LedgerRow
+	LedgerPager Pager
+	ToolCalls   int
+	// ForkTurns is how many turns a fork may start from (turns 0 to ForkTurns-1), and ForkCalls
+	// the tool calls whose output it may edit; ForkCallsMore says there are more than listed.
+	ForkTurns     int
+	ForkCalls     []ForkCall
+	ForkCallsMore bool
+	// Stream is a page of the run's chunks (the stream tab's).
+	Stream StreamView
+	Trace  *TraceView
+	// LiveSeq is the run's last chunk sequence when the page was read; the live stream resumes
+	// after it.
 	LiveSeq int64
 	// Models are the registered models a live replay may override the run's with.
 	Models []string
@@ -490,8 +505,8 @@ func runTabList(p RunPage) []RunTab {
 			if len(p.Interrupts) > 1 {
 				label += "s"
 			}
-		case t == "ledger" && len(p.Ledger) > 0:
-			label += " · " + strconv.Itoa(len(p.Ledger))
+		case t == "ledger" && p.ToolCalls > 0:
+			label += " · " + strconv.Itoa(p.ToolCalls)
 		case t == "lineage" && len(p.Run.Derived) > 0:
 			label += " · " + strconv.Itoa(len(p.Run.Derived))
 		}
