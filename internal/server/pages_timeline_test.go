@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"os"
 	"regexp"
 	"strconv"
 	"testing"
@@ -80,7 +79,6 @@ func TestBrowserTimelineRulerZoomAndKinds(t *testing.T) {
 		chromedp.Evaluate(turn1+`.querySelector("[data-toggle]").click(); true`, nil),
 		wait(`!!document.querySelector(".span-row .wf.kind-tool") && !!document.querySelector(".span-row .wf.kind-model")`),
 		chromedp.Evaluate(readTimeline, &v),
-		shot("/tmp/tl-research.png"),
 	))
 	require.GreaterOrEqual(t, len(v.Ticks), 4, "the ruler has ticks: %v", v.Ticks)
 	require.Equal(t, "0", v.Ticks[0])
@@ -164,7 +162,6 @@ func TestBrowserTimelineFoldsReviewerWait(t *testing.T) {
 		chromedp.WaitVisible(`[data-testid="folded-gap"]`, chromedp.ByQuery),
 		wait(`document.querySelectorAll(".gap-band").length > 0 && !!document.querySelector(".span-row .wf rect.wait")`),
 		chromedp.Evaluate(readTimeline, &v),
-		shot("/tmp/tl-wait.png"),
 	))
 	require.Len(t, v.Gaps, 1, "one folded gap: %v", v.Gaps)
 	require.Regexp(t, regexp.MustCompile(`^waited 1[78] s for a reviewer$`), v.Gaps[0])
@@ -203,14 +200,4 @@ func shiftSpansAfter(t *testing.T, b *uiBundle, traceID string, cut int64, d tim
 		WHERE trace_id = $1 AND start_time_unix_nano > $2`, traceID, cut, int64(d))
 	require.NoError(t, err)
 	require.Positive(t, tag.RowsAffected())
-}
-
-func shot(path string) chromedp.Action {
-	return chromedp.ActionFunc(func(ctx context.Context) error {
-		var buf []byte
-		if err := chromedp.CaptureScreenshot(&buf).Do(ctx); err != nil {
-			return err
-		}
-		return os.WriteFile(path, buf, 0o644)
-	})
 }

@@ -103,6 +103,9 @@ function setup(tl) {
         const t = pts[i][1];
         if (t >= t0 && t <= t1) ticks.push({ t, px: place(t) / axisWidth * width, resume: true });
       }
+      // Zoomed, the view's start is marked too, unless it falls in a gap.
+      const inGap = (t) => { for (let i = 1; i + 1 < pts.length; i += 2) if (t > pts[i][1] && t < pts[i + 1][1]) return true; return false; };
+      if (st.view && !inGap(t0) && free(0)) ticks.push({ t: t0, px: 0 });
       for (let i = 0; i + 1 < pts.length; i += 2) {
         const a = Math.max(pts[i][1], t0), b = Math.min(pts[i + 1][1], t1);
         for (let t = Math.ceil(a / step) * step; t <= b; t += step) {
@@ -119,6 +122,8 @@ function setup(tl) {
         label.textContent = fmtTick(k.t, step);
         tick.append(label);
         ruler.append(tick);
+        // A label that would run past the ruler's end hangs to the left of its tick.
+        if (k.px + label.offsetWidth + 2 > width) label.classList.add("end");
       }
     }
     // The folded gaps, on the ruler with their labels and as bands across the bars.
@@ -185,6 +190,8 @@ function setup(tl) {
       else tl.querySelector(".zoom-range").textContent = "select a span first";
     }
   });
+  // A double-click on a bar zooms; it does not select the text of the rows around it.
+  tl.addEventListener("mousedown", (ev) => { if (ev.detail > 1 && ev.target.closest(".spantree .wf")) ev.preventDefault(); });
   tl.addEventListener("dblclick", (ev) => {
     const wf = ev.target.closest(".spantree .wf");
     if (!wf) return;
