@@ -75,7 +75,7 @@ func TestBrowserTimelineRulerZoomAndKinds(t *testing.T) {
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.EmulateViewport(1440, 900),
 		chromedp.Navigate(b.url+"/runs/"+run.ID.String()),
-		chromedp.WaitVisible(`[data-testid="ruler"] .ruler-tick`, chromedp.ByQuery),
+		wait(`!!document.querySelector('[data-testid="ruler"] .ruler-tick')`),
 		chromedp.Evaluate(turn1+`.querySelector("[data-toggle]").click(); true`, nil),
 		wait(`!!document.querySelector(".span-row .wf.kind-tool") && !!document.querySelector(".span-row .wf.kind-model")`),
 		chromedp.Evaluate(readTimeline, &v),
@@ -129,6 +129,24 @@ func TestBrowserTimelineRulerZoomAndKinds(t *testing.T) {
 	require.InDelta(t, full*0.25, v.ViewStart, full*0.02, "the view starts where the drag did")
 	require.InDelta(t, full*0.25, v.ViewEnd-v.ViewStart, full*0.02, "and spans what was dragged")
 	require.NotEqual(t, "0", v.Ticks[0], "the ruler's ticks follow the zoom")
+
+	// Select the tool and zoom to it with the button; Z on its row shows the whole trace again.
+	tool := `[...document.querySelectorAll(".span-row")].find(r => r.querySelector(".wf.kind-tool"))`
+	require.NoError(t, chromedp.Run(br.Ctx,
+		chromedp.Click(`[data-zoom-reset]`, chromedp.ByQuery),
+		wait(`document.querySelector(".timeline").dataset.zoomed === "false"`),
+		chromedp.Evaluate(tool+`.querySelector("[data-select]").click(); true`, nil),
+		wait(`!!document.querySelector(".span-row.selected")`),
+		chromedp.Click(`[data-zoom-selected]`, chromedp.ByQuery),
+		wait(`document.querySelector(".timeline").dataset.zoomed === "true"`),
+		chromedp.Evaluate(readTimeline, &v),
+	))
+	require.Greater(t, v.ToolBarW, 0.8*v.WaterfallW, "zoom to span: the selected span fills the waterfall")
+	require.NoError(t, chromedp.Run(br.Ctx,
+		chromedp.Evaluate(tool+`.querySelector("[data-select]").focus(); true`, nil),
+		chromedp.KeyEvent("Z"),
+		wait(`document.querySelector(".timeline").dataset.zoomed === "false"`),
+	))
 	require.Empty(t, br.Problems())
 }
 
@@ -159,7 +177,7 @@ func TestBrowserTimelineFoldsReviewerWait(t *testing.T) {
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.EmulateViewport(1440, 900),
 		chromedp.Navigate(b.url+"/runs/"+run.ID.String()+"?tool="+it.Tool+"&turn="+strconv.Itoa(it.Turn)),
-		chromedp.WaitVisible(`[data-testid="folded-gap"]`, chromedp.ByQuery),
+		wait(`!!document.querySelector('[data-testid="folded-gap"]')`),
 		wait(`document.querySelectorAll(".gap-band").length > 0 && !!document.querySelector(".span-row .wf rect.wait")`),
 		chromedp.Evaluate(readTimeline, &v),
 	))

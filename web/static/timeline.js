@@ -1,11 +1,11 @@
-// The waterfall's timeline: a time ruler over the span tree's bars, the trace's long idle stretches
-// folded to a fixed width and marked ("waited 17 s for a reviewer"), and zoom: to a span (its
-// "zoom to span" button or a double-click on its bar) or to a range dragged across the ruler,
-// with "reset zoom". The server draws the bars on the folded axis and gives the axis as
-// breakpoints (data-timeline: {"len", "points": [[unit, ns]…]}, units 0..1000); each bar carries
-// its start and end (data-s, data-e: ns from the trace's start), from which a zoom places it
-// again. No HTML is built from data: labels go through textContent, places through element.style.
-
+// The waterfall's timeline: a time ruler over the span tree's bars, the trace's long idle
+// stretches folded to a fixed width and marked ("waited 17 s for a reviewer"), and zoom: to a span
+// (its "zoom to span" button, a double-click on its bar, or z on its row) or to a range dragged
+// across the ruler, with "reset zoom" (or Z). The server draws the bars on the folded axis and
+// gives the axis as breakpoints (data-timeline: {"len", "points": [[unit, ns]…]}, units 0..1000);
+// each bar carries its start and end (data-s, data-e: ns from the trace's start), from which a
+// zoom places it again. No HTML is built from data: labels go through textContent, places through
+// element.style (the CSP allows no style attributes).
 const axisWidth = 1000;
 const minBar = 1.5;
 const state = new WeakMap(); // .timeline -> { view: {t0, t1} | null }
@@ -200,6 +200,14 @@ function setup(tl) {
     const wait = ev.target.closest("rect.wait");
     if (wait) zoomTo(Number(wait.dataset.s), Number(wait.dataset.e));
     else zoomToRow(wf.closest(".span-row"));
+  });
+
+  // z on a row zooms to its span; Z resets.
+  tl.addEventListener("keydown", (ev) => {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.target.closest("input, textarea, select")) return;
+    const li = ev.target.closest(".span-row[data-span]");
+    if (ev.key === "z" && li) { ev.preventDefault(); zoomToRow(li); }
+    else if (ev.key === "Z" && st.view) { ev.preventDefault(); st.view = null; draw(); }
   });
 
   // Dragging across the ruler zooms to the range dragged.

@@ -1691,7 +1691,7 @@ func timelineHead(tl TimelineView) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 137, "\"><span class=\"timeline-tools\"><button type=\"button\" class=\"link\" data-zoom-selected title=\"Zoom the timeline to the selected span (or double-click a bar)\">zoom to span</button> <button type=\"button\" class=\"link\" data-zoom-reset hidden>reset zoom</button> <span class=\"zoom-range muted small\" aria-live=\"polite\"></span> <span class=\"timeline-legend small\" data-testid=\"timeline-legend\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 137, "\"><span class=\"timeline-tools\"><button type=\"button\" class=\"link\" data-zoom-selected title=\"Zoom the timeline to the selected span (or double-click its bar, or press z on its row)\">zoom to span</button> <button type=\"button\" class=\"link\" data-zoom-reset title=\"Show the whole trace again (Z)\" hidden>reset zoom</button> <span class=\"zoom-range muted small\" aria-live=\"polite\"></span> <span class=\"timeline-legend small\" data-testid=\"timeline-legend\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
