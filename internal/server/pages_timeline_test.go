@@ -60,7 +60,8 @@ const readTimeline = `(() => {
 
 // TestBrowserTimelineRulerZoomAndKinds: the research run's waterfall takes most of a 1440-px
 // page, lined up under a time ruler with ticks; bars are coloured by kind (flow, turn, model, tool
-// each its own class); a span with spans inside shows its own time beside its total; a double-click
+// each its own class); a span with spans inside shows its own time beside its total, and a turn's
+// bar is solid only up to the next turn nested in it; a double-click
 // on a tool's bar zooms the ruler to that span (its bar then fills most of the waterfall), a drag
 // across the ruler zooms to the range dragged, and "reset zoom" shows the whole trace again.
 func TestBrowserTimelineRulerZoomAndKinds(t *testing.T) {
@@ -87,6 +88,9 @@ func TestBrowserTimelineRulerZoomAndKinds(t *testing.T) {
 	require.InDelta(t, v.WfR, v.RulerR, 2, "and ends where they do")
 	require.Subset(t, v.Kinds, []string{"kind-flow", "kind-turn", "kind-model", "kind-tool"}, "bars coloured by kind: %v", v.Kinds)
 	require.Positive(t, v.Selfs, "spans with spans inside show their own time")
+	var tails int
+	require.NoError(t, chromedp.Run(br.Ctx, chromedp.Evaluate(`document.querySelectorAll(".span-row .wf.kind-turn rect.tail").length`, &tails)))
+	require.Positive(t, tails, "a turn Genkit nested the next turn in is solid only up to it")
 	require.True(t, v.ResetHidden, "nothing to reset yet")
 	require.Zero(t, v.ViewStart)
 	full := v.ViewEnd - v.ViewStart

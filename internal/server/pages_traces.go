@@ -77,6 +77,8 @@ type skeleton struct {
 	// tl is the waterfall's axis, its long idle stretches folded; self is each span's own time.
 	tl   *trace.Timeline
 	self []int64
+	// nested maps a turn to the first turn nested in it (see nestedTurn), built when first asked.
+	nested map[int32]int32
 }
 
 func (s *Server) loadSkeleton(ctx context.Context, traceID string) (*skeleton, error) {

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"strconv"
+
 	"github.com/loupe-dev/loupe/internal/trace"
 	"github.com/loupe-dev/loupe/web/templates"
 )
@@ -20,8 +22,17 @@ func (sk *skeleton) place(row *templates.SpanRow, i int32, end int64) {
 	tl := sk.tl
 	end = max(end, f.StartTime)
 	row.X = tl.Pos(f.StartTime)
-	row.W = max(tl.Pos(end)-row.X, minBar)
 	row.S, row.E = f.StartTime-sk.axis0, end-sk.axis0
+	// A turn that Genkit nested the next turn in is drawn solid up to that turn, then faint to its
+	// end: its bar would otherwise run to the end of the run, as every earlier turn's does.
+	if at, n := sk.nestedTurn(i); at > f.StartTime && at < end {
+		x := tl.Pos(at)
+		row.Tail = &templates.WaitBar{X: x, W: max(tl.Pos(end)-x, minBar), S: at - sk.axis0, E: end - sk.axis0,
+			Label: "continues in turn " + strconv.Itoa(n) + ", which is nested in it"}
+		end = at
+		row.E = at - sk.axis0
+	}
+	row.W = max(tl.Pos(end)-row.X, minBar)
 	row.Kind = sk.kind(i)
 	if f.EndTime != 0 && (len(sk.children[i]) > 0 || sk.self[i] != f.EndTime-f.StartTime) {
 		row.Self = fmtNanos(sk.self[i])
@@ -65,4 +76,32 @@ func (sk *skeleton) timelineView() templates.TimelineView {
 		Points [][2]float64 `json:"points"`
 	}{tl.End - tl.Start, tl.Points()}))
 	return v
+}
+
+// nestedTurn is when the first turn nested in span i (a child of it in the trace that the tree
+// lifts beside it) starts, and its index; 0 when there is none.
+func (sk *skeleton) nestedTurn(i int32) (int64, int) {
+	if sk.turn[i] < 0 {
+		return 0, 0
+	}
+	if sk.nested == nil {
+		sk.nested = map[int32]int32{}
+		for c := range sk.facts {
+			if sk.turn[c] < 0 || sk.facts[c].ParentSpanID == nil {
+				continue
+			}
+			p, ok := sk.idx[*sk.facts[c].ParentSpanID]
+			if !ok || sk.turn[p] < 0 {
+				continue
+			}
+			if old, seen := sk.nested[p]; !seen || sk.facts[c].StartTime < sk.facts[old].StartTime {
+				sk.nested[p] = int32(c)
+			}
+		}
+	}
+	c, ok := sk.nested[i]
+	if !ok {
+		return 0, 0
+	}
+	return sk.facts[c].StartTime, sk.turn[c]
 }

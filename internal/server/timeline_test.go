@@ -53,3 +53,30 @@ func TestSkeletonRowsOnTheFoldedTimeline(t *testing.T) {
 	require.True(t, v.Gaps[0].Reviewer)
 	require.JSONEq(t, `{"len":17100000000,"points":[[0,0],[480,50000000],[520,17050000000],[1000,17100000000]]}`, v.JSON)
 }
+
+// TestSkeletonNestedTurnBarStopsAtTheNextTurn: Genkit nests turn 1 in turn 0; turn 0's bar is
+// solid up to turn 1's start and faint from there to its end, and its own time excludes turn 1.
+func TestSkeletonNestedTurnBarStopsAtTheNextTurn(t *testing.T) {
+	t.Parallel()
+	s := func(v string) *string { return &v }
+	ms := int64(time.Millisecond)
+	t0 := time.Now().Add(-time.Hour).UnixNano()
+	facts := []store.SpanTurnFacts{
+		{SpanID: "root", Name: "flow", StartTime: t0, EndTime: t0 + 100*ms, GenkitType: s("action"), Subtype: s("flow")},
+		{SpanID: "t0", ParentSpanID: s("root"), Name: "generate", StartTime: t0, EndTime: t0 + 100*ms, GenkitType: s("util"), GenkitName: s("generate")},
+		{SpanID: "t1", ParentSpanID: s("t0"), Name: "generate", StartTime: t0 + 40*ms, EndTime: t0 + 100*ms, GenkitType: s("util"), GenkitName: s("generate")},
+	}
+	sk := buildSkeleton("t", facts, t0+2*time.Hour.Nanoseconds())
+	rows := sk.rows(-1, 0, 0, map[int32]bool{0: true}, -1)
+	require.Len(t, rows, 3, "turn 1 is lifted beside turn 0")
+	turn0, turn1 := rows[1], rows[2]
+	require.Equal(t, "turn 0", turn0.Label)
+	require.InDelta(t, 400, turn0.W, 0.01, "solid up to turn 1")
+	require.NotNil(t, turn0.Tail)
+	require.InDelta(t, 400, turn0.Tail.X, 0.01)
+	require.InDelta(t, 600, turn0.Tail.W, 0.01)
+	require.Equal(t, "continues in turn 1, which is nested in it", turn0.Tail.Label)
+	require.Equal(t, "40ms", turn0.Self)
+	require.Equal(t, "100ms", turn0.Duration)
+	require.Nil(t, turn1.Tail)
+}

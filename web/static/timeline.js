@@ -175,9 +175,12 @@ function setup(tl) {
     if (st.view.t1 - st.view.t0 < 1000) st.view.t1 = st.view.t0 + 1000;
     draw();
   }
+  // A row's span is its bar and, for a turn Genkit nested the next one in, the bar's faint tail.
   const zoomToRow = (li) => {
     const bar = li?.querySelector(".wf rect.bar");
-    if (bar) zoomTo(Number(bar.dataset.s), Number(bar.dataset.e));
+    if (!bar) return;
+    const tail = li.querySelector(".wf rect.tail");
+    zoomTo(Number(bar.dataset.s), Number((tail ?? bar).dataset.e));
   };
 
   tl.addEventListener("click", (ev) => {

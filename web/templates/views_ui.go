@@ -274,6 +274,8 @@ type SpanRow struct {
 	Self string
 	// Waits are a tool's waits for a reviewer after it interrupted, to the end of the folded gap.
 	Waits []WaitBar
+	// Tail is the part of a turn's bar after the next turn, which Genkit nests in it, started.
+	Tail *WaitBar
 	// More is set on a "show more" row: the offset of the next children page of Parent; End, when
 	// set, is where the rows already on the page resume (the row stands for a gap).
 	More   int
