@@ -223,3 +223,58 @@ func shiftSpansAfter(t *testing.T, b *uiBundle, traceID string, cut int64, d tim
 	require.NoError(t, err)
 	require.Positive(t, tag.RowsAffected())
 }
+
+// TestBrowserTimelineKeepsItsZoomWhileTheTraceGrows: zoomed to a span of a trace another program
+// is still sending, the page keeps that view as new spans arrive and the axis grows (the ruler's
+// range stays the span's, the new span's bar lies outside it), and "reset zoom" then shows the
+// grown trace whole.
+func TestBrowserTimelineKeepsItsZoomWhileTheTraceGrows(t *testing.T) {
+	t.Parallel()
+	b := liveSetup(t, false)
+	traceID := newTraceID()
+	const root, a, c2, c3 = "a000000000000001", "b000000000000001", "c000000000000002", "c000000000000003"
+	t0 := float64(time.Now().Add(-time.Minute).UnixMilli())
+	attrs := func(name string) map[string]any { return map[string]any{"genkit:name": name, "genkit:type": "action"} }
+	b.sendGenkit(t, jsSpanBody(traceID, root, "", "growing", t0, 0, attrs("growing"), 0))
+	b.sendGenkit(t, jsSpanBody(traceID, a, root, "stepA", t0+1, t0+5, attrs("stepA"), 0))
+	b.sendGenkit(t, jsSpanBody(traceID, c2, root, "step2", t0+6, t0+9, attrs("step2"), 0))
+	b.waitSpans(t, traceID, 3)
+
+	br := browsertest.New(t)
+	var before, after struct{ Start, End, Len float64 }
+	read := `(() => { const r = document.querySelector('[data-testid="ruler"]'); return { Start: Number(r.dataset.viewStart), End: Number(r.dataset.viewEnd), Len: JSON.parse(document.querySelector(".timeline-head").dataset.timeline).len }; })()`
+	require.NoError(t, br.Run(
+		chromedp.EmulateViewport(1440, 900),
+		chromedp.Navigate(b.url+"/traces/"+traceID),
+		wait(`document.documentElement.dataset.live === "live"`),
+		wait(`!!document.querySelector("#span-`+a+` .wf rect.bar")`),
+		chromedp.DoubleClick(`#span-`+a+` .wf`, chromedp.ByQuery),
+		wait(`document.querySelector(".timeline").dataset.zoomed === "true"`),
+		chromedp.Evaluate(read, &before),
+		chromedp.Evaluate(`document.querySelector(".timeline").marker = 1`, nil),
+	))
+	require.Less(t, before.End-before.Start, 6e6, "zoomed to stepA's 4 ms")
+
+	b.sendGenkit(t, jsSpanBody(traceID, c3, root, "step3", t0+10, t0+11, attrs("step3"), 0))
+	b.sendGenkit(t, jsSpanBody(traceID, root, "", "growing", t0, t0+20, attrs("growing"), 0))
+	var c3x float64
+	require.NoError(t, br.Run(
+		wait(`!!document.querySelector("#span-`+c3+` .wf rect.bar") && !document.querySelector(".span-row.running")`),
+		chromedp.Evaluate(read, &after),
+		chromedp.Evaluate(`Number(document.querySelector("#span-`+c3+` .wf rect.bar").getAttribute("x"))`, &c3x),
+	))
+	var marker int
+	require.NoError(t, br.Run(chromedp.Evaluate(`document.querySelector(".timeline").marker ?? 0`, &marker)))
+	require.Equal(t, 1, marker, "the tree was updated in place, not reloaded")
+	require.NotEqual(t, before.Len, after.Len, "the axis was replaced by the grown one")
+	require.InDelta(t, before.Start, after.Start, 1e3, "the view is still stepA's")
+	require.InDelta(t, before.End, after.End, 1e3)
+	require.Greater(t, c3x, 1000.0, "the new span lies right of the zoomed view")
+	require.NoError(t, br.Run(
+		chromedp.Click(`[data-zoom-reset]`, chromedp.ByQuery),
+		wait(`document.querySelector(".timeline").dataset.zoomed === "false"`),
+		chromedp.Evaluate(read, &after),
+	))
+	require.InDelta(t, 20e6, after.End-after.Start, 1e3, "the whole grown trace: 20 ms")
+	require.Empty(t, br.Problems())
+}

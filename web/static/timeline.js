@@ -53,7 +53,7 @@ function fmtTick(ns, step) {
 
 function setup(tl) {
   if (state.has(tl)) return;
-  const st = { view: null, frame: 0 };
+  const st = { view: null };
   state.set(tl, st);
   const tree = tl.querySelector(".spantree");
   // The gaps' bands across the bars live in a layer of their own, so that drawing them is not a
@@ -66,7 +66,6 @@ function setup(tl) {
   const view = (ax) => st.view ? [unitAt(ax, st.view.t0), unitAt(ax, st.view.t1)] : [0, axisWidth];
 
   function draw() {
-    st.frame = 0;
     const ax = axisOf(tl);
     const head = tl.querySelector(".timeline-head");
     if (!ax || !head) return;
@@ -162,7 +161,6 @@ function setup(tl) {
     if (range) range.textContent = st.view ? `${fmtTick(t0, (t1 - t0) / 100)} – ${fmtTick(t1, (t1 - t0) / 100)}` : "";
     tl.dataset.zoomed = String(!!st.view);
   }
-  const redraw = () => { if (!st.frame) st.frame = requestAnimationFrame(draw); };
 
   function zoomTo(t0, t1) {
     const ax = axisOf(tl);
@@ -170,7 +168,7 @@ function setup(tl) {
     // A little room either side, on the folded axis: a margin in time would be 0.7 s beside a
     // 17-s wait, and swallow the work around it.
     const u0 = unitAt(ax, t0), u1 = unitAt(ax, t1);
-    const pad = Math.max((u1 - u0) * 0.04, 0.05);
+    const pad = (u1 - u0) * 0.04 || 0.01;
     st.view = { t0: timeAt(ax, Math.max(0, u0 - pad)), t1: timeAt(ax, Math.min(axisWidth, u1 + pad)) };
     if (st.view.t1 - st.view.t0 < 1000) st.view.t1 = st.view.t0 + 1000;
     draw();
@@ -254,11 +252,12 @@ function setup(tl) {
   tl.addEventListener("pointercancel", endDrag);
 
   // Rows come and go (expand, show more, a live reload), the head is replaced when the axis grows,
-  // and the page is resized: each is drawn again, in the current zoom.
-  new MutationObserver(redraw).observe(tl, { childList: true });
-  if (tree) new MutationObserver(redraw).observe(tree, { childList: true });
+  // and the page is resized: each is drawn again, in the current zoom, before the page is painted
+  // (observers run before it), so that a new head never shows without its ticks.
+  new MutationObserver(draw).observe(tl, { childList: true });
+  if (tree) new MutationObserver(draw).observe(tree, { childList: true });
   if ("ResizeObserver" in window) {
-    const ro = new ResizeObserver(redraw);
+    const ro = new ResizeObserver(draw);
     ro.observe(tl);
     if (tree) ro.observe(tree);
   }
