@@ -186,7 +186,10 @@ func TestBrowserTimelineFoldsReviewerWait(t *testing.T) {
 		chromedp.Evaluate(readTimeline, &v),
 	))
 	require.Len(t, v.Gaps, 1, "one folded gap: %v", v.Gaps)
-	require.Regexp(t, regexp.MustCompile(`^waited 1[78] s for a reviewer$`), v.Gaps[0])
+	m := regexp.MustCompile(`^waited (\d+) s for a reviewer$`).FindStringSubmatch(v.Gaps[0])
+	require.NotNil(t, m, v.Gaps[0])
+	secs, _ := strconv.Atoi(m[1])
+	require.True(t, secs >= 17 && secs < 60, "17 s and the real wait (the resume's pick-up): %s", v.Gaps[0])
 	require.Positive(t, v.Bands, "the gap is marked across the bars")
 	require.Greater(t, v.GapW, 10.0, "the gap has a fixed width")
 	require.Less(t, v.GapW, 0.1*v.WaterfallW, "a narrow one: the wait is folded, not drawn to scale")
