@@ -74,6 +74,11 @@ type skeleton struct {
 	// innerError marks the spans with one below them (a failed ancestor, whose red only repeats
 	// its child's, or a span that did not fail itself).
 	ownError, innerError []bool
+	// tl is the waterfall's axis, its long idle stretches folded; self is each span's own time.
+	tl   *trace.Timeline
+	self []int64
+	// nested maps a turn to the first turn nested in it (see nestedTurn), built when first asked.
+	nested map[int32]int32
 }
 
 func (s *Server) loadSkeleton(ctx context.Context, traceID string) (*skeleton, error) {
@@ -187,6 +192,8 @@ func buildSkeleton(traceID string, facts []store.SpanTurnFacts, now int64) *skel
 	}
 	sk.axis0, sk.axisLen = min0, max(max1-min0, 1)
 	sk.markErrors()
+	sk.tl = trace.BuildTimeline(facts, sk.axis0, sk.axis0+sk.axisLen)
+	sk.self = trace.SelfTimes(facts, sk.axis0+sk.axisLen)
 	return sk
 }
 
@@ -351,8 +358,7 @@ func (sk *skeleton) rowsWindow(parent int32, depth, offset, end int, open map[in
 		default:
 			row.Running, row.Duration, endT = true, "running", axisEnd
 		}
-		row.X = float64(f.StartTime-sk.axis0) * 1000 / float64(sk.axisLen)
-		row.W = max(float64(max(endT, f.StartTime)-f.StartTime)*1000/float64(sk.axisLen), 1.5)
+		sk.place(&row, c, endT)
 		out = append(out, row)
 		if row.Expanded {
 			walk(c, depth+1, 0, 0)
@@ -499,6 +505,7 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 		v.Failure = &templates.TraceFailure{Text: text, SpanID: id, URL: link + id + "#span-" + id}
 	}
 	v.Rows = sk.rows(-1, 0, 0, open, selected)
+	v.Timeline = sk.timelineView()
 	if err := s.withPreviews(ctx, sk, v.Rows); err != nil {
 		return nil, err
 	}

@@ -284,6 +284,10 @@ async function reloadTree(url, params = new URLSearchParams()) {
   const focusSel = focused?.matches("[data-toggle]") ? "[data-toggle]" : "[data-select]";
   const top = tree.scrollTop;
   root.querySelector(".trace-head").replaceWith(fresh.querySelector(".trace-head"));
+  // The timeline's axis may have grown: timeline.js redraws it, keeping the zoom.
+  const head = root.querySelector(".timeline-head");
+  const freshHead = fresh.querySelector(".timeline-head");
+  if (head && freshHead) head.replaceWith(freshHead);
   tree.replaceChildren(...[...freshTree.childNodes]);
   tree.scrollTop = top;
   const detail = root.querySelector("#span-detail");
@@ -383,6 +387,8 @@ function initTree(root) {
     });
   });
   initTreeFind(root, tree, { expand, collapse, select, busy, q });
+  // timeline.js (a module of its own) draws the ruler and the zoom of this tree's waterfall.
+  root.dispatchEvent(new CustomEvent("loupe:tree", { bubbles: true }));
   tree.querySelector(".span-row.selected")?.scrollIntoView({ block: "nearest" });
   keepLinkedSpanInView();
 }

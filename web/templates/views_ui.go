@@ -263,8 +263,19 @@ type SpanRow struct {
 	Error, ContainsError bool
 	Selected             bool
 	Duration             string
-	// X and W place the waterfall bar on the trace's axis, in thousandths.
+	// X and W place the waterfall bar on the trace's folded axis (its long idle stretches folded),
+	// in thousandths; S and E are the bar's start and end in ns from the trace's start, from which
+	// timeline.js places it again when the timeline is zoomed.
 	X, W float64
+	S, E int64
+	// Kind colours the bar: model, tool, turn, flow or other.
+	Kind string
+	// Self is the span's own time (not in any span inside it), when it has spans inside it.
+	Self string
+	// Waits are a tool's waits for a reviewer after it interrupted, to the end of the folded gap.
+	Waits []WaitBar
+	// Tail is the part of a turn's bar after the next turn, which Genkit nests in it, started.
+	Tail *WaitBar
 	// More is set on a "show more" row: the offset of the next children page of Parent; End, when
 	// set, is where the rows already on the page resume (the row stands for a gap).
 	More   int
@@ -274,6 +285,30 @@ type SpanRow struct {
 	MissingParent string
 	// Preview says what the span did, from its input: a tool's arguments in a few words.
 	Preview string
+}
+
+// WaitBar is a wait drawn on a row's waterfall: X and W on the folded axis, S and E in ns from
+// the trace's start.
+type WaitBar struct {
+	X, W  float64
+	S, E  int64
+	Label string
+}
+
+// TimelineView is the waterfall's axis: JSON holds its breakpoints for timeline.js ({"len",
+// "points": [[unit, ns]…]}); Gaps are its folded idle stretches.
+type TimelineView struct {
+	JSON string
+	Gaps []TimelineGap
+}
+
+// TimelineGap is a folded stretch of the axis in which nothing ran, labelled "waited 17 s for a
+// reviewer" after an interrupt.
+type TimelineGap struct {
+	S, E     int64
+	X, W     float64
+	Reviewer bool
+	Label    string
 }
 
 // maxIndent is the deepest indentation class: deeper rows share it, so that a deep span's name is
@@ -409,6 +444,7 @@ type TraceView struct {
 	Stale        bool
 	LastActivity time.Time
 	Rows         []SpanRow
+	Timeline     TimelineView
 	Selected     *SpanDetail
 	// Base is the tree's fragment URL prefix (/traces/{id}); Link is the deep-link prefix, to which
 	// a span id is appended.
