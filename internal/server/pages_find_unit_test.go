@@ -23,9 +23,9 @@ func TestExpandAllStaysWithinItsBudget(t *testing.T) {
 		}
 	}
 	sk := buildSkeleton("t", facts, 100)
-	rows := sk.rowsWindow(-1, 0, 0, 0, sk.openAll(-1, expandAllRows), -1)
+	rows := sk.rowsWindow(-1, 0, 0, 0, sk.OpenAll(-1, expandAllRows, childPage), -1)
 	require.LessOrEqual(t, len(rows), expandAllRows+1, "within the budget (and a show-more row)")
 	require.Greater(t, len(rows), expandAllRows/2, "the budget is used")
-	small := sk.rowsWindow(-1, 0, 0, 0, sk.openAll(-1, 1_000_000), -1)
+	small := sk.rowsWindow(-1, 0, 0, 0, sk.OpenAll(-1, 1_000_000, childPage), -1)
 	require.Len(t, small, 1+100+100*50, "with room, every span is a row")
 }

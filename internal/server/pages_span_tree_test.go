@@ -81,7 +81,7 @@ func TestSkeletonShowsThePathToADeepLinkedSpan(t *testing.T) {
 	}
 	facts = append(facts, store.SpanTurnFacts{SpanID: "x", ParentSpanID: s("450"), Name: "target", StartTime: 460, EndTime: 461})
 	sk := buildSkeleton("t", facts, 0)
-	target, child := sk.idx["x"], sk.idx["450"]
+	target, child := sk.Index["x"], sk.Index["450"]
 	rows := sk.rows(-1, 0, 0, map[int32]bool{0: true, child: true}, target)
 	var selected []string
 	for _, r := range rows {
@@ -109,7 +109,7 @@ func TestSkeletonShowsThePathToADeepLinkedSpan(t *testing.T) {
 	require.Equal(t, "c439", page[39].Name)
 
 	// Just past the page: the page is extended, and a more row follows.
-	rows = sk.rows(-1, 0, 0, map[int32]bool{0: true}, sk.idx["205"])
+	rows = sk.rows(-1, 0, 0, map[int32]bool{0: true}, sk.Index["205"])
 	require.Len(t, rows, 1+216+1)
 	require.Equal(t, "c215", rows[216].Name)
 	require.Equal(t, 216, rows[217].More)
@@ -240,9 +240,9 @@ func TestSkeletonStaleSpans(t *testing.T) {
 		{SpanID: "b", ParentSpanID: s("root"), Name: "b", StartTime: t0 + 6e6, EndTime: t0 + 10e6},
 	}
 	sk := buildSkeleton("t", facts, t0+10e6+int64(16*time.Minute))
-	require.True(t, sk.stale)
-	require.False(t, sk.running)
-	require.Equal(t, int64(10e6), sk.axisLen, "the axis ends at the last span's end")
+	require.True(t, sk.Stale)
+	require.False(t, sk.Running)
+	require.Equal(t, int64(10e6), sk.AxisLen, "the axis ends at the last span's end")
 	rows := sk.rows(-1, 0, 0, map[int32]bool{0: true}, -1)
 	require.True(t, rows[0].Stale)
 	require.False(t, rows[0].Running)
@@ -251,8 +251,8 @@ func TestSkeletonStaleSpans(t *testing.T) {
 	require.InDelta(t, 400, rows[1].W, 0.01, "other bars keep their size")
 
 	sk = buildSkeleton("t", facts, t0+10e6+int64(time.Minute))
-	require.True(t, sk.running, "a trace with recent activity is running")
-	require.False(t, sk.stale)
+	require.True(t, sk.Running, "a trace with recent activity is running")
+	require.False(t, sk.Stale)
 	rows = sk.rows(-1, 0, 0, map[int32]bool{0: true}, -1)
 	require.True(t, rows[0].Running)
 	require.Equal(t, "running", rows[0].Duration)

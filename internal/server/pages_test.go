@@ -181,7 +181,7 @@ func TestTreeFragmentsLoadChildrenAndPayloads(t *testing.T) {
 	sk := buildSkeleton(tid, facts, time.Now().UnixNano())
 	var turn0 string
 	for i := range facts {
-		if sk.turn[i] == 0 {
+		if sk.Turn[i] == 0 {
 			turn0 = facts[i].SpanID
 		}
 	}
@@ -224,7 +224,7 @@ func TestSkeletonLiftsNestedTurnsAndPagesChildren(t *testing.T) {
 	}
 	require.Equal(t, []string{"flow@0", "generate@1", "generate@1", "loop-a@1", "loop-b@1"}, names, "t1 is lifted beside t0; the spans of a parent loop hang from the root")
 	require.Equal(t, "turn 1", rows[2].Label)
-	require.True(t, sk.running)
+	require.True(t, sk.Running)
 
 	var many []store.SpanTurnFacts
 	many = append(many, store.SpanTurnFacts{SpanID: "r", Name: "root", StartTime: 1, EndTime: 5000})

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -47,38 +46,12 @@ const previewRunes = 80
 // payloadPreview is how much of a large payload is shown before "load all".
 const payloadPreview = 16 << 10
 
-// skeleton is a trace's shape for display. Generate turns nest in Genkit's traces (turn 1 is a
-// child of turn 0); here a turn nested in a turn is lifted beside it, so that a long run reads as
-// a list of turns instead of a staircase.
-type skeleton struct {
-	traceID  string
-	facts    []store.SpanTurnFacts
-	idx      map[string]int32
-	children [][]int32
-	parent   []int32
-	roots    []int32
-	turn     []int // turn index, -1 for spans that are not turns
-	// turns is the per-turn summary (trace.BuildTurns), which also says which spans are turns.
-	turns []trace.Turn
-	// missing is, for a span whose parent is not in the trace (not yet, or never), that parent's id.
-	missing []string
-	axis0   int64
-	axisLen int64
-	// running is true when a span has no end yet and the trace is active; stale, when a span has no
-	// end but nothing in the trace has happened for staleAfter: its end will not come.
-	running bool
-	stale   bool
-	// latest is the trace's last known time: the latest start or end of any span.
-	latest int64
-	// ownError marks the spans where an error starts: failed, with no failed span below them.
-	// innerError marks the spans with one below them (a failed ancestor, whose red only repeats
-	// its child's, or a span that did not fail itself).
-	ownError, innerError []bool
-	// tl is the waterfall's axis, its long idle stretches folded; self is each span's own time.
-	tl   *trace.Timeline
-	self []int64
-	// nested maps a turn to the first turn nested in it (see nestedTurn), built when first asked.
-	nested map[int32]int32
+// skeleton is the trace's span tree (trace.Skeleton), with the server's mapping of it to the
+// tree's rows (rows, rowsWindow), their bars (place, in timeline.go) and previews.
+type skeleton struct{ *trace.Skeleton }
+
+func buildSkeleton(traceID string, facts []store.SpanTurnFacts, now int64) *skeleton {
+	return &skeleton{trace.BuildSkeleton(traceID, facts, now, staleAfter)}
 }
 
 func (s *Server) loadSkeleton(ctx context.Context, traceID string) (*skeleton, error) {
@@ -89,213 +62,17 @@ func (s *Server) loadSkeleton(ctx context.Context, traceID string) (*skeleton, e
 	return buildSkeleton(traceID, facts, time.Now().UnixNano()), nil
 }
 
-func buildSkeleton(traceID string, facts []store.SpanTurnFacts, now int64) *skeleton {
-	n := len(facts)
-	sk := &skeleton{traceID: traceID, facts: facts, idx: make(map[string]int32, n),
-		children: make([][]int32, n), parent: make([]int32, n), turn: make([]int, n), missing: make([]string, n)}
-	for i := range facts {
-		sk.idx[facts[i].SpanID] = int32(i)
-	}
-	for i := range facts {
-		if p := facts[i].ParentSpanID; p != nil && *p != "" {
-			if _, ok := sk.idx[*p]; !ok {
-				sk.missing[i] = *p
-			}
-		}
-		sk.turn[i] = -1
-	}
-	sk.turns = trace.BuildTurns(facts)
-	for _, t := range sk.turns {
-		sk.turn[sk.idx[t.SpanID]] = t.Index
-	}
-	realParent := func(i int32) int32 {
-		if p := facts[i].ParentSpanID; p != nil {
-			if j, ok := sk.idx[*p]; ok && j != i {
-				return j
-			}
-		}
-		return -1
-	}
-	// A turn whose parent is a turn hangs from that turn's own display parent.
-	for i := range facts {
-		p := realParent(int32(i))
-		if sk.turn[i] >= 0 {
-			for hops := 0; p >= 0 && sk.turn[p] >= 0 && hops < n; hops++ {
-				p = realParent(p)
-			}
-		}
-		sk.parent[i] = p
-	}
-	// Roots first, then everything reachable from them; what is not (a missing parent, a loop) is
-	// an orphan under the first root.
-	var min0, latest int64
-	open := false
-	for i := range facts {
-		f := &facts[i]
-		if sk.parent[i] < 0 {
-			sk.roots = append(sk.roots, int32(i))
-		}
-		open = open || f.EndTime == 0
-		if min0 == 0 || f.StartTime < min0 {
-			min0 = f.StartTime
-		}
-		latest = max(latest, f.StartTime, f.EndTime)
-	}
-	sk.latest = latest
-	max1 := latest
-	if open {
-		if now-latest > int64(staleAfter) {
-			// Nothing has happened for a while: the axis ends at the last thing that did, so that
-			// a span whose end never came does not squeeze every other bar to a sliver.
-			sk.stale = true
-		} else {
-			sk.running = true
-			max1 = max(now, latest)
-		}
-	}
-	for i := range facts {
-		if p := sk.parent[i]; p >= 0 {
-			sk.children[p] = append(sk.children[p], int32(i))
-		}
-	}
-	seen := make([]bool, n)
-	stack := slices.Clone(sk.roots)
-	for len(stack) > 0 {
-		i := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if seen[i] {
-			continue
-		}
-		seen[i] = true
-		stack = append(stack, sk.children[i]...)
-	}
-	for i := range facts {
-		if seen[i] {
-			continue
-		}
-		// Part of a loop: cut it loose and hang it from the first root, or make it a root.
-		if p := sk.parent[i]; p >= 0 {
-			sk.children[p] = slices.DeleteFunc(sk.children[p], func(c int32) bool { return c == int32(i) })
-		}
-		if len(sk.roots) == 0 {
-			sk.parent[i] = -1
-			sk.roots = append(sk.roots, int32(i))
-		} else {
-			r := sk.roots[0]
-			sk.parent[i] = r
-			sk.children[r] = append(sk.children[r], int32(i))
-			sort.SliceStable(sk.children[r], func(a, b int) bool {
-				return facts[sk.children[r][a]].StartTime < facts[sk.children[r][b]].StartTime
-			})
-		}
-		seen[i] = true
-	}
-	sk.axis0, sk.axisLen = min0, max(max1-min0, 1)
-	sk.markErrors()
-	sk.tl = trace.BuildTimeline(facts, sk.axis0, sk.axis0+sk.axisLen)
-	sk.self = trace.SelfTimes(facts, sk.axis0+sk.axisLen)
-	return sk
-}
-
-// markErrors finds where errors start. Genkit (and most tracers) mark every ancestor of a failed
-// span failed too; only the deepest failed spans are where something went wrong, and the others
-// merely contain them.
-func (sk *skeleton) markErrors() {
-	n := len(sk.facts)
-	sk.ownError, sk.innerError = make([]bool, n), make([]bool, n)
-	// The trace's own parents, not the display's: a turn lifted beside the turn it is nested in is
-	// still what made that turn fail.
-	up := func(i int32) int32 {
-		if p := sk.facts[i].ParentSpanID; p != nil {
-			if j, ok := sk.idx[*p]; ok && j != i {
-				return j
-			}
-		}
-		return -1
-	}
-	for i := range sk.facts {
-		if sk.facts[i].StatusCode != store.StatusError {
-			continue
-		}
-		for p, hops := up(int32(i)), 0; p >= 0 && !sk.innerError[p] && hops < n; p, hops = up(p), hops+1 {
-			sk.innerError[p] = true
-		}
-	}
-	for i := range sk.facts {
-		sk.ownError[i] = sk.facts[i].StatusCode == store.StatusError && !sk.innerError[i]
-	}
-}
-
-// failure is what failed in a trace, for its header: the first span (by start) where an error
-// starts, said as "tool lookupOrder failed: …" or "turn limit 3 reached".
-func (sk *skeleton) failure() (int32, string) {
-	first := int32(-1)
-	for i := range sk.facts {
-		if sk.ownError[i] && (first < 0 || sk.facts[i].StartTime < sk.facts[first].StartTime) {
-			first = int32(i)
-		}
-	}
-	if first < 0 {
-		return -1, ""
-	}
-	f := &sk.facts[first]
-	msg := strings.TrimSpace(f.StatusMessage)
-	if m := turnLimitMessage.FindStringSubmatch(msg); m != nil {
-		return first, "turn limit " + m[1] + " reached"
-	}
-	what := sk.label(first)
-	if what == "" {
-		what = "span"
-	}
-	if strings.HasPrefix(what, "turn ") {
-		what = "the generate of " + what
-	} else if f.ToolName != nil && *f.ToolName != "" {
-		what += " " + *f.ToolName // a GenAI tool span is named "execute_tool <tool>"
-	} else {
-		what += " " + f.Name
-	}
-	if msg == "" {
-		return first, what + " failed"
-	}
-	return first, what + " failed: " + shorten(msg, 200)
-}
-
-// turnLimitMessage is the engine's and Genkit's error when a generate runs out of turns.
-var turnLimitMessage = regexp.MustCompile(`exceeded maximum tool call iterations \((\d+)\)`)
-
-// ancestors returns the display ancestors of a span, so that a deep link can open them.
-func (sk *skeleton) ancestors(i int32) []int32 {
-	var out []int32
-	for p := sk.parent[i]; p >= 0 && len(out) <= len(sk.facts); p = sk.parent[p] {
-		out = append(out, p)
-	}
-	return out
-}
-
-// label is a span's kind in the tree (trace.SpanLabel), or its turn: "turn 2" for a generate
-// span, "model · turn 2" for a GenAI model call that is a turn.
-func (sk *skeleton) label(i int32) string {
-	f := &sk.facts[i]
-	if sk.turn[i] >= 0 {
-		if trace.SpanKind(f) == trace.KindModel {
-			return "model · turn " + strconv.Itoa(sk.turn[i])
-		}
-		return "turn " + strconv.Itoa(sk.turn[i])
-	}
-	return trace.SpanLabel(f, f.ParentSpanID == nil)
-}
-
 // withPreviews says, on each tool row, what the tool was asked (trace.Preview of its input). The
 // inputs are read for the rendered tool rows only: a page shows a few hundred rows of a trace
 // that may have 10,000 spans, whose skeleton never reads a payload.
 func (s *Server) withPreviews(ctx context.Context, sk *skeleton, rows []templates.SpanRow) error {
 	var ids []string
 	for _, r := range rows {
-		if i, ok := sk.idx[r.ID]; ok && r.More == 0 && trace.SpanKind(&sk.facts[i]) == trace.KindTool {
+		if i, ok := sk.Index[r.ID]; ok && r.More == 0 && trace.SpanKind(&sk.Facts[i]) == trace.KindTool {
 			ids = append(ids, r.ID)
 		}
 	}
-	inputs, err := s.store.SpanToolInputs(ctx, sk.traceID, ids)
+	inputs, err := s.store.SpanToolInputs(ctx, sk.TraceID, ids)
 	if err != nil {
 		return err
 	}
@@ -314,22 +91,6 @@ func (sk *skeleton) rows(parent int32, depth, offset int, open map[int32]bool, s
 	return sk.rowsWindow(parent, depth, offset, 0, open, selected)
 }
 
-// pathTo maps each display ancestor of span i (-1 for the roots) to the index, among its
-// children, of the child on the way to i.
-func (sk *skeleton) pathTo(i int32) map[int32]int {
-	m := map[int32]int{}
-	for c, hops := i, 0; c >= 0 && hops <= len(sk.facts); hops++ {
-		p := sk.parent[c]
-		kids := sk.roots
-		if p >= 0 {
-			kids = sk.children[p]
-		}
-		m[p] = slices.Index(kids, c)
-		c = p
-	}
-	return m
-}
-
 // rowsWindow is rows whose first page of parent's children stops at end when end > 0: a "show
 // more" row for a gap asks for the rows up to the next ones already on the page. A child on the way
 // to the selected span that is past its page is shown with a page of its siblings from a little
@@ -337,23 +98,23 @@ func (sk *skeleton) pathTo(i int32) map[int32]int {
 func (sk *skeleton) rowsWindow(parent int32, depth, offset, end int, open map[int32]bool, selected int32) []templates.SpanRow {
 	var focus map[int32]int
 	if selected >= 0 {
-		focus = sk.pathTo(selected)
+		focus = sk.PathTo(selected)
 	}
-	axisEnd := sk.axis0 + sk.axisLen
+	axisEnd := sk.Axis0 + sk.AxisLen
 	var out []templates.SpanRow
 	var walk func(parent int32, depth, offset, end int)
 	emit := func(c int32, depth int) {
-		f := &sk.facts[c]
-		row := templates.SpanRow{ID: f.SpanID, Name: f.Name, Label: sk.label(c), Depth: depth,
-			Children: len(sk.children[c]), Expanded: open[c] && len(sk.children[c]) > 0,
-			Error: sk.ownError[c], ContainsError: sk.innerError[c], Selected: c == selected,
+		f := &sk.Facts[c]
+		row := templates.SpanRow{ID: f.SpanID, Name: f.Name, Label: sk.Label(c), Depth: depth,
+			Children: len(sk.Children[c]), Expanded: open[c] && len(sk.Children[c]) > 0,
+			Error: sk.OwnError[c], ContainsError: sk.InnerError[c], Selected: c == selected,
 			Interrupted:   deref(f.State) == "interrupted" && f.StatusCode != store.StatusError,
-			MissingParent: sk.missing[c]}
+			MissingParent: sk.Missing[c]}
 		endT := f.EndTime
 		switch {
 		case f.EndTime != 0:
 			row.Duration = fmtNanos(f.EndTime - f.StartTime)
-		case sk.stale:
+		case sk.Stale:
 			row.Stale, row.Duration, endT = true, "no end received", axisEnd
 		default:
 			row.Running, row.Duration, endT = true, "running", axisEnd
@@ -365,11 +126,11 @@ func (sk *skeleton) rowsWindow(parent int32, depth, offset, end int, open map[in
 		}
 	}
 	walk = func(parent int32, depth, offset, end int) {
-		kids := sk.roots
+		kids := sk.Roots
 		p := ""
 		if parent >= 0 {
-			kids = sk.children[parent]
-			p = sk.facts[parent].SpanID
+			kids = sk.Children[parent]
+			p = sk.Facts[parent].SpanID
 		}
 		lo := min(offset, len(kids))
 		hi := min(len(kids), lo+childPage)
@@ -446,13 +207,13 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 	if err != nil {
 		return nil, err
 	}
-	v := &templates.TraceView{TraceID: traceID, Name: tr.DisplayName, Source: tr.Source, SpanCount: len(sk.facts),
-		Running: sk.running, Stale: sk.stale, Base: "/traces/" + traceID, Link: link}
+	v := &templates.TraceView{TraceID: traceID, Name: tr.DisplayName, Source: tr.Source, SpanCount: len(sk.Facts),
+		Running: sk.Running, Stale: sk.Stale, Base: "/traces/" + traceID, Link: link}
 	if tr.Service != "" {
 		v.Source = tr.Service + " (" + tr.Source + ")"
 	}
-	if sk.stale {
-		v.LastActivity = time.Unix(0, sk.latest)
+	if sk.Stale {
+		v.LastActivity = time.Unix(0, sk.Latest)
 	}
 	if tr.RunID != nil && !strings.HasPrefix(link, "/runs/") {
 		v.RunURL = "/runs/" + tr.RunID.String()
@@ -460,33 +221,33 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 	if strings.HasPrefix(link, "/runs/") {
 		v.TraceURL = "/traces/" + traceID
 	}
-	if sk.running {
+	if sk.Running {
 		v.Duration = "running"
 	} else {
-		v.Duration = fmtNanos(sk.axisLen)
+		v.Duration = fmtNanos(sk.AxisLen)
 	}
 	open := map[int32]bool{}
-	for _, r := range sk.roots {
+	for _, r := range sk.Roots {
 		open[r] = true
 	}
 	for id := range st.open {
-		if i, ok := sk.idx[id]; ok {
+		if i, ok := sk.Index[id]; ok {
 			open[i] = true
 		}
 	}
 	for id := range st.closed {
-		if i, ok := sk.idx[id]; ok {
+		if i, ok := sk.Index[id]; ok {
 			delete(open, i)
 		}
 	}
 	selected := int32(-1)
 	if selectedID == "" && toolName != "" {
-		selectedID = sk.findTool(toolName, toolTurn)
+		selectedID = sk.FindTool(toolName, toolTurn)
 	}
-	if i, ok := sk.idx[selectedID]; ok && selectedID != "" {
+	if i, ok := sk.Index[selectedID]; ok && selectedID != "" {
 		selected = i
 		if !st.explicit {
-			for _, a := range sk.ancestors(i) {
+			for _, a := range sk.Ancestors(i) {
 				open[a] = true
 			}
 		}
@@ -494,14 +255,14 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 		if err != nil {
 			return nil, err
 		}
-		d.MarkStale(sk.stale)
+		d.MarkStale(sk.Stale)
 		v.Selected = d
 	}
 	if v.Resumes, v.ResumedBy, err = s.store.TraceResumeLinks(ctx, traceID); err != nil {
 		return nil, err
 	}
-	if i, text := sk.failure(); i >= 0 {
-		id := sk.facts[i].SpanID
+	if i, text := sk.Failure(); i >= 0 {
+		id := sk.Facts[i].SpanID
 		v.Failure = &templates.TraceFailure{Text: text, SpanID: id, URL: link + id + "#span-" + id}
 	}
 	v.Rows = sk.rows(-1, 0, 0, open, selected)
@@ -509,7 +270,7 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 	if err := s.withPreviews(ctx, sk, v.Rows); err != nil {
 		return nil, err
 	}
-	v.Turns = turnRows(sk.turns, link, sk.stale)
+	v.Turns = turnRows(sk.Turns, link, sk.Stale)
 	return v, nil
 }
 
@@ -554,28 +315,6 @@ func turnRows(turns []trace.Turn, link string, stale bool) []templates.TurnRow {
 		rows[i] = r
 	}
 	return rows
-}
-
-// findTool finds the span of a tool call in a turn (the last one, if the turn called it twice).
-func (sk *skeleton) findTool(tool string, turn int) string {
-	found := ""
-	for i := range sk.facts {
-		f := &sk.facts[i]
-		if sk.label(int32(i)) != "tool" || firstNonEmpty(deref(f.ToolName), deref(f.GenkitName), f.Name) != tool {
-			continue
-		}
-		t := -1
-		for p := sk.parent[i]; p >= 0; p = sk.parent[p] {
-			if sk.turn[p] >= 0 {
-				t = sk.turn[p]
-				break
-			}
-		}
-		if t == turn || turn < 0 {
-			found = f.SpanID
-		}
-	}
-	return found
 }
 
 // spanDetail reads one span in full and splits its attributes into payloads (large values and
@@ -794,7 +533,7 @@ func (s *Server) traceChildren(c echo.Context) error {
 	}
 	parent := int32(-1)
 	if p := c.QueryParam("parent"); p != "" {
-		i, ok := sk.idx[p]
+		i, ok := sk.Index[p]
 		if !ok {
 			return Errorf(http.StatusNotFound, "not_found", "span %s is not in trace %s", p, traceID)
 		}
@@ -809,7 +548,7 @@ func (s *Server) traceChildren(c echo.Context) error {
 	}
 	var open map[int32]bool
 	if c.QueryParam("expand") == "all" {
-		open = sk.openAll(parent, expandAllRows)
+		open = sk.OpenAll(parent, expandAllRows, childPage)
 	}
 	rows := sk.rowsWindow(parent, max(depth, 0), max(offset, 0), max(end, 0), open, -1)
 	if err := s.withPreviews(c.Request().Context(), sk, rows); err != nil {
@@ -821,36 +560,6 @@ func (s *Server) traceChildren(c echo.Context) error {
 // expandAllRows is about how many rows "expand all" renders: past it, deeper nodes stay closed, to
 // be opened one by one, so that a 10,000-span trace does not become a 10,000-row page.
 const expandAllRows = 2000
-
-// openAll opens the nodes under parent (the roots for -1) level by level, while the rows they
-// show stay within budget; each shows at most a page of children.
-func (sk *skeleton) openAll(parent int32, budget int) map[int32]bool {
-	open := map[int32]bool{}
-	level := sk.roots
-	if parent >= 0 {
-		open[parent] = true
-		level = sk.children[parent]
-	}
-	rows := len(level)
-	for len(level) > 0 {
-		var next []int32
-		for _, i := range level {
-			kids := sk.children[i]
-			if len(kids) == 0 {
-				continue
-			}
-			shown := min(len(kids), childPage)
-			if rows+shown > budget {
-				return open
-			}
-			rows += shown
-			open[i] = true
-			next = append(next, kids[:shown]...)
-		}
-		level = next
-	}
-	return open
-}
 
 // spanMatch is one span a search found, with the display ancestors to open to show it, top down.
 type spanMatch struct {
@@ -889,49 +598,23 @@ func (s *Server) traceSearch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	order := sk.displayOrder()
+	order := sk.DisplayOrder()
 	found := make([]int32, 0, len(ids))
 	for _, id := range ids {
-		if i, ok := sk.idx[id]; ok {
+		if i, ok := sk.Index[id]; ok {
 			found = append(found, i)
 		}
 	}
 	slices.SortFunc(found, func(a, b int32) int { return int(order[a]) - int(order[b]) })
 	for _, i := range found {
-		anc := sk.ancestors(i)
+		anc := sk.Ancestors(i)
 		path := make([]string, len(anc))
 		for k, a := range anc {
-			path[len(anc)-1-k] = sk.facts[a].SpanID
+			path[len(anc)-1-k] = sk.Facts[a].SpanID
 		}
-		resp.Matches = append(resp.Matches, spanMatch{ID: sk.facts[i].SpanID, Path: path})
+		resp.Matches = append(resp.Matches, spanMatch{ID: sk.Facts[i].SpanID, Path: path})
 	}
 	return c.JSON(http.StatusOK, resp)
-}
-
-// displayOrder is each span's position in the tree read top to bottom, every node open.
-func (sk *skeleton) displayOrder() []int32 {
-	order := make([]int32, len(sk.facts))
-	n := int32(0)
-	stack := make([]int32, 0, len(sk.roots))
-	for k := len(sk.roots) - 1; k >= 0; k-- {
-		stack = append(stack, sk.roots[k])
-	}
-	seen := make([]bool, len(sk.facts))
-	for len(stack) > 0 {
-		i := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if seen[i] {
-			continue
-		}
-		seen[i] = true
-		order[i] = n
-		n++
-		kids := sk.children[i]
-		for k := len(kids) - 1; k >= 0; k-- {
-			stack = append(stack, kids[k])
-		}
-	}
-	return order
 }
 
 // traceSpan is GET /traces/{trace}/spans/{span}: the span panel as an HTML fragment.
@@ -955,7 +638,7 @@ func (s *Server) traceSpan(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		d.MarkStale(sk.stale)
+		d.MarkStale(sk.Stale)
 	}
 	return s.render(c, http.StatusOK, templates.SpanDetailView(*d))
 }

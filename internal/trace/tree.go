@@ -141,6 +141,23 @@ func (s *Service) Span(ctx context.Context, traceID, spanID string) (*Node, erro
 	return n, nil
 }
 
+// parentsInTrace is each span's parent in the trace, by position: -1 for a root, for a span whose
+// parent is not in the trace, and for one that names itself. Every tree of a trace starts from
+// it (BuildTree, BuildTurns, BuildSkeleton); what each makes of a missing parent or a loop is said
+// where it is built.
+func parentsInTrace(n int, index map[string]int32, parentOf func(i int) *string) []int32 {
+	parent := make([]int32, n)
+	for i := range parent {
+		parent[i] = -1
+		if p := parentOf(i); p != nil {
+			if j, ok := index[*p]; ok && j != int32(i) {
+				parent[i] = j
+			}
+		}
+	}
+	return parent
+}
+
 // BuildTree links spans to their parents in O(n). Spans must be in start order; children keep
 // it. A span whose parent is missing, or whose parent chain loops back to itself, is an orphan:
 // it goes under the first root, marked, or becomes a root itself when there is none.
@@ -175,6 +192,7 @@ func linkTree(spans []store.Span, nodes []Node) []*Node {
 		}
 		return x
 	}
+	parent := parentsInTrace(len(spans), byID, func(i int) *string { return spans[i].ParentSpanID })
 	var roots, orphans []*Node
 	for i := range nodes {
 		n := &nodes[i]
@@ -182,8 +200,7 @@ func linkTree(spans []store.Span, nodes []Node) []*Node {
 			roots = append(roots, n)
 			continue
 		}
-		p, ok := byID[*n.ParentSpanID]
-		if ok {
+		if p := parent[i]; p >= 0 {
 			a, b := find(int32(i)), find(p)
 			if a != b {
 				uf[a] = b
@@ -276,20 +293,17 @@ func (s *Service) Turns(ctx context.Context, traceID string) ([]Turn, error) {
 // conventions nest them, after it under the same agent, up to the next model call.
 func BuildTurns(facts []store.SpanTurnFacts) []Turn {
 	n := len(facts)
-	byID := make(map[string]int, n)
+	byID := make(map[string]int32, n)
 	for i := range facts {
-		byID[facts[i].SpanID] = i
+		byID[facts[i].SpanID] = int32(i)
 	}
 	parent := make([]int, n)
+	for i, p := range parentsInTrace(n, byID, func(i int) *string { return facts[i].ParentSpanID }) {
+		parent[i] = int(p)
+	}
 	kinds := make([]string, n)
 	isGenkitTurn, isAgent := make([]bool, n), make([]bool, n)
 	for i := range facts {
-		parent[i] = -1
-		if p := facts[i].ParentSpanID; p != nil {
-			if pi, ok := byID[*p]; ok && pi != i {
-				parent[i] = pi
-			}
-		}
 		kinds[i] = SpanKind(&facts[i])
 		isGenkitTurn[i] = kinds[i] == KindTurn
 		isAgent[i] = kinds[i] == KindAgent
