@@ -469,14 +469,6 @@ func divergenceValue(raw json.RawMessage) string {
 	return shorten(string(raw), maxDivergenceValue)
 }
 
-// shorten cuts s to at most n runes, marking the cut with an ellipsis.
-func shorten(s string, n int) string {
-	if cut, ok := store.TruncateRunes(s, n); ok {
-		return cut + "…"
-	}
-	return s
-}
-
 // runTrace finds the run's traces (one per execution: a resumed run has several) and builds the
 // tree of the one asked for, the newest by default.
 func (s *Server) runTrace(c echo.Context, r *store.Run) (*templates.TraceView, error) {
@@ -735,20 +727,6 @@ func interruptMessage(metadata []byte) string {
 	return interruptPrompt(metadata)
 }
 
-// compactJSON is stored JSON as compact text (PostgreSQL's jsonb output puts spaces after colons
-// and commas); empty for none or null. JSON that does not parse is shown trimmed, as it is.
-func compactJSON(raw []byte) string {
-	t := bytes.TrimSpace(raw)
-	if len(t) == 0 || string(t) == "null" {
-		return ""
-	}
-	var buf bytes.Buffer
-	if json.Compact(&buf, t) != nil {
-		return string(t)
-	}
-	return buf.String()
-}
-
 // ledgerRow is a tool call of the ledger. it, when not nil, is the interrupt the call raised: a
 // call that a reviewer answered or denied instead of running reads as their decision ("denied
 // by rita"), not as a completed call, and a call run after an approval says who approved it.
@@ -885,9 +863,6 @@ func convPart(raw json.RawMessage, turn int, byRef map[string]*templates.Interru
 	}
 	return out
 }
-
-// shortUUID is an id's random tail, as the templates' shortID shows it.
-func shortUUID(id uuid.UUID) string { return id.String()[28:] }
 
 // runErrorMessage is a run's error as a line: "STATUS: message" (the status once), or "" when
 // the run has no error.

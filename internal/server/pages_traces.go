@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -445,33 +444,6 @@ func spanEvents(raw []byte, start int64) ([]templates.SpanEvent, string) {
 	return out, ""
 }
 
-// compactRaw is JSON without its insignificant spaces.
-func compactRaw(raw json.RawMessage) []byte {
-	var buf bytes.Buffer
-	if json.Compact(&buf, raw) != nil {
-		return raw
-	}
-	return buf.Bytes()
-}
-
-// fmtOffset renders a time from a span's start: +850µs, +12.3ms, +1.42s, +2m05s.
-func fmtOffset(ns int64) string {
-	sign := "+"
-	if ns < 0 {
-		sign, ns = "-", -ns
-	}
-	d := time.Duration(ns)
-	switch {
-	case d < time.Millisecond:
-		return fmt.Sprintf("%s%dµs", sign, d.Microseconds())
-	case d < time.Second:
-		return fmt.Sprintf("%s%.1fms", sign, float64(d)/float64(time.Millisecond))
-	case d < time.Minute:
-		return fmt.Sprintf("%s%.2fs", sign, d.Seconds())
-	}
-	return sign + fmtNanos(ns)
-}
-
 func (s *Server) getSpan(ctx context.Context, traceID, spanID string) (*store.Span, error) {
 	spans, err := s.store.SpansGet(ctx, []store.SpanKey{{TraceID: traceID, SpanID: spanID}})
 	if err != nil {
@@ -773,58 +745,4 @@ func (s *Server) traceTree(c echo.Context) error {
 		return err
 	}
 	return s.render(c, http.StatusOK, templates.SpanTreeView(*v))
-}
-
-// fmtNanos renders a duration for people: 850µs, 12ms, 1.4s, 2m05s.
-func fmtNanos(ns int64) string {
-	d := time.Duration(ns)
-	switch {
-	case d < time.Millisecond:
-		return fmt.Sprintf("%dµs", d.Microseconds())
-	case d < time.Second:
-		return fmt.Sprintf("%dms", d.Milliseconds())
-	case d < time.Minute:
-		return fmt.Sprintf("%.1fs", d.Seconds())
-	}
-	return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-}
-
-func prettyJSON(raw []byte) string {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return ""
-	}
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		return string(raw)
-	}
-	return buf.String()
-}
-
-func nonEmptyJSON(raw []byte) string {
-	t := strings.TrimSpace(string(raw))
-	if t == "" || t == "null" || t == "[]" || t == "{}" {
-		return ""
-	}
-	return prettyJSON(raw)
-}
-
-func mustJSON(v any) []byte {
-	b, _ := json.Marshal(v)
-	return b
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
