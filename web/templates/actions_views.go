@@ -1,0 +1,48 @@
+package templates
+
+// ActionView is one registered action with its schemas and run form.
+type ActionView struct {
+	Key          string
+	Name         string
+	Type         string
+	Description  string
+	InputSchema  string
+	OutputSchema string
+	Example      string
+	Runnable     bool
+	// RunHere is true when the page can run the action at once and show its output in place,
+	// through the reflection API (a flow as a durable run, a tool, model or prompt of this
+	// program in the serving process).
+	RunHere bool
+	// LastRuns are the action's latest runs, newest first.
+	LastRuns []RunListRow
+	// Fields are the input form built from the input schema, kept in step with the JSON.
+	Fields []SchemaField
+}
+
+// ActionsPage is the actions catalogue's view model.
+type ActionsPage struct {
+	Page
+	Groups   []ActionGroup
+	Error    string
+	ErrorFor string
+	Input    string
+	CanRun   bool
+	// Apps are the Genkit apps Loupe attached to, each with its actions.
+	Apps []AppSection
+}
+
+// AppSection is one Genkit app on the actions page: live with its actions, or gone.
+type AppSection struct {
+	Name    string
+	Project string
+	Live    bool
+	Status  string
+	Groups  []ActionGroup
+}
+
+// ActionGroup is the actions of one type.
+type ActionGroup struct {
+	Type    string
+	Actions []ActionView
+}

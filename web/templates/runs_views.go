@@ -1,0 +1,76 @@
+package templates
+
+import (
+	"time"
+)
+
+// RunFilter is the runs list's filter form, as typed.
+type RunFilter struct {
+	Status  string
+	Action  string
+	Query   string
+	Since   string
+	Until   string
+	Session string
+}
+
+// RunListRow is one run of the runs table.
+type RunListRow struct {
+	ID     string
+	Action string
+	Status string
+	Model  string
+	Turns  int
+	Tokens int64
+	// Duration is how long the run ran, its waits for reviewers left out ("ran for"); Waited is
+	// how long it waited for them, empty when it never did.
+	Duration  string
+	Waited    string
+	CreatedAt time.Time
+	Pending   int
+	// Input is a one-line preview of the run's input.
+	Input string
+	// Lineage is "replay" or "fork" for a derived run, empty for an original.
+	Lineage string
+	// Session is the conversation the run's traces belong to, when they name one.
+	Session string
+}
+
+// RunGroup is the runs of one session (conversation), for the runs list grouped by session.
+type RunGroup struct {
+	Session string // "" for the runs that name none
+	URL     string // the runs list filtered on the session
+	Rows    []RunListRow
+}
+
+// RunSortLink is a sortable column header of the runs table.
+type RunSortLink struct {
+	Label string
+	URL   string
+	// Dir is "asc" or "desc" on the column the table is sorted by, empty on the others.
+	Dir string
+}
+
+// RunsPage is the runs list's view model.
+type RunsPage struct {
+	Page
+	Filter   RunFilter
+	Statuses []string
+	Actions  []string
+	Rows     []RunListRow
+	// NextURL is the next page's URL, empty on the last page.
+	NextURL string
+	// Live is true on the first page without filters, where new runs are added as they start.
+	Live bool
+	// Sorts are the sortable column headers, by column.
+	Sorts map[string]RunSortLink
+	// FieldError names a filter that was not understood, shown beside it; Error says why.
+	FieldError string
+	Error      string
+	// Groups are the page's runs by session, when the list is grouped (?group=session);
+	// GroupURL toggles the grouping; Sessions says whether any run of the page has one.
+	Groups   []RunGroup
+	GroupURL string
+	Grouped  bool
+	Sessions bool
+}

@@ -1,0 +1,26 @@
+package templates
+
+import (
+	"time"
+)
+
+// UserRow is one user on the users page.
+type UserRow struct {
+	ID        string
+	Username  string
+	Role      string
+	Disabled  bool
+	CreatedAt time.Time
+	Self      bool
+}
+
+// UsersPage is the users admin page's view model.
+type UsersPage struct {
+	Page
+	Users      []UserRow
+	Roles      []string
+	Flash      string
+	FlashError bool
+	// NewPassword is shown once, after creating a user without a chosen password.
+	NewPassword string
+}
