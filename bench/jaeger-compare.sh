@@ -15,6 +15,8 @@
 # Usage (from the repo root):   bench/jaeger-compare.sh          (make bench-jaeger)
 #   COUNT=50 bench/jaeger-compare.sh     # timed GETs per server and encoding (default 30)
 #   SPANS=2000 bench/jaeger-compare.sh   # spans in the trace (default 10000)
+#   ORDER=blocks bench/jaeger-compare.sh # all GETs of one server, then the other's (default
+#                                        # alternate: one of each in turn)
 #   OUT_DIR=/some/dir ...                # keep Jaeger's config and log, and devui's log, there
 #
 # Not part of make ci or make bench-smoke: Jaeger is a full OpenTelemetry Collector build (minutes
@@ -23,6 +25,7 @@ set -euo pipefail
 
 COUNT="${COUNT:-30}"
 SPANS="${SPANS:-10000}"
+ORDER="${ORDER:-alternate}"
 READY_TIMEOUT="${READY_TIMEOUT:-120}"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -87,5 +90,5 @@ DEVUI_PID=$!
 wait_ready "$URL"
 
 echo "==> load average before: $(uptime)" >&2
-"$TMP/jaegerpeer" -jaeger "$JAEGER" -loupe "$URL" -spans "$SPANS" -count "$COUNT" -work-dir "$OUT_DIR"
+"$TMP/jaegerpeer" -jaeger "$JAEGER" -loupe "$URL" -spans "$SPANS" -count "$COUNT" -order "$ORDER" -work-dir "$OUT_DIR"
 echo "==> load average after:  $(uptime)" >&2

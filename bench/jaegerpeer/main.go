@@ -49,6 +49,7 @@ type options struct {
 	spans, count  int
 	warmup, batch int
 	workDir       string
+	order         string
 	timeout       time.Duration
 }
 
@@ -60,6 +61,7 @@ func main() {
 	flag.IntVar(&o.count, "count", 30, "timed GETs per server and encoding")
 	flag.IntVar(&o.warmup, "warmup", 3, "untimed GETs per server and encoding first")
 	flag.IntVar(&o.batch, "batch", 500, "spans per OTLP request")
+	flag.StringVar(&o.order, "order", "alternate", "alternate: one GET of each server and encoding in turn; blocks: all of one, then the next")
 	flag.StringVar(&o.workDir, "work-dir", "", "where Jaeger's config and log go (default: a new temp dir)")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	flag.Parse()
@@ -120,37 +122,60 @@ func run(o options) error {
 			s.name, o.spans, len(batches), sent.Round(time.Millisecond), o.spans, time.Since(start).Round(time.Millisecond))
 	}
 
-	// Both servers, both encodings, one request each in turn, so that the machine's load (it is
-	// shared) falls on both sides alike.
 	type key struct{ server, enc string }
 	times := map[key][]time.Duration{}
 	sizes := map[key]int64{}
 	refused := map[key]bool{} // asked for gzip, answered uncompressed
 	encs := []string{"identity", "gzip"}
-	for i := -o.warmup; i < o.count; i++ {
-		for _, s := range servers {
-			for _, enc := range encs {
-				d, n, got, err := timeGet(ctx, client, s.get, enc)
-				if err != nil {
-					return fmt.Errorf("%s: %w", s.name, err)
-				}
-				k := key{s.name, enc}
-				switch got {
-				case "":
-					refused[k] = enc != "identity"
-				case enc:
-				default:
-					return fmt.Errorf("%s: asked for %s, got Content-Encoding %q", s.name, enc, got)
-				}
-				sizes[k] = n
-				if i >= 0 {
-					times[k] = append(times[k], d)
+	one := func(s server, enc string, timed bool) error {
+		d, n, got, err := timeGet(ctx, client, s.get, enc)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		k := key{s.name, enc}
+		switch got {
+		case "":
+			refused[k] = enc != "identity"
+		case enc:
+		default:
+			return fmt.Errorf("%s: asked for %s, got Content-Encoding %q", s.name, enc, got)
+		}
+		sizes[k] = n
+		if timed {
+			times[k] = append(times[k], d)
+		}
+		return nil
+	}
+	switch o.order {
+	case "alternate":
+		// One request of each server and encoding in turn, so that the machine's load (it is
+		// shared) falls on both sides alike.
+		for i := -o.warmup; i < o.count; i++ {
+			for _, s := range servers {
+				for _, enc := range encs {
+					if err := one(s, enc, i >= 0); err != nil {
+						return err
+					}
 				}
 			}
 		}
+	case "blocks":
+		// Each server and encoding on its own, one after the other: a server's work after its
+		// answer (Jaeger's garbage collection) does not fall into the other's requests.
+		for _, s := range servers {
+			for _, enc := range encs {
+				for i := -o.warmup; i < o.count; i++ {
+					if err := one(s, enc, i >= 0); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	default:
+		return fmt.Errorf("-order %q: alternate or blocks", o.order)
 	}
 
-	fmt.Printf("%d-span trace, %d timed GETs per row (after %d untimed), request to last byte\n\n", o.spans, o.count, o.warmup)
+	fmt.Printf("%d-span trace, %d timed GETs per row (after %d untimed, order %s), request to last byte\n\n", o.spans, o.count, o.warmup, o.order)
 	fmt.Printf("%-7s %-9s %10s %10s %10s %10s %12s\n", "server", "encoding", "median", "p10", "p90", "min", "wire-bytes")
 	med := map[key]float64{}
 	for _, s := range servers {
@@ -172,7 +197,7 @@ func run(o options) error {
 	fmt.Printf("\nJaeger/Loupe (medians; target >= 3x)\n")
 	for _, p := range []struct{ label, l, j string }{
 		{"identity / identity", "identity", "identity"},
-		{"gzip / gzip", "gzip", "gzip"},
+		{"gzip asked of both", "gzip", "gzip"},
 	} {
 		r := med[key{"Jaeger", p.j}] / med[key{"Loupe", p.l}]
 		verdict := "MISSED"
