@@ -177,7 +177,7 @@ func run(o options) error {
 
 	fmt.Printf("%d-span trace, %d timed GETs per row (after %d untimed, order %s), request to last byte\n\n", o.spans, o.count, o.warmup, o.order)
 	fmt.Printf("%-7s %-9s %10s %10s %10s %10s %12s\n", "server", "encoding", "median", "p10", "p90", "min", "wire-bytes")
-	med := map[key]float64{}
+	med, fastest := map[key]float64{}, map[key]float64{}
 	for _, s := range servers {
 		for _, enc := range encs {
 			k := key{s.name, enc}
@@ -186,7 +186,7 @@ func run(o options) error {
 			if refused[k] {
 				label = enc + "(no)" // the server did not compress
 			}
-			med[k] = ms(quantile(ts, 0.5))
+			med[k], fastest[k] = ms(quantile(ts, 0.5)), ms(slices.Min(ts))
 			fmt.Printf("%-7s %-9s %8.1fms %8.1fms %8.1fms %8.1fms %12d\n", s.name, label,
 				med[k], ms(quantile(ts, 0.1)), ms(quantile(ts, 0.9)), ms(slices.Min(ts)), sizes[k])
 		}
@@ -204,7 +204,8 @@ func run(o options) error {
 		if r >= 3 {
 			verdict = "MET"
 		}
-		fmt.Printf("  %-20s %6.1fx  %s\n", p.label, r, verdict)
+		fmt.Printf("  %-20s %6.1fx  %s   (fastest requests: %.1fx)\n", p.label, r, verdict,
+			fastest[key{"Jaeger", p.j}]/fastest[key{"Loupe", p.l}])
 	}
 	return nil
 }
