@@ -43,8 +43,7 @@ cleanup() {
 		echo "--- devui log (last 20 lines) ---" >&2
 		tail -n 20 "$OUT_DIR/devui.log" >&2
 	fi
-	rm -rf "$TMP/data" "$TMP/devui" "$TMP/jaegerpeer"
-	[[ "$OUT_DIR" == "$TMP/out" ]] && rm -rf "$TMP"
+	rm -rf "$TMP"
 	exit "$rc"
 }
 trap cleanup EXIT
