@@ -86,6 +86,10 @@ compat-genkit-js: ## a real Genkit JS 1.42 app under devui start, dev and realti
 compat-genkit-go-app: ## a real Genkit Go v1.4.0 app under devui start -- go run .: actions, runs, traces, interrupts resumed in the app (compat/genkit-go.sh)
 	compat/genkit-go.sh
 
+.PHONY: bench-jaeger
+bench-jaeger: ## GET of a 10,000-span trace, Loupe against Jaeger v1.76 in the same run (bench/jaeger-compare.sh; builds Jaeger once)
+	bench/jaeger-compare.sh
+
 .PHONY: bench-smoke
 bench-smoke: ## run every benchmark and bench/ script once, tiny, so none rots (bench/smoke.sh)
 	bench/smoke.sh
