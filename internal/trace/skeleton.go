@@ -78,16 +78,46 @@ func BuildSkeleton(traceID string, facts []store.SpanTurnFacts, now int64, stale
 		sk.Turn[sk.Index[t.SpanID]] = t.Index
 	}
 	sk.traceParent = parentsInTrace(n, sk.Index, func(i int) *string { return facts[i].ParentSpanID })
-	realParent := func(i int32) int32 { return sk.traceParent[i] }
-	// A turn whose parent is a turn hangs from that turn's own display parent.
+	// A turn whose parent is a turn hangs from that turn's own display parent: the first ancestor
+	// that is not a turn. Each chain of nested turns is walked once (Genkit nests every turn in the
+	// one before, so walking it from each turn would be quadratic in the turns); a chain that loops
+	// ends at the turn where the loop closes, and the orphan pass below places it.
+	lifted := make([]int32, n)
+	state := make([]uint8, n) // 0: not yet, 1: on the chain being walked, 2: lifted
+	var chain []int32
 	for i := range facts {
-		p := realParent(int32(i))
-		if sk.Turn[i] >= 0 {
-			for hops := 0; p >= 0 && sk.Turn[p] >= 0 && hops < n; hops++ {
-				p = realParent(p)
-			}
+		sk.Parent[i] = sk.traceParent[i]
+		if sk.Turn[i] < 0 || state[i] == 2 {
+			continue
 		}
-		sk.Parent[i] = p
+		chain = chain[:0]
+		to := int32(-1)
+		for x := int32(i); ; {
+			if state[x] == 2 {
+				to = lifted[x]
+				break
+			}
+			if state[x] == 1 {
+				to = x
+				break
+			}
+			state[x] = 1
+			chain = append(chain, x)
+			p := sk.traceParent[x]
+			if p < 0 || sk.Turn[p] < 0 {
+				to = p
+				break
+			}
+			x = p
+		}
+		for _, c := range chain {
+			lifted[c], state[c] = to, 2
+		}
+	}
+	for i := range facts {
+		if sk.Turn[i] >= 0 {
+			sk.Parent[i] = lifted[i]
+		}
 	}
 	// Roots first, then everything reachable from them; what is not (a missing parent, a loop) is
 	// an orphan under the first root.

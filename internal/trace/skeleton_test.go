@@ -1,6 +1,7 @@
 package trace_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -68,4 +69,31 @@ func TestSkeletonLiftsTurnsAndPlacesOrphansLoopsAndErrors(t *testing.T) {
 	require.Equal(t, int64(20*1e6), at90)
 	require.Equal(t, 1, n)
 	require.False(t, sk.Running)
+}
+
+// TestSkeletonLiftsADeepChainOfNestedTurns: Genkit nests every turn in the one before; a
+// 2,000-turn chain hangs, turn by turn, from the flow, and a loop of turns is placed under the
+// first root instead of being lost.
+func TestSkeletonLiftsADeepChainOfNestedTurns(t *testing.T) {
+	facts := []store.SpanTurnFacts{skFact("flow", "", 0, 1e6)}
+	parent := "flow"
+	for i := range 2000 {
+		id := "t" + strconv.Itoa(i)
+		f := skFact(id, parent, int64(i+1), 1e6)
+		f.GenkitType, f.GenkitName = sp("util"), sp("generate")
+		facts = append(facts, f)
+		parent = id
+	}
+	for _, l := range [][2]string{{"la", "lb"}, {"lb", "la"}} {
+		f := skFact(l[0], l[1], 1e6+1, 1e6+2)
+		f.GenkitType, f.GenkitName = sp("util"), sp("generate")
+		facts = append(facts, f)
+	}
+	sk := trace.BuildSkeleton("t", facts, 2e12, time.Minute)
+	flow := sk.Index["flow"]
+	require.Len(t, sk.Children[flow], 2002, "every turn beside the others, and the loop's two")
+	for i := 1; i <= 2000; i++ {
+		require.Equal(t, flow, sk.Parent[i])
+	}
+	require.Equal(t, []int32{flow}, sk.Roots)
 }
