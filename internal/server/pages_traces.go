@@ -53,14 +53,6 @@ func buildSkeleton(traceID string, facts []store.SpanTurnFacts, now int64) *skel
 	return &skeleton{trace.BuildSkeleton(traceID, facts, now, staleAfter)}
 }
 
-func (s *Server) loadSkeleton(ctx context.Context, traceID string) (*skeleton, error) {
-	facts, err := s.store.SpanTurnFactsByTrace(ctx, traceID)
-	if err != nil {
-		return nil, err
-	}
-	return buildSkeleton(traceID, facts, time.Now().UnixNano()), nil
-}
-
 // withPreviews says, on each tool row, what the tool was asked (trace.Preview of its input). The
 // inputs are read for the rendered tool rows only: a page shows a few hundred rows of a trace
 // that may have 10,000 spans, whose skeleton never reads a payload.

@@ -82,6 +82,8 @@ type Server struct {
 	closeOnce sync.Once
 	// presence is who has which inbox item open (pages_inbox_presence.go).
 	presence inboxPresence
+	// skeletons keeps finished traces' span trees between requests (skeleton_cache.go).
+	skeletons skeletonCache
 
 	mu       sync.Mutex
 	http     *http.Server

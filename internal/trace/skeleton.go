@@ -50,7 +50,11 @@ type Skeleton struct {
 	// Timeline is the waterfall's axis, its long idle stretches folded; Self is each span's own time.
 	Timeline *Timeline
 	Self     []int64
-	// nested maps a turn to the first turn nested in it (see NestedTurn), built when first asked.
+	// Open is true when a span of the trace has no end yet (it runs, or it is stale). A skeleton
+	// without one depends on nothing but its facts, and may be kept for as long as they are.
+	Open bool
+	// nested maps a turn to the first turn nested in it (see NestedTurn). A skeleton is not
+	// changed once built, so requests may share one.
 	nested map[int32]int32
 	// traceParent is each span's parent in the trace (parentsInTrace), before turns are lifted.
 	traceParent []int32
@@ -184,7 +188,18 @@ func BuildSkeleton(traceID string, facts []store.SpanTurnFacts, now int64, stale
 		seen[i] = true
 	}
 	sk.Axis0, sk.AxisLen = min0, max(max1-min0, 1)
+	sk.Open = open
 	sk.markErrors()
+	sk.nested = map[int32]int32{}
+	for c := range facts {
+		p := sk.traceParent[c]
+		if sk.Turn[c] < 0 || p < 0 || sk.Turn[p] < 0 {
+			continue
+		}
+		if old, seen := sk.nested[p]; !seen || facts[c].StartTime < facts[old].StartTime {
+			sk.nested[p] = int32(c)
+		}
+	}
 	sk.Timeline = BuildTimeline(facts, sk.Axis0, sk.Axis0+sk.AxisLen)
 	sk.Self = SelfTimes(facts, sk.Axis0+sk.AxisLen)
 	return sk
@@ -387,18 +402,6 @@ func (sk *Skeleton) Kind(i int32) string {
 func (sk *Skeleton) NestedTurn(i int32) (int64, int) {
 	if sk.Turn[i] < 0 {
 		return 0, 0
-	}
-	if sk.nested == nil {
-		sk.nested = map[int32]int32{}
-		for c := range sk.Facts {
-			p := sk.traceParent[c]
-			if sk.Turn[c] < 0 || p < 0 || sk.Turn[p] < 0 {
-				continue
-			}
-			if old, seen := sk.nested[p]; !seen || sk.Facts[c].StartTime < sk.Facts[old].StartTime {
-				sk.nested[p] = int32(c)
-			}
-		}
 	}
 	c, ok := sk.nested[i]
 	if !ok {
