@@ -31,21 +31,34 @@ func BenchmarkRunPage(b *testing.B) {
 	require.NoError(b, err)
 	for _, n := range []int{100, 1000, 10000} {
 		runID := seedTrace(b, st, n)
-		b.Run(fmt.Sprintf("spans=%d", n), func(b *testing.B) {
-			var size int
-			for b.Loop() {
-				req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:4000/runs/"+runID.String(), nil)
-				req.Header.Set("Accept", "text/html")
-				rec := httptest.NewRecorder()
-				srv.Handler().ServeHTTP(rec, req)
-				if rec.Code != http.StatusOK {
-					b.Fatalf("status %d: %s", rec.Code, rec.Body.String())
-				}
-				size = rec.Body.Len()
+		// cold: the first render of the trace (its skeleton built from the database); warm: a
+		// render after it, the finished trace's skeleton kept (skeleton_cache.go).
+		for _, warm := range []bool{false, true} {
+			name := fmt.Sprintf("spans=%d/cold", n)
+			if warm {
+				name = fmt.Sprintf("spans=%d/warm", n)
 			}
-			b.ReportMetric(float64(size), "html-bytes")
-		})
+			b.Run(name, func(b *testing.B) { runPageLoop(b, srv, runID, warm) })
+		}
 	}
+}
+
+func runPageLoop(b *testing.B, srv *Server, runID uuid.UUID, warm bool) {
+	var size int
+	for b.Loop() {
+		if !warm {
+			srv.skeletons = skeletonCache{}
+		}
+		req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:4000/runs/"+runID.String(), nil)
+		req.Header.Set("Accept", "text/html")
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("status %d: %s", rec.Code, rec.Body.String())
+		}
+		size = rec.Body.Len()
+	}
+	b.ReportMetric(float64(size), "html-bytes")
 }
 
 // seedTrace stores a run with a trace of n spans: 8 per turn (generate, model, 6 tools).
