@@ -5,7 +5,7 @@
 #   1. every Go benchmark of Loupe's module, once;
 #   2. every Go benchmark of bench/genkitpeer (Genkit Go v1.4.0, its own module), once;
 #   3. bench/compare.sh with one run of one iteration per side;
-#   4. the trace ingest load test (internal/trace/loadtest) against a throwaway devui, every
+#   4. the trace ingest load test (bench/loadtest) against a throwaway devui, every
 #      scenario at a few hundred spans;
 #   5. bench/jaegerpeer (the Jaeger comparison's client) against the same devui, Loupe's side
 #      only, at a few hundred spans.
@@ -67,7 +67,7 @@ until curl -fsS -o /dev/null "$URL/readyz" 2>/dev/null; do
 	sleep 0.25
 done
 DB="$("$TMP/devui" db url --data-dir "$TMP/data")"
-go run ./internal/trace/loadtest -url "$URL" -db "$DB" -clients 2 -spans 400 -realtime-spans 100 \
+go run ./bench/loadtest -url "$URL" -db "$DB" -clients 2 -spans 400 -realtime-spans 100 \
 	-big 50 -list-spans 2000 -list-samples 5 -timeout 2m
 
 echo "==> bench/jaegerpeer, Loupe's side only (Jaeger is not built here)" >&2

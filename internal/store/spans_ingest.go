@@ -445,8 +445,7 @@ func (s *Store) spanIngestCopy(ctx context.Context, spans []Span) (SpanIngestRes
 
 var spanCopyColumns = strings.Fields(strings.ReplaceAll(spanColumns, ",", " "))
 
-// spanCopySource feeds spans to CopyFrom. It is also what a raw COPY into spans (the ingest
-// benchmark's baseline) uses.
+// spanCopySource feeds spans to CopyFrom.
 func spanCopySource(spans []Span) pgx.CopyFromSource {
 	return pgx.CopyFromSlice(len(spans), func(i int) ([]any, error) {
 		sp := &spans[i]
@@ -455,25 +454,6 @@ func spanCopySource(spans []Span) pgx.CopyFromSource {
 			jsonOr(sp.Events, "[]"), jsonOr(sp.Links, "[]"), jsonOr(sp.Resource, "{}"), sp.Scope,
 			sp.ScopeVersion, sourceOr(sp.Source), sp.RunID}, nil
 	})
-}
-
-// SpanCopyRaw copies spans straight into the spans table with COPY: no merge, no traces summary,
-// no run check. It exists as the baseline of the ingest benchmark, never for real ingest.
-// It commits as SpanIngest does, without waiting for the WAL flush, so the comparison is fair.
-func (s *Store) SpanCopyRaw(ctx context.Context, spans []Span) (int64, error) {
-	var n int64
-	err := s.WithTx(ctx, func(tx *Store) error {
-		if _, err := tx.db.Exec(ctx, asyncCommit); err != nil {
-			return err
-		}
-		var err error
-		n, err = tx.db.CopyFrom(ctx, pgx.Identifier{"spans"}, spanCopyColumns, spanCopySource(spans))
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("copy %d spans: %w", len(spans), err)
-	}
-	return n, nil
 }
 
 func jsonOr(raw json.RawMessage, empty string) string {

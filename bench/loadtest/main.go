@@ -3,7 +3,7 @@
 // is bounded in count and time.
 //
 //	devui serve --dev &                # or any server; DATABASE_URL must be the same database
-//	go run ./internal/trace/loadtest -url http://127.0.0.1:4000 -db "$DATABASE_URL"
+//	go run ./bench/loadtest -url http://127.0.0.1:4000 -db "$DATABASE_URL"
 //
 // Scenarios, each printed as one line:
 //   - batched: Genkit TraceData bodies of 20 spans (about 1 KB each) from 8 concurrent clients,
@@ -27,11 +27,13 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loupe-dev/loupe/internal/store"
@@ -134,7 +136,7 @@ func run(o options) error {
 // unlike spans/s, holds up on a machine shared with other work.
 type cpuMeter struct {
 	o                   options
-	server, pg, self    time.Duration
+	pg, self            time.Duration
 	server0, pg0, self0 time.Duration
 }
 
@@ -185,9 +187,11 @@ func procCPU(pid int) time.Duration {
 	if len(f) < 13 {
 		return 0
 	}
-	var ut, st int64
-	fmt.Sscan(f[11], &ut)
-	fmt.Sscan(f[12], &st)
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
 	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
 }
 
@@ -209,8 +213,10 @@ func procTree(pid int) []int {
 		if len(f) < 2 {
 			continue
 		}
-		var ppid int
-		fmt.Sscan(f[1], &ppid)
+		ppid, err := strconv.Atoi(f[1])
+		if err != nil {
+			continue
+		}
 		children[ppid] = append(children[ppid], p)
 	}
 	out := []int{pid}
@@ -378,8 +384,7 @@ func batched(ctx context.Context, o options, send sender, st *store.Store) error
 	server := float64(requests*o.batch) / elapsed.Seconds()
 	cpu = startCPU(o)
 	copyElapsed, err := parallel(ctx, o.clients, requests, func(i int) error {
-		_, err := st.SpanCopyRaw(ctx, copyRows[i])
-		return err
+		return rawCopy(ctx, st.Pool(), copyRows[i])
 	})
 	if err != nil {
 		return err
@@ -510,4 +515,42 @@ func list(ctx context.Context, o options, client *http.Client, st *store.Store) 
 			path, have, lat[len(lat)/2].Round(10*time.Microsecond), lat[len(lat)*95/100].Round(10*time.Microsecond), len(lat))
 	}
 	return nil
+}
+
+// rawCopyColumns are the spans table's columns that a raw COPY fills.
+var rawCopyColumns = []string{"trace_id", "span_id", "parent_span_id", "name", "kind", "start_time_unix_nano",
+	"end_time_unix_nano", "status_code", "status_message", "attributes", "events", "links", "resource", "scope",
+	"scope_version", "source", "run_id"}
+
+// rawCopy is the batched test's baseline: the same rows copied straight into the spans table with
+// pgx's CopyFrom, in a transaction that commits without waiting for its WAL flush as ingest's do
+// (no merge, no traces summary, no run check). It lives here, not in the store: nothing but this
+// comparison writes spans that way.
+func rawCopy(ctx context.Context, pool *pgxpool.Pool, spans []store.Span) error {
+	orEmpty := func(raw []byte, empty string) string {
+		if len(raw) == 0 {
+			return empty
+		}
+		return string(raw)
+	}
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT set_config('synchronous_commit', 'off', true)`); err != nil {
+			return err
+		}
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"spans"}, rawCopyColumns, pgx.CopyFromSlice(len(spans), func(i int) ([]any, error) {
+			sp := &spans[i]
+			source := sp.Source
+			if source == "" {
+				source = store.SpanSourceLoupe
+			}
+			return []any{sp.TraceID, sp.SpanID, sp.ParentSpanID, sp.Name, sp.Kind, sp.StartTime,
+				sp.EndTime, sp.StatusCode, sp.StatusMessage, orEmpty(sp.Attributes, "{}"),
+				orEmpty(sp.Events, "[]"), orEmpty(sp.Links, "[]"), orEmpty(sp.Resource, "{}"), sp.Scope,
+				sp.ScopeVersion, source, sp.RunID}, nil
+		}))
+		if err != nil {
+			return fmt.Errorf("copy %d spans: %w", len(spans), err)
+		}
+		return nil
+	})
 }
