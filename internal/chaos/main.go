@@ -118,7 +118,9 @@ func run(ctx context.Context, o options) (int, error) {
 	code, err := h.run(ctx)
 	h.shutdown()
 	if code == 0 && err == nil && !o.keep {
-		os.RemoveAll(dir)
+		if err := os.RemoveAll(dir); err != nil {
+			h.log.Warn("remove the temp dir", "dir", dir, "err", err)
+		}
 	} else {
 		fmt.Printf("\nkept %s (logs, effects.log; inspect the database with: devui db start --data-dir %s)\n", dir, filepath.Join(dir, "data"))
 	}
