@@ -85,9 +85,11 @@ func New(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	runAs, err := serverAccount()
-	if err != nil {
-		return nil, err
+	var runAs *account // the current user
+	if os.Geteuid() == 0 {
+		if runAs, err = serverAccount(); err != nil {
+			return nil, err
+		}
 	}
 	return &Cluster{
 		cfg:     cfg,
