@@ -47,7 +47,7 @@ its generate calls must be deterministic for that (see the README's "Durability"
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 0 {
-				return errors.New("start runs the command after --, as in: devui start -- go run .")
+				return errors.New("start runs the command after -- (as in: devui start -- go run .)")
 			}
 			addr, _ := cmd.Flags().GetString("addr")
 			eng.noDemo = !demo
