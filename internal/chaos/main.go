@@ -69,14 +69,20 @@ func main() {
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano())
 	}
+	os.Exit(runMain(o))
+}
+
+// runMain runs the harness under a signal-aware context and returns the exit code, so that the
+// context's deferred stop runs before main exits.
+func runMain(o options) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	code, err := run(ctx, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
-		code = 2
+		return 2
 	}
-	os.Exit(code)
+	return code
 }
 
 // harness is everything a run of the harness holds.
@@ -118,7 +124,9 @@ func run(ctx context.Context, o options) (int, error) {
 	code, err := h.run(ctx)
 	h.shutdown()
 	if code == 0 && err == nil && !o.keep {
-		os.RemoveAll(dir)
+		if err := os.RemoveAll(dir); err != nil {
+			h.log.Warn("remove the temp dir", "dir", dir, "err", err)
+		}
 	} else {
 		fmt.Printf("\nkept %s (logs, effects.log; inspect the database with: devui db start --data-dir %s)\n", dir, filepath.Join(dir, "data"))
 	}

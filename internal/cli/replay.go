@@ -173,9 +173,12 @@ func replayOne(ctx context.Context, svc *runs.Service, st *store.Store, o *repla
 // difference in the final status or output (runs.CompareOutcome). A replay that waits for a
 // reviewer or was cancelled is not compared; nil means no difference.
 func compareWithOriginal(ctx context.Context, st *store.Store, origID, replayID uuid.UUID) (*runs.Divergence, error) {
-	d, err := divergenceOf(ctx, st, replayID)
-	if err != nil || d != nil {
-		return d, err
+	d, found, err := divergenceOf(ctx, st, replayID)
+	if err != nil {
+		return nil, err
+	}
+	if found {
+		return d, nil
 	}
 	rep, err := st.RunGet(ctx, replayID)
 	if err != nil {
@@ -341,19 +344,20 @@ func summarize(out io.Writer, action, mode string, outcomes []*bulkOutcome) erro
 	return nil
 }
 
-func divergenceOf(ctx context.Context, st *store.Store, id uuid.UUID) (*runs.Divergence, error) {
+// divergenceOf returns the divergence the replay recorded; found is false when it recorded none.
+func divergenceOf(ctx context.Context, st *store.Store, id uuid.UUID) (d *runs.Divergence, found bool, err error) {
 	r, err := st.ReplayGet(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if len(r.Divergence) == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
-	var d runs.Divergence
-	if err := json.Unmarshal(r.Divergence, &d); err != nil {
-		return nil, fmt.Errorf("decode divergence of replay %s: %w", id, err)
+	d = &runs.Divergence{}
+	if err := json.Unmarshal(r.Divergence, d); err != nil {
+		return nil, false, fmt.Errorf("decode divergence of replay %s: %w", id, err)
 	}
-	return &d, nil
+	return d, true, nil
 }
 
 func describeDivergence(d *runs.Divergence) string {

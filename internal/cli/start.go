@@ -47,7 +47,7 @@ its generate calls must be deterministic for that (see the README's "Durability"
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 0 {
-				return errors.New("start runs the command after --, as in: devui start -- go run .")
+				return errors.New("start runs the command after -- (as in: devui start -- go run .)")
 			}
 			addr, _ := cmd.Flags().GetString("addr")
 			eng.noDemo = !demo
@@ -136,10 +136,10 @@ func (s *supervisor) run(ctx context.Context) {
 				fmt.Fprintf(s.out, "devui start: %s exited (%v); running it again\n", s.argv[0], exitText(err))
 			case <-hup:
 				fmt.Fprintf(s.out, "devui start: restarting %s\n", s.argv[0])
-				stopGroup(cmd, exited)
+				s.stopGroup(cmd, exited)
 				pause = 0
 			case <-ctx.Done():
-				stopGroup(cmd, exited)
+				s.stopGroup(cmd, exited)
 				return
 			}
 		}
@@ -156,15 +156,18 @@ func (s *supervisor) run(ctx context.Context) {
 }
 
 // stopGroup asks the command's process group to stop (SIGTERM: a Loupe worker keeps its runs'
-// checkpoints), and kills it after ten seconds.
-func stopGroup(cmd *exec.Cmd, exited <-chan error) {
+// checkpoints), and kills it after ten seconds. The exit status of a command it stopped is the
+// signal's, so it is only logged at debug level.
+func (s *supervisor) stopGroup(cmd *exec.Cmd, exited <-chan error) {
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	var err error
 	select {
-	case <-exited:
+	case err = <-exited:
 	case <-time.After(10 * time.Second):
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
+		err = <-exited
 	}
+	s.log.Debug("stopped the command", "command", s.argv[0], "status", exitText(err))
 }
 
 func exitText(err error) string {

@@ -37,11 +37,12 @@ func DefineStreamingFlow[In, Out, Stream any](r *Registry, name string, fn Strea
 }
 
 func defineFlow[In, Out, Stream any](r *Registry, name string, fn func(context.Context, In, func(Stream) error) (Out, error), streaming bool) *Flow[In, Out, Stream] {
-	in, err := SchemaFor[In]()
+	// An unconstrained type has a nil schema, which accepts everything.
+	in, _, err := SchemaFor[In]()
 	if err != nil {
 		panic(err)
 	}
-	out, err := SchemaFor[Out]()
+	out, _, err := SchemaFor[Out]()
 	if err != nil {
 		panic(err)
 	}
@@ -50,7 +51,7 @@ func defineFlow[In, Out, Stream any](r *Registry, name string, fn func(context.C
 		InputSchema: in, OutputSchema: out, Metadata: map[string]any{"streaming": streaming},
 	}}
 	if streaming {
-		if f.desc.StreamSchema, err = SchemaFor[Stream](); err != nil {
+		if f.desc.StreamSchema, _, err = SchemaFor[Stream](); err != nil {
 			panic(err)
 		}
 	}

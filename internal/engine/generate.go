@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -31,10 +32,8 @@ type generation struct {
 	// turn limit applies to, as in Genkit) starts again at 0.
 	spanTurn int
 	// chunks are all chunks streamed so far; each chunk's PreviousChunks is a capped view of it.
-	chunks   []*ModelResponseChunk
-	chunkIdx int
-	chunkRol Role
-	streams  bool
+	chunks  []*ModelResponseChunk
+	streams bool
 
 	msgJSON       map[*Message][]byte
 	toolsJSON     []byte
@@ -334,7 +333,7 @@ func (g *generation) turnBody(ctx context.Context, t *GenerateTurn) (*ModelRespo
 	g.msgIndex++
 	next := *raw
 	next.Resume = nil
-	next.Messages = append(msgs[:len(msgs):len(msgs)], resp.Message, toolMsg)
+	next.Messages = slices.Concat(msgs, []*Message{resp.Message, toolMsg}) // a new array: msgs is the caller's
 	if pre != nil {
 		applyTransfer(&next, pre)
 		if err := g.transfer(pre); err != nil {

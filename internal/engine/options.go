@@ -122,7 +122,7 @@ func WithOutputType[T any]() GenerateOption {
 	t := reflect.TypeFor[T]()
 	s, ok := typeSchemas.Load(t)
 	if !ok {
-		cs, err := schemaForType(t)
+		cs, _, err := schemaForType(t) // nil for an unconstrained T: any JSON output
 		if err != nil {
 			return func(*generateConfig) { panic(err) }
 		}

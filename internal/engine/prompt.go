@@ -41,7 +41,7 @@ type Prompt[In any] struct {
 // DefinePrompt registers a prompt under /prompt/<name>. render turns the input into the user's
 // message. It panics on a duplicate name or a bad schema.
 func DefinePrompt[In any](r *Registry, name, description string, render func(In) (string, error), cfg PromptConfig) *Prompt[In] {
-	in, err := SchemaFor[In]()
+	in, _, err := SchemaFor[In]() // nil for an unconstrained In: it accepts everything
 	if err != nil {
 		panic(err)
 	}

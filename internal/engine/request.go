@@ -60,19 +60,6 @@ type Usage struct {
 	Custom              map[string]float64 `json:"custom,omitempty"`
 }
 
-func (u *Usage) add(o *Usage) {
-	if o == nil {
-		return
-	}
-	u.InputTokens += o.InputTokens
-	u.OutputTokens += o.OutputTokens
-	u.TotalTokens += o.TotalTokens
-	u.InputCharacters += o.InputCharacters
-	u.OutputCharacters += o.OutputCharacters
-	u.ThoughtsTokens += o.ThoughtsTokens
-	u.CachedContentTokens += o.CachedContentTokens
-}
-
 // ModelResponse is the result of a model call and, with the request filled in, of a whole generate
 // (Genkit's GenerateResponse has the same JSON shape).
 type ModelResponse struct {

@@ -28,12 +28,16 @@ type Schema struct {
 	compiled *jsonschema.Schema
 }
 
+// errNoSchema is NewSchema's answer to nil: no document to compile. (A nil *Schema, which accepts
+// everything, is passed through as it is.)
+var errNoSchema = errors.New("new schema: no schema document (nil)")
+
 // NewSchema compiles a JSON schema given as JSON bytes, a map, or any JSON-encodable value.
 func NewSchema(v any) (*Schema, error) {
 	var raw []byte
 	switch s := v.(type) {
 	case nil:
-		return nil, nil
+		return nil, errNoSchema
 	case *Schema:
 		return s, nil
 	case json.RawMessage:
@@ -76,23 +80,27 @@ func MustSchema(v any) *Schema {
 
 var reflector = invopop.Reflector{DoNotReference: true, ExpandedStruct: true}
 
-// SchemaFor derives a schema from the Go type T with invopop/jsonschema and compiles it. It returns
-// nil for types that carry no constraint (interfaces and struct{}).
-func SchemaFor[T any]() (*Schema, error) {
+// SchemaFor derives a schema from the Go type T with invopop/jsonschema and compiles it. For types
+// that carry no constraint (interfaces and struct{}) ok is false and the schema nil, which accepts
+// everything.
+func SchemaFor[T any]() (s *Schema, ok bool, err error) {
 	return schemaForType(reflect.TypeFor[T]())
 }
 
-func schemaForType(t reflect.Type) (*Schema, error) {
+func schemaForType(t reflect.Type) (s *Schema, ok bool, err error) {
 	if t == nil || t.Kind() == reflect.Interface || (t.Kind() == reflect.Struct && t.NumField() == 0) {
-		return nil, nil
+		return nil, false, nil
 	}
-	s := reflector.ReflectFromType(t)
-	s.Version, s.ID = "", ""
-	b, err := json.Marshal(s)
+	js := reflector.ReflectFromType(t)
+	js.Version, js.ID = "", ""
+	b, err := json.Marshal(js)
 	if err != nil {
-		return nil, fmt.Errorf("schema for %s: %w", t, err)
+		return nil, false, fmt.Errorf("schema for %s: %w", t, err)
 	}
-	return NewSchema(b)
+	if s, err = NewSchema(b); err != nil {
+		return nil, false, err
+	}
+	return s, true, nil
 }
 
 // MarshalJSON returns the schema document as given.

@@ -194,11 +194,11 @@ func newTool[In, Out any](name, description string, typ ActionType, opts []ToolO
 	for _, o := range opts {
 		o(&c)
 	}
-	in, err := schemaOr(c.inputSchema, SchemaFor[In])
+	in, err := schemaOr[In](c.inputSchema)
 	if err != nil {
 		return nil, Errorf(StatusInvalidArgument, "tool %s input schema: %w", name, err)
 	}
-	out, err := schemaOr(c.outputSchema, SchemaFor[Out])
+	out, err := schemaOr[Out](c.outputSchema)
 	if err != nil {
 		return nil, Errorf(StatusInvalidArgument, "tool %s output schema: %w", name, err)
 	}
@@ -233,11 +233,14 @@ func toToolDefinition(d *ToolDefinition) *ToolDefinition {
 	return &cp
 }
 
-func schemaOr(given any, derive func() (*Schema, error)) (*Schema, error) {
+// schemaOr compiles the given schema, else derives T's; that is nil, accepting everything, for an
+// unconstrained T.
+func schemaOr[T any](given any) (*Schema, error) {
 	if given != nil {
 		return NewSchema(given)
 	}
-	return derive()
+	s, _, err := SchemaFor[T]()
+	return s, err
 }
 
 func cloneMap(m map[string]any) map[string]any {

@@ -16,12 +16,9 @@ type account struct {
 	uid, gid uint32
 }
 
-// serverAccount picks the account for the server: nil unless we are root, then "postgres", falling
-// back to "nobody".
+// serverAccount picks the account for the server when devui runs as root: "postgres", falling
+// back to "nobody". Otherwise the server runs as the current user (a nil account).
 func serverAccount() (*account, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
 	for _, name := range []string{"postgres", "nobody"} {
 		u, err := user.Lookup(name)
 		if err != nil {

@@ -85,9 +85,11 @@ func New(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	runAs, err := serverAccount()
-	if err != nil {
-		return nil, err
+	var runAs *account // the current user
+	if os.Geteuid() == 0 {
+		if runAs, err = serverAccount(); err != nil {
+			return nil, err
+		}
 	}
 	return &Cluster{
 		cfg:     cfg,
@@ -175,20 +177,19 @@ func (c *Cluster) spawn(ctx context.Context) (<-chan struct{}, error) {
 	c.mu.Lock()
 	if c.stopped {
 		c.mu.Unlock()
-		logf.Close()
-		return nil, errStopped
+		return nil, errors.Join(errStopped, logf.Close())
 	}
 	if err := cmd.Start(); err != nil {
 		c.mu.Unlock()
-		logf.Close()
-		return nil, fmt.Errorf("pgcluster: start postgres: %w", err)
+		return nil, errors.Join(fmt.Errorf("pgcluster: start postgres: %w", err), logf.Close())
 	}
 	exited := make(chan struct{})
 	c.cmd, c.exited = cmd, exited
 	c.mu.Unlock()
 	go func() {
 		_ = cmd.Wait()
-		logf.Close()
+		// Postgres wrote the log through its own descriptor; closing ours loses nothing.
+		_ = logf.Close()
 		close(exited)
 	}()
 	if err := c.waitReady(ctx, exited); err != nil {
@@ -326,19 +327,17 @@ func (c *Cluster) lock(ctx context.Context) (func(), error) {
 			break
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("pgcluster: lock %s: %w", f.Name(), err)
+			return nil, errors.Join(fmt.Errorf("pgcluster: lock %s: %w", f.Name(), err), f.Close())
 		}
 		select {
 		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("pgcluster: wait for lock %s: %w", f.Name(), ctx.Err())
+			return nil, errors.Join(fmt.Errorf("pgcluster: wait for lock %s: %w", f.Name(), ctx.Err()), f.Close())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	return func() {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
+		_ = f.Close() // nothing was written to it, and closing it releases the lock anyway
 	}, nil
 }
 
@@ -384,7 +383,11 @@ func (c *Cluster) initdb(ctx context.Context) error {
 	}
 	password := randomHex(24)
 	tmpPw := filepath.Join(c.cfg.DataDir, "initdb.pw")
-	defer os.Remove(tmpPw)
+	defer func() {
+		if err := os.Remove(tmpPw); err != nil && !errors.Is(err, os.ErrNotExist) {
+			c.cfg.Logger.Warn("remove initdb's password file", "path", tmpPw, "err", err)
+		}
+	}()
 	if err := os.WriteFile(tmpPw, []byte(password+"\n"), 0o600); err != nil {
 		return fmt.Errorf("pgcluster: write password: %w", err)
 	}

@@ -155,7 +155,10 @@ func (c *Cluster) supervise(ctx context.Context, exited <-chan struct{}) {
 		// What is left of it (backends, checkpointer) keeps its shared memory, and a new
 		// postmaster refuses to start beside it.
 		endGroup(ctx, cmd.Process.Pid)
-		var lastErr error
+		var (
+			lastErr  error
+			attached bool
+		)
 		for {
 			attempt++
 			c.setHealth(Health{Down: true, DownSince: downSince, Attempt: attempt, LastErr: lastErr, Restarts: restarts})
@@ -169,7 +172,7 @@ func (c *Cluster) supervise(ctx context.Context, exited <-chan struct{}) {
 			case <-time.After(c.policy.delay(attempt)):
 			}
 			var err error
-			exited, err = c.restart(ctx)
+			exited, attached, err = c.restart(ctx)
 			if err == nil {
 				break
 			}
@@ -184,7 +187,7 @@ func (c *Cluster) supervise(ctx context.Context, exited <-chan struct{}) {
 		upAt = time.Now()
 		c.setHealth(Health{Restarts: restarts})
 		c.cfg.Logger.Info("embedded PostgreSQL restarted", "attempt", attempt, "down_for", time.Since(downSince).Round(time.Millisecond), "port", c.Port())
-		if exited == nil {
+		if attached {
 			c.cfg.Logger.Info("another process restarted the embedded PostgreSQL first; using it without supervising it")
 			return
 		}
@@ -201,21 +204,25 @@ func (c *Cluster) giveUp(downSince time.Time, attempts int, lastErr error, resta
 	}
 }
 
-// restart starts postgres again, or attaches to one that another process started meanwhile (then
-// it returns a nil channel: that server is not ours to watch).
-func (c *Cluster) restart(ctx context.Context) (<-chan struct{}, error) {
+// restart starts postgres again and returns the channel closed when it exits, or attaches to one
+// that another process started meanwhile: then attached is true and there is no channel, since
+// that server is not ours to watch.
+func (c *Cluster) restart(ctx context.Context) (exited <-chan struct{}, attached bool, err error) {
 	unlock, attached, err := c.lockAndAttach(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if attached {
-		return nil, nil
+		return nil, true, nil
 	}
 	defer unlock()
 	if err := c.pickPort(c.Port()); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return c.spawn(ctx)
+	if exited, err = c.spawn(ctx); err != nil {
+		return nil, false, err
+	}
+	return exited, false, nil
 }
 
 // endGroup ends the processes left in a dead postmaster's process group (its pid, by Setpgid),

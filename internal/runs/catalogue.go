@@ -163,25 +163,28 @@ func (c *descCache) decode(raw json.RawMessage) (*engine.ActionDesc, error) {
 }
 
 // lookupAction finds the first of keys in the local registry, else in the catalogue (live
-// programs first, then the one seen last). It returns nil when no program ever had any of them.
-func (s *Service) lookupAction(ctx context.Context, keys ...string) (*engine.ActionDesc, error) {
+// programs first, then the one seen last). found is false when no program ever had any of them.
+func (s *Service) lookupAction(ctx context.Context, keys ...string) (d *engine.ActionDesc, found bool, err error) {
 	for _, k := range keys {
 		if a := s.registry.Lookup(k); a != nil {
-			return a.Desc(), nil
+			return a.Desc(), true, nil
 		}
 	}
 	list, err := s.store.CatalogueActionList(ctx, store.CatalogueActionListParams{Keys: keys})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for _, k := range keys {
 		for _, a := range list {
 			if a.Key == k {
-				return s.descs.decode(a.Description)
+				if d, err = s.descs.decode(a.Description); err != nil {
+					return nil, false, err
+				}
+				return d, true, nil
 			}
 		}
 	}
-	return nil, nil
+	return nil, false, nil
 }
 
 // Actions lists the actions runs can be started for: the local registry's and those that live
@@ -252,8 +255,8 @@ func (s *Service) toolSchemas(ctx context.Context, name string) (in, out *engine
 	for _, p := range toolPrefixes {
 		keys = append(keys, p+name)
 	}
-	d, err := s.lookupAction(ctx, keys...)
-	if err != nil || d == nil {
+	d, found, err := s.lookupAction(ctx, keys...)
+	if err != nil || !found {
 		return nil, nil, false, err
 	}
 	return d.InputSchema, d.OutputSchema, true, nil

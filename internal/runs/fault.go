@@ -29,12 +29,12 @@ const (
 var faultPoints = []string{FaultAfterFetch, FaultMidModel, FaultMidTool, FaultInterruptedCheckpoint, FaultAfterResolve}
 
 // ParseFaults reads LOUPE_FAULTS's form, "point=probability,…" (after-fetch=0.05,mid-tool=0.1),
-// for Config.Faults. An empty string is no faults.
+// for Config.Faults. An empty string is no faults: an empty map.
 func ParseFaults(s string) (map[string]float64, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
 	out := map[string]float64{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
 	for _, item := range strings.Split(s, ",") {
 		name, p, ok := strings.Cut(strings.TrimSpace(item), "=")
 		prob, err := strconv.ParseFloat(p, 64)

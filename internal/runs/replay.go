@@ -93,7 +93,7 @@ func (s *Service) Replay(ctx context.Context, p ReplayParams) (*store.Run, error
 	if err != nil {
 		return nil, err
 	}
-	overrides := mergeOverrides(inherited, p.Overrides, fork != nil)
+	overrides := mergeOverrides(&inherited, p.Overrides, fork != nil)
 	settings := store.Replay{SourceRunID: &orig.ID, Mode: p.Mode, Tools: p.Tools, ApplyResolutions: p.ApplyResolutions}
 	if overrides != nil {
 		if settings.Overrides, err = json.Marshal(overrides); err != nil {
@@ -147,24 +147,24 @@ func (s *Service) Replay(ctx context.Context, p ReplayParams) (*store.Run, error
 	return run, nil
 }
 
-// effectiveOverrides returns the overrides a derived run ran with (nil for an original run, or a
-// derived run without any).
-func (s *Service) effectiveOverrides(ctx context.Context, run *store.Run) (*Overrides, error) {
+// effectiveOverrides returns the overrides a derived run ran with: none (the zero Overrides) for an
+// original run, or a derived run without any.
+func (s *Service) effectiveOverrides(ctx context.Context, run *store.Run) (Overrides, error) {
+	var o Overrides
 	if run.ReplayMode == nil && run.ForkOf == nil {
-		return nil, nil
+		return o, nil
 	}
 	settings, err := s.store.ReplayGet(ctx, run.ID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && len(settings.Overrides) == 0) {
-		return nil, nil
+		return o, nil
 	}
 	if err != nil {
-		return nil, err
+		return o, err
 	}
-	var o Overrides
 	if err := json.Unmarshal(settings.Overrides, &o); err != nil {
-		return nil, fmt.Errorf("decode overrides of run %s: %w", run.ID, err)
+		return Overrides{}, fmt.Errorf("decode overrides of run %s: %w", run.ID, err)
 	}
-	return &o, nil
+	return o, nil
 }
 
 // mergeOverrides lays the requested overrides over the inherited ones; copied says the new run

@@ -23,9 +23,9 @@ func (s *Service) checkReplay(ctx context.Context, orig *store.Run, p *ReplayPar
 	if orig.Status == store.RunQueued || orig.Status == store.RunRunning {
 		return fmt.Errorf("run %s is still %s: replay it once it has ended or waits for a reviewer: %w", orig.ID, orig.Status, ErrConflict)
 	}
-	if d, err := s.lookupAction(ctx, orig.Action); err != nil {
+	if d, found, err := s.lookupAction(ctx, orig.Action); err != nil {
 		return err
-	} else if d == nil {
+	} else if !found {
 		return &ValidationError{Field: "run", Message: fmt.Sprintf("action %s is no longer registered", orig.Action)}
 	} else if external, _ := d.Metadata[MetaExternal].(bool); external && p.Mode != store.ReplayRerun {
 		// Exact playback and forks work on the engine's generate loop; an external action's loop
@@ -63,11 +63,11 @@ func (s *Service) checkReplay(ctx context.Context, orig *store.Run, p *ReplayPar
 			return &ValidationError{Field: "overrides", Message: "an exact replay serves the recorded responses; use mode rerun or fork to override"}
 		}
 		if o.Model != "" {
-			d, err := s.lookupAction(ctx, engine.ModelKeys(o.Model)...)
+			d, found, err := s.lookupAction(ctx, engine.ModelKeys(o.Model)...)
 			if err != nil {
 				return err
 			}
-			if d == nil || d.Type != engine.ActionTypeModel {
+			if !found || d.Type != engine.ActionTypeModel {
 				return &ValidationError{Field: "overrides/model", Message: fmt.Sprintf("model %q is not registered", o.Model)}
 			}
 		}

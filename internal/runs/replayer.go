@@ -42,7 +42,10 @@ type toolKey struct {
 // a nil replayer for an ordinary run. An error wrapping ErrInvalid is permanent.
 func (s *Service) replayFor(ctx context.Context, run *store.Run, rec *recorder) (*replayer, []engine.GenerateOption, error) {
 	p, err := s.loadReplay(ctx, run, rec)
-	if err != nil || p == nil {
+	if errors.Is(err, errNoReplay) {
+		return nil, nil, nil
+	}
+	if err != nil {
 		return nil, nil, err
 	}
 	opts, err := p.options()
@@ -52,13 +55,16 @@ func (s *Service) replayFor(ctx context.Context, run *store.Run, rec *recorder) 
 	return p, opts, nil
 }
 
+// errNoReplay is loadReplay's answer for a run that has no replay settings: an ordinary run.
+var errNoReplay = errors.New("no replay settings")
+
 func (s *Service) loadReplay(ctx context.Context, run *store.Run, rec *recorder) (*replayer, error) {
 	if run.ReplayMode == nil && run.ForkOf == nil {
-		return nil, nil // an original run: no replay settings to look up
+		return nil, errNoReplay // an original run: no replay settings to look up
 	}
 	settings, err := s.store.ReplayGet(ctx, run.ID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
+		return nil, errNoReplay
 	}
 	if err != nil {
 		return nil, err

@@ -206,11 +206,11 @@ func (s *Service) resolution(ctx context.Context, run *store.Run, it *store.Inte
 		// Approving runs the tool again; an interrupt that only asks (restartable=false, as
 		// defineInterrupt makes them) has nothing to run. Refused here, the reviewer can still
 		// answer it, instead of the resume failing (or, in a Genkit app, crashing).
-		d, err := s.toolDesc(ctx, run.Action, it.Tool)
+		d, found, err := s.toolDesc(ctx, run.Action, it.Tool)
 		if err != nil {
 			return nil, err
 		}
-		if d != nil && !descRestartable(d) {
+		if found && !descRestartable(d) {
 			return nil, &ValidationError{Field: "action", Message: fmt.Sprintf("%s only asks a person and has nothing to run again: respond to it or deny it", it.Tool)}
 		}
 	}
@@ -328,20 +328,22 @@ func storedSchemas(it *store.Interrupt) (in, out *engine.Schema, found bool, err
 	if len(it.InputSchema) == 0 && len(it.OutputSchema) == 0 {
 		return nil, nil, false, nil
 	}
-	compile := func(raw json.RawMessage) (*engine.Schema, error) {
+	// compile leaves *into nil, a schema that accepts everything, when none is stored.
+	compile := func(raw json.RawMessage, into **engine.Schema) error {
 		if len(raw) == 0 || string(raw) == "null" {
-			return nil, nil
+			return nil
 		}
 		sch, err := engine.NewSchema(raw)
 		if err != nil {
-			return nil, fmt.Errorf("compile the schema stored with interrupt %s: %w", it.ID, err)
+			return fmt.Errorf("compile the schema stored with interrupt %s: %w", it.ID, err)
 		}
-		return sch, nil
+		*into = sch
+		return nil
 	}
-	if in, err = compile(it.InputSchema); err != nil {
+	if err = compile(it.InputSchema, &in); err != nil {
 		return nil, nil, false, err
 	}
-	if out, err = compile(it.OutputSchema); err != nil {
+	if err = compile(it.OutputSchema, &out); err != nil {
 		return nil, nil, false, err
 	}
 	return in, out, true, nil
@@ -350,10 +352,10 @@ func storedSchemas(it *store.Interrupt) (in, out *engine.Schema, found bool, err
 // toolDesc finds a tool's description: this program's, else the catalogue's under the tool's name,
 // or under the scope of the run's action: a program that announces another program's actions
 // under a "<scope>:" prefix ("app:/flow/x", as internal/genkitapp does) announces their tools so
-// too. It returns nil when none is found.
-func (s *Service) toolDesc(ctx context.Context, runAction, name string) (*engine.ActionDesc, error) {
+// too. found is false when none is found.
+func (s *Service) toolDesc(ctx context.Context, runAction, name string) (d *engine.ActionDesc, found bool, err error) {
 	if t, ok := s.registry.LookupTool(name); ok {
-		return t.Desc(), nil
+		return t.Desc(), true, nil
 	}
 	keys := make([]string, 0, 2*len(toolPrefixes))
 	if i := strings.Index(runAction, ":/"); i > 0 {

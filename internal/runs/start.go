@@ -79,11 +79,11 @@ func (s *Service) resolveAction(ctx context.Context, action string) (string, *en
 	if action == "" {
 		return "", nil, fmt.Errorf("action is required: %w", ErrInvalid)
 	}
-	d, err := s.lookupAction(ctx, action, "/flow/"+action)
+	d, found, err := s.lookupAction(ctx, action, "/flow/"+action)
 	if err != nil {
 		return "", nil, err
 	}
-	if d == nil {
+	if !found {
 		return "", nil, fmt.Errorf("action %q is not registered (see GET /api/v1/actions): %w", action, ErrInvalid)
 	}
 	return d.Key, d, nil

@@ -80,7 +80,8 @@ func buildNode(key, path string, v any, depth int, count *int) *templates.JSONNo
 func childPath(path, key string) string {
 	ident := key != ""
 	for i, r := range key {
-		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
+		identRune := r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9'
+		if !identRune {
 			ident = false
 			break
 		}

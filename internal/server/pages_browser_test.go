@@ -45,7 +45,7 @@ func TestBrowserInboxResolveLiveKeyboardAndStaleForm(t *testing.T) {
 		require.NoError(t, chromedp.Run(ctx,
 			chromedp.Navigate(b.url+"/inbox"),
 			wait(`document.documentElement.dataset.live === "live"`),
-			wait(fmt.Sprintf(`document.querySelectorAll(".inbox-item").length === 2`)),
+			wait(`document.querySelectorAll(".inbox-item").length === 2`),
 		))
 	}
 	var current string

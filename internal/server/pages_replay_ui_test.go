@@ -125,10 +125,13 @@ func TestDiffPageHeadersAndLongValues(t *testing.T) {
 		require.NotNil(t, stored.Model)
 		require.Contains(t, head, "<dt>Model</dt><dd>"+*stored.Model+"</dd>", side)
 	}
-	a := body[strings.Index(body, `data-testid="diff-run-A"`):]
-	require.Contains(t, a[:strings.Index(a, "</dl>")], "original")
-	bh := body[strings.Index(body, `data-testid="diff-run-B"`):]
-	require.Contains(t, bh[:strings.Index(bh, "</dl>")], "exact")
+	for side, want := range map[string]string{`data-testid="diff-run-A"`: "original", `data-testid="diff-run-B"`: "exact"} {
+		_, rest, ok := strings.Cut(body, side)
+		require.True(t, ok, side)
+		head, _, ok := strings.Cut(rest, "</dl>")
+		require.True(t, ok, side)
+		require.Contains(t, head, want, side)
+	}
 
 	// Two runs whose inputs hold a 3 MB and a 10 KB value.
 	mk := func(big, mid string) *store.Run {

@@ -369,8 +369,9 @@ func TestRunPageForkMenuListsAFewCallsOrAsksForOne(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		start := strings.Index(body, `data-testid="replay-fork"`)
 		require.GreaterOrEqual(t, start, 0, "a fork form")
-		form := body[start:]
-		return form[:strings.Index(form, "</form>")]
+		form, _, ok := strings.Cut(body[start:], "</form>")
+		require.True(t, ok, "the fork form ends")
+		return form
 	}
 	form := fork(3)
 	require.Len(t, regexp.MustCompile(`<option value="\d+">`).FindAllString(form, -1), 2, "turns 0 and 1: one a model message")

@@ -335,7 +335,7 @@ func (s *Server) runPageData(c echo.Context, id uuid.UUID, whole bool) (template
 		return p, err
 	}
 	if whole && p.Tab == "trace" {
-		if p.Trace, err = s.runTrace(c, r); err != nil {
+		if p.Trace, err = s.runTrace(c, r); err != nil && !errors.Is(err, errNoRunTrace) {
 			return p, err
 		}
 	}
@@ -469,6 +469,9 @@ func divergenceValue(raw json.RawMessage) string {
 	return shorten(string(raw), maxDivergenceValue)
 }
 
+// errNoRunTrace is runTrace's answer for a run with no trace recorded yet; the page says so.
+var errNoRunTrace = errors.New("no trace recorded for the run")
+
 // runTrace finds the run's traces (one per execution: a resumed run has several) and builds the
 // tree of the one asked for, the newest by default.
 func (s *Server) runTrace(c echo.Context, r *store.Run) (*templates.TraceView, error) {
@@ -486,7 +489,7 @@ func (s *Server) runTrace(c echo.Context, r *store.Run) (*templates.TraceView, e
 		ids = append(ids, *r.TraceID)
 	}
 	if len(ids) == 0 {
-		return nil, nil
+		return nil, errNoRunTrace
 	}
 	current := ids[len(ids)-1]
 	if want := c.QueryParam("trace"); want != "" && slices.Contains(ids, want) {
@@ -504,7 +507,7 @@ func (s *Server) runTrace(c echo.Context, r *store.Run) (*templates.TraceView, e
 	}
 	v, err := s.traceView(ctx, current, link, c.QueryParam("span"), c.QueryParam("tool"), turn, treeStateFrom(c))
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
+		return nil, errNoRunTrace
 	}
 	if err != nil {
 		return nil, err
@@ -564,7 +567,7 @@ func (s *Server) runTraceFragment(c echo.Context) error {
 		return err
 	}
 	v, err := s.runTrace(c, r)
-	if err != nil {
+	if err != nil && !errors.Is(err, errNoRunTrace) {
 		return err
 	}
 	return s.render(c, http.StatusOK, templates.RunTraceSection(v))

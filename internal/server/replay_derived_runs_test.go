@@ -52,8 +52,8 @@ func forkTurnsOffered(t *testing.T, b *testBundle, id string) []int {
 	if start < 0 {
 		return nil
 	}
-	form := body[start:]
-	form = form[:strings.Index(form, "</form>")]
+	form, _, ok := strings.Cut(body[start:], "</form>")
+	require.True(t, ok, "the fork form ends")
 	var turns []int
 	for _, m := range forkOption.FindAllStringSubmatch(form, -1) {
 		n, err := strconv.Atoi(m[1])

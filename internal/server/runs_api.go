@@ -370,12 +370,6 @@ func (s *Server) apiRunCancel(c echo.Context) error {
 	return c.JSON(http.StatusOK, run)
 }
 
-// interruptView is an interrupt as the API lists it.
-type interruptView struct {
-	*store.Interrupt
-	Action string `json:"action,omitempty"`
-}
-
 func (s *Server) apiInterruptList(c echo.Context) error {
 	q := c.QueryParams()
 	// Pending by default, as `devui interrupts list` does; status=all (or an empty status=, the

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,19 +25,18 @@ func newProvider(pool *pgxpool.Pool) (*goose.Provider, func() error, error) {
 	db := stdlib.OpenDBFromPool(pool)
 	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
 	if err != nil {
-		db.Close()
-		return nil, nil, fmt.Errorf("load migrations: %w", err)
+		return nil, nil, errors.Join(fmt.Errorf("load migrations: %w", err), db.Close())
 	}
 	return p, db.Close, nil
 }
 
 // Migrate applies every pending migration and returns the versions it applied.
-func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int64, error) {
+func Migrate(ctx context.Context, pool *pgxpool.Pool) (_ []int64, err error) {
 	p, closeDB, err := newProvider(pool)
 	if err != nil {
 		return nil, err
 	}
-	defer closeDB()
+	defer func() { err = errors.Join(err, closeDB()) }()
 	results, err := p.Up(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("apply migrations: %w", err)
@@ -49,12 +49,12 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int64, error) {
 }
 
 // MigrateDown rolls back the newest migration.
-func MigrateDown(ctx context.Context, pool *pgxpool.Pool) error {
+func MigrateDown(ctx context.Context, pool *pgxpool.Pool) (err error) {
 	p, closeDB, err := newProvider(pool)
 	if err != nil {
 		return err
 	}
-	defer closeDB()
+	defer func() { err = errors.Join(err, closeDB()) }()
 	if _, err := p.Down(ctx); err != nil {
 		return fmt.Errorf("roll back migration: %w", err)
 	}
@@ -62,12 +62,12 @@ func MigrateDown(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 // Migrations reports the applied and the latest embedded migration versions.
-func Migrations(ctx context.Context, pool *pgxpool.Pool) (MigrationStatus, error) {
+func Migrations(ctx context.Context, pool *pgxpool.Pool) (_ MigrationStatus, err error) {
 	p, closeDB, err := newProvider(pool)
 	if err != nil {
 		return MigrationStatus{}, err
 	}
-	defer closeDB()
+	defer func() { err = errors.Join(err, closeDB()) }()
 	current, err := p.GetDBVersion(ctx)
 	if err != nil {
 		return MigrationStatus{}, fmt.Errorf("read migration version: %w", err)

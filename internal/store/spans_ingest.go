@@ -57,7 +57,8 @@ func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool) (S
 	)
 	fast := !forceCopy && s.Tx() == nil && len(spans) >= fastThreshold && !slices.ContainsFunc(spans, hasRunID)
 	for attempt := 0; attempt < 3; attempt++ {
-		if fast {
+		switch {
+		case fast:
 			res, err = s.spanIngestFast(ctx, spans)
 			if isUniqueViolation(err) {
 				// A concurrent ingest stored one of our new spans between the check and the COPY:
@@ -65,7 +66,7 @@ func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool) (S
 				fast = false
 				continue
 			}
-		} else if forceCopy || len(spans) >= copyThreshold {
+		case forceCopy || len(spans) >= copyThreshold:
 			err = s.WithTx(ctx, func(tx *Store) error {
 				if s.Tx() == nil {
 					if _, err := tx.db.Exec(ctx, asyncCommit); err != nil {
@@ -75,7 +76,7 @@ func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool) (S
 				res, err = tx.spanIngestCopy(ctx, spans)
 				return err
 			})
-		} else {
+		default:
 			res, err = s.spanIngestArrays(ctx, spans)
 		}
 		if !retryable(err) || s.Tx() != nil {

@@ -527,7 +527,8 @@ type TraceDeleteParams struct {
 }
 
 // TraceSpanCutoff returns the newest trace that lies beyond the newest keepSpans spans, counting
-// traces newest first: it and every older trace exceed the cap. It is nil when every span fits.
+// traces newest first: it and every older trace exceed the cap. When every span fits there is none:
+// the error wraps ErrNotFound.
 // It reads the traces newest first and stops there, so its cost grows with what is kept, not with
 // the table.
 func (s *Store) TraceSpanCutoff(ctx context.Context, keepSpans int64) (*TraceCursor, error) {
@@ -540,7 +541,7 @@ func (s *Store) TraceSpanCutoff(ctx context.Context, keepSpans int64) (*TraceCur
 		) c
 		WHERE newer_spans > $1 LIMIT 1`, keepSpans).Scan(&c.StartTime, &c.TraceID)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
+		return nil, fmt.Errorf("trace span cutoff: every span fits: %w", ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("trace span cutoff: %w", err)

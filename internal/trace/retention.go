@@ -68,11 +68,14 @@ func (r *Retention) RunOnce(ctx context.Context) (traces, spans int64, err error
 		// Once per pass: deleting older traces does not move it, and traces that arrive during
 		// the pass only make it keep a little more, until the next one.
 		cut, err := r.store.TraceSpanCutoff(ctx, r.cfg.MaxSpans)
-		if err != nil {
+		switch {
+		case errors.Is(err, store.ErrNotFound): // every span fits: no cutoff
+		case err != nil:
 			r.metrics.retentionErrs.Inc()
 			return 0, 0, fmt.Errorf("retention: %w", err)
+		default:
+			p.Beyond = cut
 		}
-		p.Beyond = cut
 	}
 	if p.OlderThan == 0 && p.Beyond == nil {
 		return 0, 0, nil

@@ -248,11 +248,12 @@ func (sk *Skeleton) Failure() (int32, string) {
 	if what == "" {
 		what = "span"
 	}
-	if strings.HasPrefix(what, "turn ") {
+	switch {
+	case strings.HasPrefix(what, "turn "):
 		what = "the generate of " + what
-	} else if f.ToolName != nil && *f.ToolName != "" {
+	case f.ToolName != nil && *f.ToolName != "":
 		what += " " + *f.ToolName // a GenAI tool span is named "execute_tool <tool>"
-	} else {
+	default:
 		what += " " + f.Name
 	}
 	if msg == "" {
