@@ -38,11 +38,14 @@ test: ## run every test, database and browser tests included, with -race
 	$(GO) run ./cmd/devui db stop --data-dir "$$LOUPE_TEST_DATA_DIR" >/dev/null 2>&1 || true; \
 	exit $$status
 
+GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+
 .PHONY: lint
-lint: ## gofmt and go vet, and the example modules are tidy and vetted
+lint: ## gofmt, go vet, golangci-lint (.golangci.yml: errcheck, staticcheck, unused, nilnil, gocritic, the import direction), and the example modules are tidy and vetted
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(GOLANGCI_LINT) run ./...
 	@for m in examples/*/; do \
 		(cd "$$m" && $(GO) mod tidy -diff >/dev/null) || { echo "$$m: go.mod or go.sum is not tidy: run go mod tidy there"; exit 1; }; \
 		(cd "$$m" && $(GO) vet ./...) || exit 1; \

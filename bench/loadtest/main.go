@@ -136,8 +136,7 @@ func run(o options) error {
 // unlike spans/s, holds up on a machine shared with other work.
 type cpuMeter struct {
 	o                   options
-	pg, self            time.Duration
-	server0, pg0, self0 time.Duration
+	server0, pg0, self0 time.Duration // at startCPU
 }
 
 func (m *cpuMeter) read() (server, pg, self time.Duration) {

@@ -25,4 +25,3 @@ func (s *Store) SpanCopyRaw(ctx context.Context, spans []Span) (int64, error) {
 	}
 	return n, nil
 }
-
