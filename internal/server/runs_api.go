@@ -111,7 +111,7 @@ func (s *Server) apiRunStart(c echo.Context) error {
 	if err != nil {
 		return runsError(err)
 	}
-	return c.JSON(http.StatusCreated, run)
+	return c.JSON(http.StatusCreated, apiRunOf(run))
 }
 
 func (s *Server) apiRunList(c echo.Context) error {
@@ -123,9 +123,9 @@ func (s *Server) apiRunList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	resp := map[string]any{"runs": list, "next_cursor": nil}
+	resp := map[string]any{"runs": apiRunsOf(list), "next_cursor": nil}
 	if list == nil {
-		resp["runs"] = []*store.Run{}
+		resp["runs"] = []*apiRun{}
 	}
 	if next != nil {
 		resp["next_cursor"] = encodeCursor(next)
@@ -282,32 +282,36 @@ func decodeTimeCursor(v string) (time.Time, uuid.UUID, error) {
 	return t, u, nil
 }
 
-// RunDetail is a run with its history, interrupts and ledger.
-type RunDetail struct {
-	*store.Run
-	Messages   []*store.RunMessage `json:"messages"`
-	Interrupts []*store.Interrupt  `json:"interrupts"`
-	ToolCalls  []*store.ToolCall   `json:"tool_calls"`
+// apiRunDetail is GET /api/v1/runs/{id}: a run with its history, interrupts and ledger.
+type apiRunDetail struct {
+	*apiRun
+	Messages   []*apiMessage   `json:"messages"`
+	Interrupts []*apiInterrupt `json:"interrupts"`
+	ToolCalls  []*apiToolCall  `json:"tool_calls"`
 	// WaitingReason says why a queued run is not executing: no live worker has its action.
 	WaitingReason string `json:"waiting_reason,omitempty"`
 }
 
-func (s *Server) runDetail(c echo.Context, id uuid.UUID) (*RunDetail, error) {
+func (s *Server) runDetail(c echo.Context, id uuid.UUID) (*apiRunDetail, error) {
 	ctx := c.Request().Context()
 	run, err := s.store.RunGet(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	d := &RunDetail{Run: run}
-	if d.Messages, err = s.store.MessageList(ctx, id); err != nil {
+	d := &apiRunDetail{apiRun: apiRunOf(run)}
+	msgs, err := s.store.MessageList(ctx, id)
+	if err != nil {
 		return nil, err
 	}
-	if d.Interrupts, err = s.store.InterruptListByRun(ctx, id); err != nil {
+	its, err := s.store.InterruptListByRun(ctx, id)
+	if err != nil {
 		return nil, err
 	}
-	if d.ToolCalls, err = s.store.ToolCallList(ctx, id); err != nil {
+	calls, err := s.store.ToolCallList(ctx, id)
+	if err != nil {
 		return nil, err
 	}
+	d.Messages, d.Interrupts, d.ToolCalls = apiMessagesOf(msgs), apiInterruptsOf(its), apiToolCallsOf(calls)
 	if s.deps.Runs != nil {
 		if d.WaitingReason, err = s.deps.Runs.WaitingReason(ctx, run); err != nil {
 			return nil, err
@@ -352,10 +356,11 @@ func (s *Server) apiRunChunks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if chunks == nil {
-		chunks = []*store.RunChunk{}
+	out := apiChunksOf(chunks)
+	if out == nil {
+		out = []*apiChunk{}
 	}
-	return c.JSON(http.StatusOK, map[string]any{"chunks": chunks})
+	return c.JSON(http.StatusOK, map[string]any{"chunks": out})
 }
 
 func (s *Server) apiRunCancel(c echo.Context) error {
@@ -367,7 +372,7 @@ func (s *Server) apiRunCancel(c echo.Context) error {
 	if err != nil {
 		return runsError(err)
 	}
-	return c.JSON(http.StatusOK, run)
+	return c.JSON(http.StatusOK, apiRunOf(run))
 }
 
 func (s *Server) apiInterruptList(c echo.Context) error {
@@ -409,17 +414,17 @@ func (s *Server) apiInterruptList(c echo.Context) error {
 		return err
 	}
 	resp := struct {
-		Interrupts []*store.InterruptWithAction `json:"interrupts"`
-		NextCursor *string                      `json:"next_cursor"`
-	}{Interrupts: list}
+		Interrupts []*apiInterrupt `json:"interrupts"`
+		NextCursor *string         `json:"next_cursor"`
+	}{Interrupts: []*apiInterrupt{}}
 	if len(list) > want {
-		resp.Interrupts = list[:want]
 		last := list[want-1]
 		cur := encodeTimeCursor(last.CreatedAt, last.ID)
 		resp.NextCursor = &cur
+		list = list[:want]
 	}
-	if resp.Interrupts == nil {
-		resp.Interrupts = []*store.InterruptWithAction{}
+	for _, it := range list {
+		resp.Interrupts = append(resp.Interrupts, apiInterruptOf(&it.Interrupt))
 	}
 	return c.JSON(http.StatusOK, resp)
 }
@@ -437,7 +442,7 @@ func (s *Server) apiInterruptGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"interrupt": it, "audit": audit})
+	return c.JSON(http.StatusOK, map[string]any{"interrupt": apiInterruptOf(it), "audit": apiAuditOf(audit)})
 }
 
 func (s *Server) apiInterruptResolve(c echo.Context) error {
@@ -460,7 +465,7 @@ func (s *Server) apiInterruptResolve(c echo.Context) error {
 	if err != nil {
 		return runsError(err)
 	}
-	return c.JSON(http.StatusOK, it)
+	return c.JSON(http.StatusOK, apiInterruptOf(it))
 }
 
 // resolveRequest is the body of POST /api/v1/interrupts/{id}/resolve.

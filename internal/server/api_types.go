@@ -1,0 +1,198 @@
+package server
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// The runs and interrupts API's response types: the wire shape is the API's own, written here, so
+// that a store row can change (a column added, renamed or made internal) without changing what
+// clients read. Each is filled from its store row by the function below it.
+
+// apiRun is a run.
+type apiRun struct {
+	ID           uuid.UUID         `json:"id"`
+	Action       string            `json:"action"`
+	Input        json.RawMessage   `json:"input"`
+	Status       string            `json:"status"`
+	Output       json.RawMessage   `json:"output,omitempty"`
+	Error        json.RawMessage   `json:"error,omitempty"`
+	TraceID      *string           `json:"trace_id,omitempty"`
+	Model        *string           `json:"model,omitempty"`
+	Turns        int               `json:"turns"`
+	InputTokens  int64             `json:"input_tokens"`
+	OutputTokens int64             `json:"output_tokens"`
+	ReplayOf     *uuid.UUID        `json:"replay_of,omitempty"`
+	ReplayMode   *string           `json:"replay_mode,omitempty"`
+	ForkOf       *uuid.UUID        `json:"fork_of,omitempty"`
+	ForkTurn     *int              `json:"fork_turn,omitempty"`
+	CreatedBy    *string           `json:"created_by,omitempty"`
+	CreatedAt    time.Time         `json:"created_at"`
+	StartedAt    *time.Time        `json:"started_at,omitempty"`
+	FinishedAt   *time.Time        `json:"finished_at,omitempty"`
+	UpdatedAt    time.Time         `json:"updated_at"`
+	Version      int64             `json:"version"`
+	Resumes      int               `json:"resumes"`
+	WaitedMs     int64             `json:"waited_ms"`
+	Labels       map[string]string `json:"labels,omitempty"`
+}
+
+func apiRunOf(r *store.Run) *apiRun {
+	return &apiRun{ID: r.ID, Action: r.Action, Input: r.Input, Status: r.Status, Output: r.Output, Error: r.Error,
+		TraceID: r.TraceID, Model: r.Model, Turns: r.Turns, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
+		ReplayOf: r.ReplayOf, ReplayMode: r.ReplayMode, ForkOf: r.ForkOf, ForkTurn: r.ForkTurn, CreatedBy: r.CreatedBy,
+		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, UpdatedAt: r.UpdatedAt,
+		Version: r.Version, Resumes: r.Resumes, WaitedMs: r.WaitedMs, Labels: r.Labels}
+}
+
+func apiRunsOf(rs []*store.Run) []*apiRun {
+	if rs == nil {
+		return nil
+	}
+	out := make([]*apiRun, len(rs))
+	for i, r := range rs {
+		out[i] = apiRunOf(r)
+	}
+	return out
+}
+
+// apiMessage is a message of a run's history.
+type apiMessage struct {
+	Seq        int             `json:"seq"`
+	Turn       int             `json:"turn"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	Generation int             `json:"generation,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+}
+
+func apiMessagesOf(ms []*store.RunMessage) []*apiMessage {
+	if ms == nil {
+		return nil
+	}
+	out := make([]*apiMessage, len(ms))
+	for i, m := range ms {
+		out[i] = &apiMessage{Seq: m.Seq, Turn: m.Turn, Role: m.Role, Content: m.Content, Generation: m.Generation, CreatedAt: m.CreatedAt}
+	}
+	return out
+}
+
+// apiToolCall is a tool call of a run's ledger.
+type apiToolCall struct {
+	Turn           int             `json:"turn"`
+	Ref            string          `json:"ref"`
+	Tool           string          `json:"tool"`
+	Input          json.RawMessage `json:"input"`
+	Status         string          `json:"status"`
+	Source         string          `json:"source"`
+	Output         json.RawMessage `json:"output,omitempty"`
+	Error          json.RawMessage `json:"error,omitempty"`
+	Attempt        int             `json:"attempt"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	StartedAt      time.Time       `json:"started_at"`
+	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
+}
+
+func apiToolCallsOf(tcs []*store.ToolCall) []*apiToolCall {
+	if tcs == nil {
+		return nil
+	}
+	out := make([]*apiToolCall, len(tcs))
+	for i, t := range tcs {
+		out[i] = &apiToolCall{Turn: t.Turn, Ref: t.Ref, Tool: t.Tool, Input: t.Input, Status: t.Status, Source: t.Source,
+			Output: t.Output, Error: t.Error, Attempt: t.Attempt, IdempotencyKey: t.IdempotencyKey,
+			StartedAt: t.StartedAt, FinishedAt: t.FinishedAt}
+	}
+	return out
+}
+
+// apiInterrupt is an interrupt: a tool call that waits for a person.
+type apiInterrupt struct {
+	ID                  uuid.UUID       `json:"id"`
+	RunID               uuid.UUID       `json:"run_id"`
+	Turn                int             `json:"turn"`
+	Tool                string          `json:"tool"`
+	Ref                 string          `json:"ref"`
+	Input               json.RawMessage `json:"input"`
+	Metadata            json.RawMessage `json:"metadata"`
+	InputSchema         json.RawMessage `json:"input_schema,omitempty"`
+	OutputSchema        json.RawMessage `json:"output_schema,omitempty"`
+	Status              string          `json:"status"`
+	Resolution          json.RawMessage `json:"resolution,omitempty"`
+	ResolvedBy          *string         `json:"resolved_by,omitempty"`
+	ResolvedAt          *time.Time      `json:"resolved_at,omitempty"`
+	Comment             *string         `json:"comment,omitempty"`
+	Round               int             `json:"round"`
+	CreatedAt           time.Time       `json:"created_at"`
+	Version             int64           `json:"version"`
+	SuggestedResolution json.RawMessage `json:"suggested_resolution,omitempty"`
+	ClaimedBy           *string         `json:"claimed_by,omitempty"`
+	ClaimedAt           *time.Time      `json:"claimed_at,omitempty"`
+}
+
+func apiInterruptOf(it *store.Interrupt) *apiInterrupt {
+	return &apiInterrupt{ID: it.ID, RunID: it.RunID, Turn: it.Turn, Tool: it.Tool, Ref: it.Ref, Input: it.Input,
+		Metadata: it.Metadata, InputSchema: it.InputSchema, OutputSchema: it.OutputSchema, Status: it.Status,
+		Resolution: it.Resolution, ResolvedBy: it.ResolvedBy, ResolvedAt: it.ResolvedAt, Comment: it.Comment,
+		Round: it.Round, CreatedAt: it.CreatedAt, Version: it.Version, SuggestedResolution: it.SuggestedResolution,
+		ClaimedBy: it.ClaimedBy, ClaimedAt: it.ClaimedAt}
+}
+
+func apiInterruptsOf(its []*store.Interrupt) []*apiInterrupt {
+	if its == nil {
+		return nil
+	}
+	out := make([]*apiInterrupt, len(its))
+	for i, it := range its {
+		out[i] = apiInterruptOf(it)
+	}
+	return out
+}
+
+// apiAudit is one entry of an interrupt's audit trail.
+type apiAudit struct {
+	ID          int64           `json:"id"`
+	At          time.Time       `json:"at"`
+	Actor       string          `json:"actor"`
+	Action      string          `json:"action"`
+	SubjectType string          `json:"subject_type"`
+	SubjectID   string          `json:"subject_id"`
+	Details     json.RawMessage `json:"details"`
+}
+
+func apiAuditOf(es []*store.AuditEntry) []*apiAudit {
+	if es == nil {
+		return nil
+	}
+	out := make([]*apiAudit, len(es))
+	for i, e := range es {
+		out[i] = &apiAudit{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, SubjectType: e.SubjectType,
+			SubjectID: e.SubjectID, Details: e.Details}
+	}
+	return out
+}
+
+// apiChunk is a streamed chunk of a run.
+type apiChunk struct {
+	Seq       int64           `json:"seq"`
+	Turn      int             `json:"turn"`
+	Index     int             `json:"index"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+func apiChunksOf(cs []*store.RunChunk) []*apiChunk {
+	if cs == nil {
+		return nil
+	}
+	out := make([]*apiChunk, len(cs))
+	for i, c := range cs {
+		out[i] = &apiChunk{Seq: c.Seq, Turn: c.Turn, Index: c.Index, Role: c.Role, Content: c.Content, CreatedAt: c.CreatedAt}
+	}
+	return out
+}

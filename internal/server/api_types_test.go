@@ -1,0 +1,49 @@
+package server
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// keysOf is the sorted top-level keys of v's JSON.
+func keysOf(t *testing.T, v any) []string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// TestAPIRunAndInterruptShapesAreTheAPIsOwn pins the wire shape of a run and an interrupt, every
+// field set: the keys the README documents, and none of the store's internals (the lease, its
+// epoch, the resume span).
+func TestAPIRunAndInterruptShapesAreTheAPIsOwn(t *testing.T) {
+	s, now, id, n := "x", time.Now(), uuid.New(), 1
+	run := &store.Run{ID: id, Action: "/flow/a", Input: json.RawMessage(`1`), Status: "succeeded", Output: json.RawMessage(`2`),
+		Error: json.RawMessage(`{}`), TraceID: &s, Model: &s, Turns: 1, ReplayOf: &id, ReplayMode: &s, ForkOf: &id, ForkTurn: &n,
+		CreatedBy: &s, CreatedAt: now, StartedAt: &now, FinishedAt: &now, UpdatedAt: now, Version: 3,
+		LeaseOwner: &s, LeaseExpires: &now, LeaseEpoch: 7, Resumes: 1, ResumeSpanID: &s, WaitedMs: 5, Labels: map[string]string{"k": "v"}}
+	require.Equal(t, []string{"action", "created_at", "created_by", "error", "finished_at", "fork_of", "fork_turn", "id", "input",
+		"input_tokens", "labels", "model", "output", "output_tokens", "replay_mode", "replay_of", "resumes", "started_at", "status",
+		"trace_id", "turns", "updated_at", "version", "waited_ms"}, keysOf(t, apiRunOf(run)))
+
+	it := &store.Interrupt{ID: id, RunID: id, Tool: "t", Ref: "r", Input: json.RawMessage(`{}`), Metadata: json.RawMessage(`{}`),
+		InputSchema: json.RawMessage(`{}`), OutputSchema: json.RawMessage(`{}`), Status: "resolved", Resolution: json.RawMessage(`{}`),
+		ResolvedBy: &s, ResolvedAt: &now, Comment: &s, CreatedAt: now, SuggestedResolution: json.RawMessage(`{}`), ClaimedBy: &s, ClaimedAt: &now}
+	require.Equal(t, []string{"claimed_at", "claimed_by", "comment", "created_at", "id", "input", "input_schema", "metadata",
+		"output_schema", "ref", "resolution", "resolved_at", "resolved_by", "round", "run_id", "status", "suggested_resolution",
+		"tool", "turn", "version"}, keysOf(t, apiInterruptOf(it)))
+}
