@@ -196,3 +196,38 @@ func apiChunksOf(cs []*store.RunChunk) []*apiChunk {
 	}
 	return out
 }
+
+// apiTrace is a trace in GET /api/v1/traces: its summary, as folded at ingest.
+type apiTrace struct {
+	TraceID      string     `json:"trace_id"`
+	DisplayName  string     `json:"display_name"`
+	RootSpanID   *string    `json:"root_span_id,omitempty"`
+	StartTime    int64      `json:"start_time_unix_nano"`
+	EndTime      int64      `json:"end_time_unix_nano"`
+	StatusCode   int16      `json:"status_code"`
+	SpanCount    int        `json:"span_count"`
+	Source       string     `json:"source"`
+	RunID        *uuid.UUID `json:"run_id,omitempty"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+	Service      string     `json:"service,omitempty"`
+	Model        string     `json:"model,omitempty"`
+	ModelCalls   int        `json:"model_calls"`
+	InputTokens  int64      `json:"input_tokens"`
+	OutputTokens int64      `json:"output_tokens"`
+	ToolCalls    int        `json:"tool_calls"`
+	ToolErrors   int        `json:"tool_errors"`
+	LastEnd      int64      `json:"last_end_time_unix_nano"`
+	ErrorSpans   int        `json:"error_spans"`
+}
+
+func apiTracesOf(ts []store.Trace) []*apiTrace {
+	out := make([]*apiTrace, len(ts))
+	for i := range ts {
+		t := &ts[i]
+		out[i] = &apiTrace{TraceID: t.TraceID, DisplayName: t.DisplayName, RootSpanID: t.RootSpanID, StartTime: t.StartTime,
+			EndTime: t.EndTime, StatusCode: t.StatusCode, SpanCount: t.SpanCount, Source: t.Source, RunID: t.RunID,
+			UpdatedAt: t.UpdatedAt, Service: t.Service, Model: t.Model, ModelCalls: t.ModelCalls, InputTokens: t.InputTokens,
+			OutputTokens: t.OutputTokens, ToolCalls: t.ToolCalls, ToolErrors: t.ToolErrors, LastEnd: t.LastEnd, ErrorSpans: t.ErrorSpans}
+	}
+	return out
+}

@@ -268,12 +268,9 @@ func (s *Server) apiTraceList(c echo.Context) error {
 		return traceError(err)
 	}
 	resp := struct {
-		Traces     []store.Trace `json:"traces"`
-		NextCursor *string       `json:"next_cursor"`
-	}{Traces: traces}
-	if resp.Traces == nil {
-		resp.Traces = []store.Trace{}
-	}
+		Traces     []*apiTrace `json:"traces"`
+		NextCursor *string     `json:"next_cursor"`
+	}{Traces: apiTracesOf(traces)}
 	if next != nil {
 		cur := next.String()
 		resp.NextCursor = &cur
