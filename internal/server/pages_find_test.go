@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -47,7 +49,7 @@ const readFindView = `(() => {
 // through and open the rows; collapse all leaves the root, expand all shows every span.
 func TestBrowserFindASpan(t *testing.T) {
 	t.Parallel()
-	b := traceSetup(t, traceOpts{dev: true})
+	b := setup(t, opts{ingest: true, dev: true})
 	replayFixture(t, b, "otel-js-genai-otlp.jsonl")
 	const (
 		id      = "32a6543ea49e8b7b5c3dfd944745d97f"
@@ -141,11 +143,17 @@ func TestBrowserFindASpan(t *testing.T) {
 		read,
 	))
 	require.Equal(t, chat1, v.Focused)
-	require.NoError(t, chromedp.Run(br.Ctx,
+	enter, cancel := context.WithTimeout(br.Ctx, time.Minute)
+	defer cancel()
+	if err := chromedp.Run(enter,
 		chromedp.KeyEvent(kb.Enter),
 		chromedp.WaitVisible(`.span-row.selected[data-span="`+chat1+`"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#span-detail .span-panel[data-span="`+chat1+`"]`, chromedp.ByQuery),
-	))
+	); err != nil {
+		var panel string
+		_ = chromedp.Run(br.Ctx, chromedp.Evaluate(`document.querySelector("#span-detail")?.outerHTML.slice(0, 500) ?? "none"`, &panel), read)
+		t.Fatalf("Enter on a row selects it and shows its panel: %v (selected %q, focus %q, panel %s, problems %v)", err, v.Selected, v.Focused, panel, br.Problems())
+	}
 
 	// Expand all shows every span, the HTTP call too.
 	require.NoError(t, chromedp.Run(br.Ctx,
@@ -162,7 +170,7 @@ func TestBrowserFindASpan(t *testing.T) {
 // and the match is highlighted and selected.
 func TestBrowserFindASpanPastAPageOfChildren(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	traceID, _, target := wideTrace(t, b.store, nil, nil)
 	br := browsertest.New(t)
 	var inView bool

@@ -337,7 +337,23 @@ function initTree(root) {
   async function select(li, href) {
     tree.querySelectorAll(".span-row.selected").forEach((n) => n.classList.remove("selected"));
     li.classList.add("selected");
-    const html = await fetchHTML(`${base}/spans/${encodeURIComponent(li.dataset.span)}?${q("").slice(1)}`);
+    const url = `${base}/spans/${encodeURIComponent(li.dataset.span)}?${q("").slice(1)}`;
+    // A failed fetch (the server restarting, a dropped connection) is tried again once, then said
+    // in the panel, rather than leaving the previous span's panel beside the new selection.
+    let html;
+    try {
+      html = await fetchHTML(url);
+    } catch {
+      try {
+        html = await fetchHTML(url);
+      } catch (err) {
+        const p = document.createElement("p");
+        p.className = "error";
+        p.textContent = `This span could not be loaded (${err.message}). Select it again to retry.`;
+        detail.replaceChildren(p);
+        return;
+      }
+    }
     detail.replaceChildren(fragment(html ?? ""));
     history.replaceState(null, "", href);
   }
