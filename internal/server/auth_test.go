@@ -18,7 +18,7 @@ import (
 )
 
 // userToken creates a user with a role and returns an API token for it.
-func (b *testBundle) userToken(t *testing.T, username, role string) string {
+func (b *bundle) userToken(t *testing.T, username, role string) string {
 	t.Helper()
 	ctx := context.Background()
 	svc := auth.New(b.store)
@@ -31,7 +31,7 @@ func (b *testBundle) userToken(t *testing.T, username, role string) string {
 
 func TestSignInRequiredOutsideLocalMode(t *testing.T) {
 	t.Parallel()
-	b := setup(t, false)
+	b := setup(t, opts{dev: false})
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.Get(b.url + "/runs?status=failed")
 	require.NoError(t, err)
@@ -49,7 +49,7 @@ func TestSignInRequiredOutsideLocalMode(t *testing.T) {
 
 func TestBearerTokenAuthenticatesAPIClients(t *testing.T) {
 	t.Parallel()
-	b := setup(t, false)
+	b := setup(t, opts{dev: false})
 	token := b.userToken(t, "ann", store.RoleViewer)
 	resp, _ := get(t, b.url+"/api/v1/dashboard", "Authorization", "Bearer "+token)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -68,7 +68,7 @@ func TestBearerTokenAuthenticatesAPIClients(t *testing.T) {
 
 func TestSignInWithPasswordOpensASession(t *testing.T) {
 	t.Parallel()
-	b := setup(t, false)
+	b := setup(t, opts{dev: false})
 	b.userToken(t, "bob", store.RoleAdmin)
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
@@ -111,7 +111,7 @@ func TestRoleChecks(t *testing.T) {
 
 func TestBootstrapWritesTheFirstAdminPasswordToAFile(t *testing.T) {
 	t.Parallel()
-	b := setup(t, false)
+	b := setup(t, opts{dev: false})
 	dir := t.TempDir()
 	svc := auth.New(b.store)
 	path, err := svc.Bootstrap(context.Background(), dir)

@@ -14,7 +14,7 @@ import (
 // silent detector cannot make it pass.
 func TestBrowserDashboardRendersCleanly(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	br := browsertest.New(t)
 
 	var heading, devBadge string

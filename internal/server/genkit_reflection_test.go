@@ -16,62 +16,40 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/loupe-dev/loupe"
-	"github.com/loupe-dev/loupe/internal/bridge"
-	"github.com/loupe-dev/loupe/internal/demo"
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
-	"github.com/loupe-dev/loupe/internal/store/storetest"
 	"github.com/loupe-dev/loupe/internal/trace"
 )
 
 // genkitBundle is a local-mode Loupe that traces into PostgreSQL and serves Genkit's reflection
 // and telemetry APIs, with the demo agents and two test flows: gate, which waits for the test to
 // open it (or for cancellation), and fail, which fails.
+// genkitBundle is setup's server with two more flows: gate, which waits until open is closed, and
+// fail, which fails.
 type genkitBundle struct {
-	url   string
-	prov  *trace.Provider
-	store *store.Store
-	runs  *runs.Service
-	open  chan struct{}
+	*bundle
+	open chan struct{}
 }
 
 func genkitSetup(t *testing.T) *genkitBundle {
 	t.Helper()
-	ctx := context.Background()
-	st := store.New(storetest.NewPool(t))
-	prov, err := trace.NewProvider(ctx, trace.ProviderConfig{NoForward: true,
-		Processor: trace.ProcessorConfig{Store: st, FlushInterval: 20 * time.Millisecond}})
-	require.NoError(t, err)
-	traces, err := trace.NewService(trace.Config{Store: st})
-	require.NoError(t, err)
-	reg := engine.NewRegistry(engine.WithTracerProvider(prov.TracerProvider()))
-	require.NoError(t, demo.Register(bridge.NewApp(reg).(*loupe.App), demo.Config{}))
-	b := &genkitBundle{prov: prov, store: st, open: make(chan struct{})}
-	engine.DefineFlow(reg, "gate", func(ctx context.Context, in string) (string, error) {
-		select {
-		case <-b.open:
-			return "opened " + in, nil
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	})
-	engine.DefineFlow(reg, "fail", func(ctx context.Context, in string) (string, error) {
-		return "", errors.New("the flow broke on " + in)
-	})
-	svc, err := runs.New(runs.Config{Workers: 2, LeaseTTL: 5 * time.Second}, st, reg)
-	require.NoError(t, err)
-	srv, err := New(Config{Addr: "127.0.0.1:0", Dev: true, Version: "test", ShutdownTimeout: 5 * time.Second},
-		Deps{Store: st, Runs: svc, Traces: traces})
-	require.NoError(t, err)
-	require.NoError(t, prov.Start(ctx))
-	require.NoError(t, svc.Start(ctx))
-	require.NoError(t, srv.Start(ctx))
-	t.Cleanup(func() { srv.Stop(); svc.Stop(); traces.Close(); prov.Stop() })
-	b.url = "http://" + srv.Addr()
-	b.runs = svc
-	return b
+	open := make(chan struct{})
+	define := func(reg *engine.Registry) {
+		engine.DefineFlow(reg, "gate", func(ctx context.Context, in string) (string, error) {
+			select {
+			case <-open:
+				return "opened " + in, nil
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		})
+		engine.DefineFlow(reg, "fail", func(ctx context.Context, in string) (string, error) {
+			return "", errors.New("the flow broke on " + in)
+		})
+	}
+	b := setup(t, opts{dev: true, stack: true, ingest: true, workers: 2, define: []func(*engine.Registry){define}})
+	return &genkitBundle{bundle: b, open: open}
 }
 
 // post sends a JSON body and returns the response, its body not yet read.

@@ -12,7 +12,7 @@ import (
 // middleware, decoding, database write) the way Genkit JS's realtime mode does: each span posted
 // at start (endTime 0), then at end. One op is one span, two requests.
 func BenchmarkGenkitRealtimeIngest(b *testing.B) {
-	tb := traceSetup(b, traceOpts{dev: true})
+	tb := setup(b, opts{ingest: true, dev: true})
 	h := tb.srv.Handler()
 	traceID := "0123456789abcdef0123456789abcdef"
 	body := func(i int, end int64) []byte {

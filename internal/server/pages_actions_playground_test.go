@@ -16,7 +16,7 @@ import (
 // says so, with a link to answer it in the inbox.
 func TestBrowserActionsPlaygroundRunsInPlace(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	br := browsertest.New(t)
 	article := func(key string) string { return `article[data-action="` + key + `"]` }
 	runHere := func(key, input string) chromedp.Tasks {

@@ -34,7 +34,7 @@ func wait(expr string) chromedp.Action {
 // stale form submitted anyway says who resolved it and when.
 func TestBrowserInboxResolveLiveKeyboardAndStaleForm(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	first := b.startRun(t, "/flow/transferMoney", `{"to":"bob","amount":500,"currency":"JPY"}`, store.RunInterrupted)
 	second := b.startRun(t, "/flow/travelAgent", `{"destination":"Lisbon"}`, store.RunInterrupted)
 	i1, i2 := b.pending(t, first.ID), b.pending(t, second.ID)
@@ -141,7 +141,7 @@ func TestBrowserInboxResolveLiveKeyboardAndStaleForm(t *testing.T) {
 // stream can be played back.
 func TestBrowserActionStartsRunAndStreamsLive(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	br := browsertest.New(t)
 	runsTab, dashTab := tab(t, br), tab(t, br)
 	require.NoError(t, chromedp.Run(runsTab,
@@ -222,7 +222,7 @@ func TestBrowserActionStartsRunAndStreamsLive(t *testing.T) {
 // deep link in the address bar, and that link opens the page with the span selected.
 func TestBrowserSpanTreeExpandsSelectsAndDeepLinks(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	run := b.startRun(t, "/flow/researchAgent", `{"topic":"x","depth":4}`, store.RunSucceeded)
 	b.flushSpans(t, run.ID, 25)
 	br := browsertest.New(t)
@@ -267,7 +267,7 @@ func TestBrowserSpanTreeExpandsSelectsAndDeepLinks(t *testing.T) {
 // CSP violation (which an injected inline handler would cause), and the text shown as text.
 func TestBrowserHostileContentNeverExecutes(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	ctx := context.Background()
 	const (
 		script = `<script>window.__xss=1</script>`

@@ -17,7 +17,7 @@ import (
 // item.
 func TestBrowserDashboardLeadsSomewhere(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	waiting := b.startRun(t, "/flow/transferMoney", `{"to":"bob","amount":500,"currency":"JPY"}`, store.RunInterrupted)
 	it := b.pending(t, waiting.ID)
 	for range 3 {

@@ -19,7 +19,7 @@ import (
 // once and its later appearances link to it, and two runs of different actions get a warning.
 func TestBrowserComparePageReadsWell(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	ctx := context.Background()
 	orig := b.startRun(t, "/flow/researchAgent", `{"topic":"comparisons","depth":2}`, store.RunSucceeded)
 	one := 1

@@ -44,7 +44,7 @@ const readFailedSpanView = `(() => {
 // OTLP trace whose tool failed, inside a collapsed agent span.
 func TestBrowserErrorsAreFindableInOneClick(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	ctx := context.Background()
 	orig := b.startRun(t, "/flow/researchAgent", `{"topic":"limits","depth":2}`, store.RunSucceeded)
 	one := 1
@@ -87,7 +87,7 @@ func TestBrowserErrorsAreFindableInOneClick(t *testing.T) {
 // link opens the collapsed agent span and selects the tool.
 func TestBrowserOTLPFailedToolIsFoundInOneClick(t *testing.T) {
 	t.Parallel()
-	b := traceSetup(t, traceOpts{dev: true})
+	b := setup(t, opts{ingest: true, dev: true})
 	replayFixture(t, b, "otel-js-genai-otlp.jsonl")
 	const id, book = "32a6543ea49e8b7b5c3dfd944745d97f", "849f129f5830550d"
 	br := browsertest.New(t)

@@ -47,7 +47,7 @@ func resolvedInput(t *testing.T, it *store.Interrupt) map[string]any {
 // are refused, and the reviewer's text comes back.
 func TestInboxApproveWithChangedArgumentsIsAnEdit(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	const in = `{"to":"bob","amount":500,"currency":"JPY"}`
 	same := b.startRun(t, "/flow/transferMoney", in, store.RunInterrupted)
 	changed := b.startRun(t, "/flow/transferMoney", in, store.RunInterrupted)
@@ -94,7 +94,7 @@ func TestInboxApproveWithChangedArgumentsIsAnEdit(t *testing.T) {
 // done message names a real interrupt only.
 func TestInboxFailedSubmitKeepsWorkAndFilters(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	run := b.startRun(t, "/flow/transferMoney", `{"to":"bob","amount":500,"currency":"JPY"}`, store.RunInterrupted)
 	it := b.pending(t, run.ID)
 	filters := "?tool=" + url.QueryEscape(it.Tool) + "&action=" + url.QueryEscape(run.Action)
@@ -170,7 +170,7 @@ func TestInboxFailedSubmitKeepsWorkAndFilters(t *testing.T) {
 // how; a pending one has none.
 func TestInboxItemNotice(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	run := b.startRun(t, "/flow/transferMoney", `{"to":"bob","amount":500,"currency":"JPY"}`, store.RunInterrupted)
 	it := b.pending(t, run.ID)
 	resp, _ := get(t, b.url+"/inbox/items/"+it.ID.String()+"?notice=1", "Accept", "text/html")
@@ -186,7 +186,7 @@ func TestInboxItemNotice(t *testing.T) {
 // (and says so); the a key then applies the edit; undoing the change turns it back.
 func TestBrowserInboxApproveKeepsEdits(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	run := b.startRun(t, "/flow/transferMoney", `{"to":"bob","amount":500,"currency":"JPY"}`, store.RunInterrupted)
 	it := b.pending(t, run.ID)
 	br := browsertest.New(t)
@@ -226,7 +226,7 @@ func TestBrowserInboxApproveKeepsEdits(t *testing.T) {
 // inbox at once; the other run's item stays.
 func TestBrowserInboxCancelledRunLeaves(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	first := b.startRun(t, "/flow/transferMoney", `{"to":"bob","amount":500,"currency":"JPY"}`, store.RunInterrupted)
 	second := b.startRun(t, "/flow/transferMoney", `{"to":"carol","amount":5,"currency":"EUR"}`, store.RunInterrupted)
 	i1, i2 := b.pending(t, first.ID), b.pending(t, second.ID)
@@ -255,7 +255,7 @@ func TestBrowserInboxCancelledRunLeaves(t *testing.T) {
 // arguments, the comment and the filters, at an address that reloads the inbox.
 func TestBrowserInboxFailedSubmitKeepsWork(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	run := b.startRun(t, "/flow/transferMoney", `{"to":"bob","amount":500,"currency":"JPY"}`, store.RunInterrupted)
 	it := b.pending(t, run.ID)
 	br := browsertest.New(t)
@@ -297,7 +297,7 @@ func TestBrowserInboxFailedSubmitKeepsWork(t *testing.T) {
 // is dismissed; an untouched item resolved elsewhere just leaves.
 func TestBrowserInboxResolvedElsewhereStays(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	first := b.startRun(t, "/flow/transferMoney", `{"to":"bob","amount":500,"currency":"JPY"}`, store.RunInterrupted)
 	second := b.startRun(t, "/flow/transferMoney", `{"to":"carol","amount":5,"currency":"EUR"}`, store.RunInterrupted)
 	i1, i2 := b.pending(t, first.ID), b.pending(t, second.ID)
@@ -342,7 +342,7 @@ func TestBrowserInboxResolvedElsewhereStays(t *testing.T) {
 // shows the inbox at the item when reloaded, instead of 405.
 func TestInboxResolveAddressRedirectsOnGet(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	id := "01a22b5f-d762-72b8-a618-286b431a3365"
 	resp, err := noRedirect.Get(b.url + "/inbox/" + id + "/resolve")

@@ -22,7 +22,7 @@ import (
 )
 
 // travel starts a travel run and returns its pending booking.
-func (b *uiBundle) travel(t *testing.T, dest string) *store.Interrupt {
+func (b *bundle) travel(t *testing.T, dest string) *store.Interrupt {
 	t.Helper()
 	run := b.startRun(t, "/flow/travelAgent", `{"destination":"`+dest+`"}`, store.RunInterrupted)
 	return b.pending(t, run.ID)
@@ -34,7 +34,7 @@ func (b *uiBundle) travel(t *testing.T, dest string) *store.Interrupt {
 // tab that opens an item shows in this tab's row as "local has it open".
 func TestBrowserInboxCompactListWithDetailPane(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	i1, i2, i3 := b.travel(t, "Lisbon"), b.travel(t, "Porto"), b.travel(t, "Faro")
 	br := browsertest.New(t)
 	other := tab(t, br)
@@ -115,7 +115,7 @@ func TestBrowserInboxCompactListWithDetailPane(t *testing.T) {
 // one, the run resumes and the tool's answer that the model reads carries the reason.
 func TestInboxDenyAsksToConfirmAndTheModelGetsTheReason(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	run := b.startRun(t, "/flow/transferMoney", `{"to":"mallory","amount":99999,"currency":"JPY"}`, store.RunInterrupted)
 	it := b.pending(t, run.ID)
 	u := b.url + "/inbox/" + it.ID.String() + "/resolve"
@@ -181,7 +181,7 @@ func TestInterruptRiskNamesAmountsAndIrreversibleTools(t *testing.T) {
 // says so, item by item. A bulk denial without a reason is refused as a whole.
 func TestBrowserInboxBulkApprovesEachAndSaysWhatBecameOfIt(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	items := []*store.Interrupt{b.travel(t, "Lisbon"), b.travel(t, "Porto"), b.travel(t, "Faro")}
 	ctx := context.Background()
 	_, err := b.store.InterruptClaim(ctx, store.InterruptClaimParams{ID: items[2].ID, To: "alice"})
@@ -242,7 +242,7 @@ func TestBrowserInboxBulkApprovesEachAndSaysWhatBecameOfIt(t *testing.T) {
 // nothing. With both, each item is denied with the reason as its comment.
 func TestInboxBulkNeedsReasonAndConfirmation(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	tr := b.startRun(t, "/flow/transferMoney", `{"to":"bob","amount":5,"currency":"EUR"}`, store.RunInterrupted)
 	ids := []string{b.pending(t, tr.ID).ID.String(), b.travel(t, "Lisbon").ID.String()}
 	post := func(v url.Values) (*http.Response, string) {
@@ -278,7 +278,7 @@ func TestInboxBulkNeedsReasonAndConfirmation(t *testing.T) {
 // taken over; claims are audited.
 func TestInboxClaimKeepsTwoReviewersApart(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	it := b.travel(t, "Lisbon")
 	ctx := context.Background()
 	_, err := b.store.InterruptClaim(ctx, store.InterruptClaimParams{ID: it.ID, To: "alice"})
@@ -326,7 +326,7 @@ func TestInboxClaimKeepsTwoReviewersApart(t *testing.T) {
 // other tab's list, live.
 func TestBrowserInboxClaimShowsInTheOtherTab(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	it := b.travel(t, "Lisbon")
 	br := browsertest.New(t)
 	other := tab(t, br)
@@ -355,7 +355,7 @@ func TestBrowserInboxClaimShowsInTheOtherTab(t *testing.T) {
 // nothing matches.
 func TestInboxHistoryListsWhoWhenHowAndComment(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	ctx := context.Background()
 	a, d := b.travel(t, "Lisbon"), b.travel(t, "Porto")
 	_, err := b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: a.ID, Action: runs.ActionApprove, Actor: "alice", Comment: "fine by me"})
@@ -392,7 +392,7 @@ func TestInboxHistoryListsWhoWhenHowAndComment(t *testing.T) {
 // (edited arguments and comment), and "Apply suggestion" applies it.
 func TestBrowserInboxSuggestionPrefillsAndApplies(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	it := b.travel(t, "Lisbon")
 	ctx := context.Background()
 	var in map[string]any
@@ -436,7 +436,7 @@ func TestBrowserInboxSuggestionPrefillsAndApplies(t *testing.T) {
 // refuses is shown at its field, in the browser and from the server.
 func TestBrowserInboxArgumentsEditorFromSchema(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	booking := b.travel(t, "Lisbon")
 	run := b.startRun(t, "/flow/transferMoney", `{"to":"bob","amount":500,"currency":"JPY"}`, store.RunInterrupted)
 	tr := b.pending(t, run.ID)
@@ -494,7 +494,7 @@ func TestBrowserInboxArgumentsEditorFromSchema(t *testing.T) {
 // an empty inbox says nothing waits.
 func TestInboxEmptyStatesSayWhy(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	_, body := get(t, b.url+"/inbox", "Accept", "text/html")
 	require.Regexp(t, `id="inbox-empty" data-total="0">\s*Nothing waits for a reviewer\.`, body)
 	b.travel(t, "Lisbon")
@@ -510,7 +510,7 @@ func TestInboxEmptyStatesSayWhy(t *testing.T) {
 // refuses their claim, bulk decision and resolve; a reviewer's claim carries their name.
 func TestInboxRolesAreEnforcedOnTheServer(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, false)
+	b := setup(t, opts{dev: false, stack: true})
 	it := b.travel(t, "Lisbon")
 	ctx := context.Background()
 	token := func(name, role string) string {

@@ -17,7 +17,7 @@ import (
 // button counts what came), and the header leaves out what does not apply to a flow with no model.
 func TestBrowserLiveRunPageGrowsTicksAndFollows(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	// Long enough (a chunk each 200 ms for 40 s) to be still streaming when the reader scrolls up.
 	run := b.startRun(t, "/flow/countdown", `{"from":200}`, store.RunRunning)
 	br := browsertest.New(t)

@@ -17,37 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe/internal/browsertest"
-	"github.com/loupe-dev/loupe/internal/services"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/internal/trace"
 )
-
-// liveBundle is uiSetup's server plus trace ingest (POST /api/traces) publishing to the live hub,
-// as devui serve wires it. Without runs, no worker touches the runs a test creates in the store.
-type liveBundle struct {
-	*uiBundle
-	traces *trace.Service
-}
-
-func liveSetup(t *testing.T, withRuns bool) *liveBundle {
-	t.Helper()
-	workers := 0
-	if withRuns {
-		workers = 4
-	}
-	svcs := demoServices(t, &services.Ingest{}, workers)
-	deps := Deps{Store: svcs.Store, Live: svcs.Hub, Traces: svcs.Traces}
-	b := &uiBundle{store: svcs.Store, hub: svcs.Hub}
-	if withRuns {
-		b.runs, b.prov, deps.Runs = svcs.Runs, svcs.Provider, svcs.Runs
-	}
-	srv, err := New(Config{Addr: "127.0.0.1:0", Dev: true, Version: "test", ShutdownTimeout: 5 * time.Second}, deps)
-	require.NoError(t, err)
-	require.NoError(t, srv.Start(context.Background()))
-	t.Cleanup(srv.Stop) // before the services: cleanups run last first
-	b.srv, b.url = srv, "http://"+srv.Addr()
-	return &liveBundle{uiBundle: b, traces: svcs.Traces}
-}
 
 // textOf reads an element's text in one script evaluation: the live script swaps whole sections,
 // so a node chromedp.Text had resolved may be gone by the time it reads it.
@@ -58,14 +30,14 @@ func textOf(selector string, dst *string) chromedp.Action {
 func newTraceID() string { return strings.ReplaceAll(uuid.NewString(), "-", "") }
 
 // sendGenkit posts one Genkit TraceData body.
-func (b *liveBundle) sendGenkit(t *testing.T, body []byte) {
+func (b *bundle) sendGenkit(t *testing.T, body []byte) {
 	t.Helper()
 	resp, out := post(t, b.url+"/api/traces", "application/json", body)
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(out))
 }
 
 // waitSpans waits until the trace has n spans stored (span starts are written a moment late).
-func (b *liveBundle) waitSpans(t *testing.T, traceID string, n int) {
+func (b *bundle) waitSpans(t *testing.T, traceID string, n int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		facts, err := b.store.SpanTurnFactsByTrace(context.Background(), traceID)
@@ -80,7 +52,7 @@ func (b *liveBundle) waitSpans(t *testing.T, traceID string, n int) {
 // they selected stay so.
 func TestBrowserTracePageUpdatesLive(t *testing.T) {
 	t.Parallel()
-	b := liveSetup(t, false)
+	b := setup(t, opts{dev: true, stack: true, ingest: true, noRuns: true})
 	traceID := newTraceID()
 	const root, a, a1, c2, c3, c4 = "a000000000000001", "b000000000000001", "b100000000000001", "c000000000000002", "c000000000000003", "c000000000000004"
 	t0 := float64(time.Now().Add(-time.Minute).UnixMilli())
@@ -150,7 +122,7 @@ func TestBrowserTracePageUpdatesLive(t *testing.T) {
 // ends up showing them all after a handful of reloads, not one per span.
 func TestBrowserTracePageThrottlesBursts(t *testing.T) {
 	t.Parallel()
-	b := liveSetup(t, false)
+	b := setup(t, opts{dev: true, stack: true, ingest: true, noRuns: true})
 	traceID := newTraceID()
 	const root = "a000000000000001"
 	t0 := float64(time.Now().Add(-time.Minute).UnixMilli())
@@ -198,7 +170,7 @@ func TestBrowserTracePageThrottlesBursts(t *testing.T) {
 // read as running text, and other parts show compactly; a flow's own chunks stay JSON.
 func TestBrowserRunStreamRendersParts(t *testing.T) {
 	t.Parallel()
-	b := liveSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true, ingest: true})
 	run := b.startRun(t, "/flow/researchAgent", `{"topic":"x","depth":1}`, store.RunSucceeded)
 	br := browsertest.New(t)
 	var text string
@@ -251,7 +223,7 @@ func TestBrowserRunStreamRendersParts(t *testing.T) {
 // the node still open and the span still selected.
 func TestBrowserRunTraceKeepsUpdatingAfterClicks(t *testing.T) {
 	t.Parallel()
-	b := liveSetup(t, false)
+	b := setup(t, opts{dev: true, stack: true, ingest: true, noRuns: true})
 	ctx := context.Background()
 	run, err := b.store.RunCreate(ctx, store.RunCreateParams{Action: "/flow/slow", Input: json.RawMessage(`{}`)})
 	require.NoError(t, err)
@@ -310,7 +282,7 @@ func TestBrowserRunTraceKeepsUpdatingAfterClicks(t *testing.T) {
 // running; accepting it cancels the run.
 func TestBrowserCancelRunAsksFirst(t *testing.T) {
 	t.Parallel()
-	b := liveSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true, ingest: true})
 	run := b.startRun(t, "/flow/countdown", `{"from":1000}`, store.RunRunning)
 	br := browsertest.New(t)
 	var accept atomic.Bool
@@ -359,7 +331,7 @@ func TestBrowserCancelRunAsksFirst(t *testing.T) {
 // has a space between the time and who started it.
 func TestTracePagesWording(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	ctx := context.Background()
 	_, body := get(t, b.url+"/traces")
 	require.Contains(t, body, "No traces yet")
@@ -410,7 +382,7 @@ func TestTracePagesWording(t *testing.T) {
 // are not reopened behind the user's back.
 func TestTraceFragmentsKeepTheTreeState(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	ctx := context.Background()
 	traceID := newTraceID()
 	now := time.Now().UnixNano()
@@ -451,7 +423,7 @@ func TestTraceFragmentsKeepTheTreeState(t *testing.T) {
 // calls and own time above the tree, each turn linking to its span, and a link to its run.
 func TestTracePageShowsTheTurnSummary(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	ctx := context.Background()
 	traceID := newTraceID()
 	now := time.Now().UnixNano()

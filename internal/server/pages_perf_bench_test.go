@@ -130,7 +130,7 @@ func BenchmarkRunPageInChromium10k(b *testing.B) {
 		require.NoError(b, err)
 		spans = n
 	}
-	tb := traceSetup(b, traceOpts{dev: true})
+	tb := setup(b, opts{ingest: true, dev: true})
 	runID := seedTrace(b, tb.store, spans)
 	_, err := tb.store.Pool().Exec(context.Background(), `ANALYZE spans, traces`)
 	require.NoError(b, err)

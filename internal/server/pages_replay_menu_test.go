@@ -22,7 +22,7 @@ import (
 // list, two ticked runs open their comparison.
 func TestBrowserReplayMenuConfirmsLiveReplaysAndForksWithAnEdit(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	ctx := context.Background()
 	orig := b.startRun(t, "/flow/researchAgent", `{"topic":"menus","depth":2}`, store.RunSucceeded)
 	br := browsertest.New(t)

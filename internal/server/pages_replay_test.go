@@ -16,7 +16,7 @@ import (
 
 func TestRunPageReplaysAndForks(t *testing.T) {
 	t.Parallel()
-	b := setupRuns(t, true)
+	b := setup(t, opts{dev: true, runs: true})
 	ctx := context.Background()
 	var run store.Run
 	require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs",

@@ -17,7 +17,7 @@ import (
 // runs derived from it.
 func TestRunPageShowsDivergenceAndDerivedRuns(t *testing.T) {
 	t.Parallel()
-	b := setupRuns(t, true)
+	b := setup(t, opts{dev: true, runs: true})
 	ctx := context.Background()
 	var orig store.Run
 	require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs",
@@ -103,7 +103,7 @@ func TestRunPageShowsDivergenceAndDerivedRuns(t *testing.T) {
 // megabytes leaves a preview and its size, not the whole of it, in the page.
 func TestDiffPageHeadersAndLongValues(t *testing.T) {
 	t.Parallel()
-	b := setupRuns(t, true)
+	b := setup(t, opts{dev: true, runs: true})
 	ctx := context.Background()
 	var orig store.Run
 	require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs",

@@ -18,7 +18,7 @@ import (
 // until the interrupt, and the header says since when it waits.
 func TestRunHeaderStopsCountingWhileInterrupted(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	ctx := context.Background()
 	run, err := b.store.RunCreate(ctx, store.RunCreateParams{Action: "/flow/wait", Input: json.RawMessage(`{}`)})
 	require.NoError(t, err)
@@ -41,7 +41,7 @@ func TestRunHeaderStopsCountingWhileInterrupted(t *testing.T) {
 // streamed; times say their zone.
 func TestRunPageWordingWhenEnded(t *testing.T) {
 	t.Parallel()
-	b := liveSetup(t, false)
+	b := setup(t, opts{dev: true, stack: true, ingest: true, noRuns: true})
 	ctx := context.Background()
 	run, err := b.store.RunCreate(ctx, store.RunCreateParams{Action: "/flow/x", Input: json.RawMessage(`{}`), CreatedBy: "alice"})
 	require.NoError(t, err)

@@ -20,7 +20,7 @@ import (
 )
 
 // longRun stores a run with 300 messages, 250 tool calls and chunks 1 to nChunks (100 a turn).
-func longRun(t *testing.T, b *liveBundle, nChunks int) *store.Run {
+func longRun(t *testing.T, b *bundle, nChunks int) *store.Run {
 	t.Helper()
 	ctx := context.Background()
 	run, err := b.store.RunCreate(ctx, store.RunCreateParams{Action: "/flow/long", Input: json.RawMessage(`{}`)})
@@ -86,7 +86,7 @@ var (
 // their own, each with the right items.
 func TestBrowserLongRunTabsArePaged(t *testing.T) {
 	t.Parallel()
-	b := liveSetup(t, false)
+	b := setup(t, opts{dev: true, stack: true, ingest: true, noRuns: true})
 	run := longRun(t, b, 3000)
 	base := b.url + "/runs/" + run.ID.String()
 	br := browsertest.New(t)
@@ -240,7 +240,7 @@ func TestBrowserLongRunTabsArePaged(t *testing.T) {
 // counts what came, which brings the reader back to the end, following again.
 func TestBrowserLiveStreamFollowsWithinItsCap(t *testing.T) {
 	t.Parallel()
-	b := liveSetup(t, false)
+	b := setup(t, opts{dev: true, stack: true, ingest: true, noRuns: true})
 	run := longRun(t, b, 300)
 	br := browsertest.New(t)
 	var v listView
@@ -312,7 +312,7 @@ func TestBrowserLiveStreamFollowsWithinItsCap(t *testing.T) {
 // stay, and the count and the link to the newest page follow.
 func TestBrowserConversationKeepsLoadedPagesAsTheRunGoes(t *testing.T) {
 	t.Parallel()
-	b := liveSetup(t, false)
+	b := setup(t, opts{dev: true, stack: true, ingest: true, noRuns: true})
 	run := longRun(t, b, 0)
 	br := browsertest.New(t)
 	var v listView
@@ -349,7 +349,7 @@ func TestBrowserConversationKeepsLoadedPagesAsTheRunGoes(t *testing.T) {
 // history or the ledger; a run with more calls than it lists asks for the call as turn/ref.
 func TestRunPageForkMenuListsAFewCallsOrAsksForOne(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	ctx := context.Background()
 	fork := func(calls int) string {
 		t.Helper()

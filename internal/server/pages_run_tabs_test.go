@@ -15,7 +15,7 @@ import (
 // stream or ledger, and the others no span tree.
 func TestBrowserRunPageTabs(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	run := b.startRun(t, "/flow/researchAgent", `{"topic":"tabs","depth":2}`, store.RunSucceeded)
 	b.flushSpans(t, run.ID, 10)
 	br := browsertest.New(t)

@@ -20,7 +20,7 @@ import (
 // it was sent.
 func TestBrowserRunsListSortsMarksLineageAndKeepsABadFilter(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	ctx := context.Background()
 	travel := b.startRun(t, "/flow/travelAgent", `{"destination":"Lisbon"}`, store.RunInterrupted)
 	b.startRun(t, "/flow/countdown", `{"from":2}`, store.RunSucceeded)
@@ -100,7 +100,7 @@ func TestBrowserRunsListSortsMarksLineageAndKeepsABadFilter(t *testing.T) {
 // TestBrowserRunsFiltersNarrowTheList filters the runs list by status and by text in a browser.
 func TestBrowserRunsFiltersNarrowTheList(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	done := b.startRun(t, "/flow/countdown", `{"from":1}`, store.RunSucceeded)
 	waiting := b.startRun(t, "/flow/transferMoney", `{"to":"zed","amount":5,"currency":"EUR"}`, store.RunInterrupted)
 	br := browsertest.New(t)

@@ -21,7 +21,7 @@ import (
 // groups them by session, as Langfuse groups sessions; a session's link lists its runs alone.
 func TestBrowserRunsListGroupsBySession(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	ctx := context.Background()
 	svc, err := trace.NewService(trace.Config{Store: b.store})
 	require.NoError(t, err)

@@ -103,7 +103,7 @@ func TestRunPageQueriesDoNotGrowWithInterrupts(t *testing.T) {
 // run after an approval says who approved it.
 func TestLedgerShowsAReviewersDenialNotACompletedCall(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	ctx := context.Background()
 	ledgerRowHTML := func(body, ref string) string {
 		t.Helper()

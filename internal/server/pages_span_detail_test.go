@@ -21,7 +21,7 @@ import (
 // that ended well reads OK.
 func TestBrowserSpanDetailReadsLikeAPage(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	ctx := context.Background()
 	run := b.startRun(t, "/flow/travelAgent", `{"destination":"Lisbon"}`, store.RunInterrupted)
 	it := b.pending(t, run.ID)

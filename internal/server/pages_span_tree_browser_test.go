@@ -14,7 +14,7 @@ import (
 // and tool calls, and a selected span shows its payloads.
 func TestBrowserRunPageWith10000SpansStaysUsable(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	runID := seedTrace(t, b.store, 10000)
 	br := browsertest.New(t)
 

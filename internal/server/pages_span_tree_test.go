@@ -125,7 +125,7 @@ type templatesMore struct {
 // span under the 451st child of the root, and the gap's fragment fills in the siblings between.
 func TestTraceDeepLinkPastAPageOfChildren(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	traceID, root, target := wideTrace(t, b.store, nil, nil)
 	_, body := get(t, b.url+"/traces/"+traceID+"?span="+target)
 	ids := rowIDsOf(body)
@@ -157,7 +157,7 @@ func TestTraceDeepLinkPastAPageOfChildren(t *testing.T) {
 // panel, instead of "unset".
 func TestRunPageToolLinkInATurnPastAPage(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	ctx := context.Background()
 	run, err := b.store.RunCreate(ctx, store.RunCreateParams{Action: "/flow/wide", Input: json.RawMessage(`{}`)})
 	require.NoError(t, err)
@@ -198,7 +198,7 @@ func TestRunPageToolLinkInATurnPastAPage(t *testing.T) {
 // siblings between without repeating any.
 func TestBrowserDeepLinkPastAPageOfChildren(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	traceID, _, target := wideTrace(t, b.store, nil, nil)
 	br := browsertest.New(t)
 	var visible bool
@@ -263,7 +263,7 @@ func TestSkeletonStaleSpans(t *testing.T) {
 // span's panel, and the other bars are not slivers.
 func TestTracePageMarksSpansWithoutAnEndStale(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	ctx := context.Background()
 	traceID := newTraceID()
 	t0 := time.Now().Add(-time.Hour).UnixNano()
@@ -299,7 +299,7 @@ func TestTracePageMarksSpansWithoutAnEndStale(t *testing.T) {
 // absolute time in a tooltip, and a stack trace reads as lines, not as "\n".
 func TestSpanPanelShowsEventsReadably(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	ctx := context.Background()
 	traceID := newTraceID()
 	t0 := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC).UnixNano()
@@ -320,7 +320,7 @@ func TestSpanPanelShowsEventsReadably(t *testing.T) {
 // in a tooltip, and the indentation stops growing.
 func TestDeepSpanNamesKeepRoomAndATooltip(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	ctx := context.Background()
 	traceID := newTraceID()
 	t0 := time.Now().Add(-time.Minute).UnixNano()

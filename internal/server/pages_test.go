@@ -15,57 +15,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loupe-dev/loupe"
 	"github.com/loupe-dev/loupe/internal/auth"
-	"github.com/loupe-dev/loupe/internal/bridge"
-	"github.com/loupe-dev/loupe/internal/demo"
-	"github.com/loupe-dev/loupe/internal/engine"
-	"github.com/loupe-dev/loupe/internal/live"
 	"github.com/loupe-dev/loupe/internal/runs"
-	"github.com/loupe-dev/loupe/internal/services"
 	"github.com/loupe-dev/loupe/internal/store"
-	"github.com/loupe-dev/loupe/internal/store/storetest"
 	"github.com/loupe-dev/loupe/internal/trace"
 )
 
-// uiBundle is the whole of serve on a loopback port over a fresh database: the demo agents, run
-// workers, the span pipeline and the live hub.
-type uiBundle struct {
-	srv   *Server
-	url   string
-	store *store.Store
-	runs  *runs.Service
-	hub   *live.Hub
-	prov  *trace.Provider
-}
-
-func uiSetup(t testing.TB, dev bool) *uiBundle {
-	t.Helper()
-	svcs := demoServices(t, nil, 4)
-	srv, err := New(Config{Addr: "127.0.0.1:0", Dev: dev, Version: "test", ShutdownTimeout: 5 * time.Second},
-		Deps{Store: svcs.Store, Runs: svcs.Runs, Live: svcs.Hub})
-	require.NoError(t, err)
-	require.NoError(t, srv.Start(context.Background()))
-	t.Cleanup(srv.Stop) // before the services: cleanups run last first
-	return &uiBundle{srv: srv, url: "http://" + srv.Addr(), store: svcs.Store, runs: svcs.Runs, hub: svcs.Hub, prov: svcs.Provider}
-}
-
-// demoServices wires the services as devui serve does (internal/services) over a fresh
-// database, with the demo agents, the given run workers and, when in is set, trace ingest.
-func demoServices(t testing.TB, in *services.Ingest, workers int) *services.Services {
-	t.Helper()
-	reg := engine.NewRegistry()
-	require.NoError(t, demo.Register(bridge.NewApp(reg).(*loupe.App), demo.Config{}))
-	svcs, err := services.Start(context.Background(), services.Config{Pool: storetest.NewPool(t), Registry: reg,
-		Runs: runs.Config{Workers: workers, LeaseTTL: 5 * time.Second}, Ingest: in,
-		Tracing: services.Tracing{NoForward: true, FlushInterval: 50 * time.Millisecond}})
-	require.NoError(t, err)
-	t.Cleanup(svcs.Stop)
-	return svcs
-}
-
 // startRun starts a demo run and waits until it reaches one of the statuses.
-func (b *uiBundle) startRun(t testing.TB, action, input string, until ...string) *store.Run {
+func (b *bundle) startRun(t testing.TB, action, input string, until ...string) *store.Run {
 	t.Helper()
 	run, err := b.runs.StartRun(context.Background(), runs.StartParams{Action: action, Input: json.RawMessage(input), CreatedBy: "test"})
 	require.NoError(t, err)
@@ -86,7 +43,7 @@ func (b *uiBundle) startRun(t testing.TB, action, input string, until ...string)
 	return got
 }
 
-func (b *uiBundle) pending(t testing.TB, runID uuid.UUID) *store.Interrupt {
+func (b *bundle) pending(t testing.TB, runID uuid.UUID) *store.Interrupt {
 	t.Helper()
 	list, err := b.store.InterruptListByRun(context.Background(), runID)
 	require.NoError(t, err)
@@ -100,7 +57,7 @@ func (b *uiBundle) pending(t testing.TB, runID uuid.UUID) *store.Interrupt {
 }
 
 // flushSpans waits until the run's spans are in the database.
-func (b *uiBundle) flushSpans(t testing.TB, runID uuid.UUID, atLeast int) {
+func (b *bundle) flushSpans(t testing.TB, runID uuid.UUID, atLeast int) {
 	t.Helper()
 	require.NoError(t, b.prov.ForceFlush(context.Background()))
 	require.Eventually(t, func() bool {
@@ -134,7 +91,7 @@ var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request
 // the span tree collapsed by turn, the conversation by part kind, and the tool ledger.
 func TestRunPageShowsHeaderTraceConversationAndLedger(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	run := b.startRun(t, "/flow/researchAgent", `{"topic":"durable","depth":3}`, store.RunSucceeded)
 	b.flushSpans(t, run.ID, 20)
 
@@ -168,7 +125,7 @@ func TestRunPageShowsHeaderTraceConversationAndLedger(t *testing.T) {
 // a span's panel, and a full payload.
 func TestTreeFragmentsLoadChildrenAndPayloads(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	run := b.startRun(t, "/flow/researchAgent", `{"topic":"x","depth":2}`, store.RunSucceeded)
 	b.flushSpans(t, run.ID, 10)
 	items, _, err := b.store.TraceList(context.Background(), store.TraceListParams{
@@ -242,7 +199,7 @@ func TestSkeletonLiftsNestedTurnsAndPagesChildren(t *testing.T) {
 // TestRunsListFiltersAndPages checks the filters and keyset paging of the runs table.
 func TestRunsListFiltersAndPages(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	ctx := context.Background()
 	for i := range 5 {
 		_, err := b.store.RunCreate(ctx, store.RunCreateParams{Action: "/flow/a", Input: json.RawMessage(fmt.Sprintf(`{"n":"needle-%d"}`, i))})
@@ -272,7 +229,7 @@ func TestRunsListFiltersAndPages(t *testing.T) {
 // server too.
 func TestInboxResolveFormAndStaleForm(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	run := b.startRun(t, "/flow/transferMoney", `{"to":"bob","amount":500,"currency":"JPY"}`, store.RunInterrupted)
 	it := b.pending(t, run.ID)
 
@@ -317,7 +274,7 @@ func TestInboxResolveFormAndStaleForm(t *testing.T) {
 // redirects to its page; invalid input comes back with the reason.
 func TestActionsPageStartsRuns(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	_, body := get(t, b.url+"/actions", "Accept", "text/html")
 	require.Contains(t, body, "/flow/countdown")
 	require.Contains(t, body, "&#34;from&#34;: 10", "the input is pre-filled from the schema's example")
@@ -335,7 +292,7 @@ func TestActionsPageStartsRuns(t *testing.T) {
 // role and disables it, and cannot demote themselves.
 func TestUsersPageIsAdminOnly(t *testing.T) {
 	t.Parallel()
-	b := setup(t, false)
+	b := setup(t, opts{dev: false})
 	ctx := context.Background()
 	a := auth.New(b.store)
 	_, err := a.AddUser(ctx, "root", "correct horse battery", store.RoleAdmin)
@@ -390,7 +347,7 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // refuses another site's page.
 func TestWebSocketNeedsSignInAndSameOrigin(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, false)
+	b := setup(t, opts{dev: false, stack: true})
 	req, err := http.NewRequest(http.MethodGet, b.url+"/ws", nil)
 	require.NoError(t, err)
 	for k, v := range map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="} {
@@ -430,7 +387,7 @@ func regexpFind(t *testing.T, s, expr string) string {
 func regexpMust(expr string) *regexp.Regexp { return regexp.MustCompile(expr) }
 
 // waitStatus waits until a run reaches status.
-func (b *uiBundle) waitStatus(t testing.TB, runID uuid.UUID, status string) {
+func (b *bundle) waitStatus(t testing.TB, runID uuid.UUID, status string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		got, err := b.store.RunGet(context.Background(), runID)

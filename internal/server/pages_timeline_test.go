@@ -66,7 +66,7 @@ const readTimeline = `(() => {
 // across the ruler zooms to the range dragged, and "reset zoom" shows the whole trace again.
 func TestBrowserTimelineRulerZoomAndKinds(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	run := b.startRun(t, "/flow/researchAgent", `{"topic":"timelines","depth":3}`, store.RunSucceeded)
 	b.flushSpans(t, run.ID, 15)
 	br := browsertest.New(t)
@@ -161,7 +161,7 @@ func TestBrowserTimelineRulerZoomAndKinds(t *testing.T) {
 // keeps wide bars instead of 1-px slivers, and the trace is drawn as it was, only folded.
 func TestBrowserTimelineFoldsReviewerWait(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	ctx := context.Background()
 	run := b.startRun(t, "/flow/travelAgent", `{"destination":"Porto"}`, store.RunInterrupted)
 	it := b.pending(t, run.ID)
@@ -217,7 +217,7 @@ func TestBrowserTimelineFoldsReviewerWait(t *testing.T) {
 
 // shiftSpansAfter moves a trace's spans that started after cut on by d, as if the reviewer had
 // taken that much longer to answer.
-func shiftSpansAfter(t *testing.T, b *uiBundle, traceID string, cut int64, d time.Duration) {
+func shiftSpansAfter(t *testing.T, b *bundle, traceID string, cut int64, d time.Duration) {
 	t.Helper()
 	tag, err := b.store.Pool().Exec(context.Background(), `UPDATE spans
 		SET start_time_unix_nano = start_time_unix_nano + $3,
@@ -233,7 +233,7 @@ func shiftSpansAfter(t *testing.T, b *uiBundle, traceID string, cut int64, d tim
 // grown trace whole.
 func TestBrowserTimelineKeepsItsZoomWhileTheTraceGrows(t *testing.T) {
 	t.Parallel()
-	b := liveSetup(t, false)
+	b := setup(t, opts{dev: true, stack: true, ingest: true, noRuns: true})
 	traceID := newTraceID()
 	const root, a, c2, c3 = "a000000000000001", "b000000000000001", "c000000000000002", "c000000000000003"
 	t0 := float64(time.Now().Add(-time.Minute).UnixMilli())

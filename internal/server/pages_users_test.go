@@ -17,7 +17,7 @@ import (
 // with no word of why; with sign-in on, the notice is not there.
 func TestBrowserUsersInLocalModeSaysSignInIsOff(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	br := browsertest.New(t)
 	var notice, empty string
 	require.NoError(t, chromedp.Run(br.Ctx,
@@ -32,7 +32,7 @@ func TestBrowserUsersInLocalModeSaysSignInIsOff(t *testing.T) {
 	require.Contains(t, empty, "No users yet")
 	require.Empty(t, br.Problems())
 
-	signed := setup(t, false)
+	signed := setup(t, opts{dev: false})
 	a := auth.New(signed.store)
 	_, err := a.AddUser(context.Background(), "root", "correct horse battery", store.RoleAdmin)
 	require.NoError(t, err)
@@ -48,7 +48,7 @@ func TestBrowserUsersInLocalModeSaysSignInIsOff(t *testing.T) {
 // TestBrowserUsersAdminCreatesChangesAndDisablesUsers works the admin's users page in a browser.
 func TestBrowserUsersAdminCreatesChangesAndDisablesUsers(t *testing.T) {
 	t.Parallel()
-	b := uiSetup(t, true)
+	b := setup(t, opts{dev: true, stack: true})
 	br := browsertest.New(t)
 	require.NoError(t, br.Run(
 		chromedp.Navigate(b.url+"/users"),

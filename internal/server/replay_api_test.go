@@ -15,7 +15,7 @@ import (
 )
 
 // waitRun polls the API until the run reaches status.
-func waitRun(t *testing.T, b *testBundle, id uuid.UUID, status string, header ...string) store.Run {
+func waitRun(t *testing.T, b *bundle, id uuid.UUID, status string, header ...string) store.Run {
 	t.Helper()
 	var run store.Run
 	require.Eventually(t, func() bool {
@@ -27,7 +27,7 @@ func waitRun(t *testing.T, b *testBundle, id uuid.UUID, status string, header ..
 
 func TestAPIReplayForkDiffAndLineage(t *testing.T) {
 	t.Parallel()
-	b := setupRuns(t, true)
+	b := setup(t, opts{dev: true, runs: true})
 	var orig store.Run
 	require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs",
 		`{"action":"researchAgent","input":{"topic":"replay","depth":3}}`, &orig))
@@ -84,7 +84,7 @@ func TestAPIReplayForkDiffAndLineage(t *testing.T) {
 
 func TestAPIReplayRejectsBadRequests(t *testing.T) {
 	t.Parallel()
-	b := setupRuns(t, true)
+	b := setup(t, opts{dev: true, runs: true})
 	var orig store.Run
 	require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs",
 		`{"action":"researchAgent","input":{"topic":"x","depth":1}}`, &orig))
@@ -136,7 +136,7 @@ func TestAPIReplayRejectsBadRequests(t *testing.T) {
 
 func TestAPIReplayNeedsTheReviewerRole(t *testing.T) {
 	t.Parallel()
-	b := setupRuns(t, false)
+	b := setup(t, opts{dev: false, runs: true})
 	viewer := b.userToken(t, "vic", store.RoleViewer)
 	reviewer := b.userToken(t, "rev", store.RoleReviewer)
 	var orig store.Run
@@ -160,7 +160,7 @@ func TestAPIReplayNeedsTheReviewerRole(t *testing.T) {
 // itself, still pending; an interrupt no replay raised has no such field.
 func TestAPIInterruptsCarryAReplaysSuggestedResolution(t *testing.T) {
 	t.Parallel()
-	b := setupRuns(t, true)
+	b := setup(t, opts{dev: true, runs: true})
 	var orig store.Run
 	require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs",
 		`{"action":"transferMoney","input":{"to":"bob","amount":500,"currency":"CNY"}}`, &orig))
@@ -230,7 +230,7 @@ func TestAPIInterruptsCarryAReplaysSuggestedResolution(t *testing.T) {
 
 // pendingOf returns, as raw JSON fields, the one pending interrupt of a run that
 // GET /api/v1/interrupts lists.
-func pendingOf(t *testing.T, b *testBundle, runID uuid.UUID) map[string]any {
+func pendingOf(t *testing.T, b *bundle, runID uuid.UUID) map[string]any {
 	t.Helper()
 	var list struct {
 		Interrupts []map[string]any `json:"interrupts"`

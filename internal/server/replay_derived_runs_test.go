@@ -20,11 +20,11 @@ import (
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
-// setupRunsWithBrokenAgent is setupRuns (dev mode) with one more flow, brokenAgent, whose model
+// setupRunsWithBrokenAgent is setup with the demo agents' runs (dev mode) and one more flow, brokenAgent, whose model
 // fails at once: a run that fails in its first turn, before any model response.
-func setupRunsWithBrokenAgent(t *testing.T) *testBundle {
+func setupRunsWithBrokenAgent(t *testing.T) *bundle {
 	t.Helper()
-	return setupRuns(t, true, func(reg *engine.Registry) {
+	return setup(t, opts{dev: true, runs: true, define: []func(*engine.Registry){func(reg *engine.Registry) {
 		scripted.DefineFunc(reg, "test/broken", func(*engine.ModelRequest) (scripted.Turn, error) {
 			return scripted.Turn{}, errors.New("the model is down")
 		})
@@ -37,13 +37,13 @@ func setupRunsWithBrokenAgent(t *testing.T) *testBundle {
 			}
 			return resp.Text(), nil
 		})
-	})
+	}}})
 }
 
 var forkOption = regexp.MustCompile(`<option value="(-?\d+)"`)
 
 // forkTurnsOffered returns the turns the run page's fork form offers, nil when it shows none.
-func forkTurnsOffered(t *testing.T, b *testBundle, id string) []int {
+func forkTurnsOffered(t *testing.T, b *bundle, id string) []int {
 	t.Helper()
 	resp, body := get(t, b.url+"/runs/"+id, "Accept", "text/html")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -115,7 +115,7 @@ func TestRunPageOffersExactlyTheTurnsAForkAccepts(t *testing.T) {
 // with 422 naming the field, never accepted and ignored.
 func TestAPIReplayRefusesInvalidOverrides(t *testing.T) {
 	t.Parallel()
-	b := setupRuns(t, true)
+	b := setup(t, opts{dev: true, runs: true})
 	var orig store.Run
 	require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs",
 		`{"action":"researchAgent","input":{"topic":"x","depth":1}}`, &orig))
@@ -154,7 +154,7 @@ func TestAPIReplayRefusesInvalidOverrides(t *testing.T) {
 // an edit, and of a re-run that the turn limit stopped, reproduces the run it replays.
 func TestRunPageReplaysDerivedRunsWithTheirSettings(t *testing.T) {
 	t.Parallel()
-	b := setupRuns(t, true)
+	b := setup(t, opts{dev: true, runs: true})
 	var orig store.Run
 	require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs",
 		`{"action":"researchAgent","input":{"topic":"derived","depth":3}}`, &orig))

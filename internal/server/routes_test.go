@@ -81,7 +81,7 @@ func TestEveryRouteSaysWhoMayCallIt(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, srv.Start(ctx))
 	t.Cleanup(srv.Stop)
-	b := &testBundle{srv: srv, url: "http://" + srv.Addr(), store: st}
+	b := &bundle{srv: srv, url: "http://" + srv.Addr(), store: st}
 
 	var registered []string
 	for _, r := range srv.echo.Routes() {

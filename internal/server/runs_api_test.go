@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -13,41 +12,10 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/loupe-dev/loupe"
-	"github.com/loupe-dev/loupe/internal/bridge"
-	"github.com/loupe-dev/loupe/internal/demo"
-	"github.com/loupe-dev/loupe/internal/engine"
-	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
-	"github.com/loupe-dev/loupe/internal/store/storetest"
 )
-
-// setupRuns is setup with the run service and the demo agents, executing runs in-process.
-func setupRuns(t *testing.T, dev bool, define ...func(*engine.Registry)) *testBundle {
-	t.Helper()
-	dbURL := storetest.NewURL(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	st := store.New(pool)
-	reg := engine.NewRegistry()
-	require.NoError(t, demo.Register(bridge.NewApp(reg).(*loupe.App), demo.Config{}))
-	for _, d := range define {
-		d(reg)
-	}
-	svc, err := runs.New(runs.Config{Workers: 2, LeaseTTL: time.Second}, st, reg)
-	require.NoError(t, err)
-	require.NoError(t, svc.Start(context.Background()))
-	t.Cleanup(svc.Stop)
-	srv, err := New(Config{Addr: "127.0.0.1:0", Dev: dev, Version: "test"}, Deps{Store: st, Runs: svc})
-	require.NoError(t, err)
-	require.NoError(t, srv.Start(context.Background()))
-	t.Cleanup(srv.Stop)
-	return &testBundle{srv: srv, url: "http://" + srv.Addr(), store: st, dbURL: dbURL}
-}
 
 // call sends a JSON request and decodes the JSON answer.
 func call(t *testing.T, method, url, body string, out any, header ...string) int {
@@ -83,7 +51,7 @@ type apiError struct {
 
 func TestAPIRunLifecycleThroughInterruptResolution(t *testing.T) {
 	t.Parallel()
-	b := setupRuns(t, true)
+	b := setup(t, opts{dev: true, runs: true})
 	var run store.Run
 	require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs",
 		`{"action":"transferMoney","input":{"to":"bob","amount":500,"currency":"CNY"}}`, &run))
@@ -158,7 +126,7 @@ func TestAPIRunLifecycleThroughInterruptResolution(t *testing.T) {
 
 func TestAPIRunListPagingAndFilters(t *testing.T) {
 	t.Parallel()
-	b := setupRuns(t, true)
+	b := setup(t, opts{dev: true, runs: true})
 	for i := range 5 {
 		require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs",
 			`{"action":"countdown","input":{"from":`+itoa(int64(i+1))+`}}`, nil))
@@ -216,7 +184,7 @@ func TestAPIRunListPagingAndFilters(t *testing.T) {
 
 func TestAPIClientMistakesAre4xxWithClearMessages(t *testing.T) {
 	t.Parallel()
-	b := setupRuns(t, true)
+	b := setup(t, opts{dev: true, runs: true})
 	cases := []struct {
 		method, path, body string
 		status             int
@@ -249,7 +217,7 @@ func TestAPIClientMistakesAre4xxWithClearMessages(t *testing.T) {
 
 func TestAPIActionsListsSchemas(t *testing.T) {
 	t.Parallel()
-	b := setupRuns(t, true)
+	b := setup(t, opts{dev: true, runs: true})
 	var out struct {
 		Actions []struct {
 			Key         string          `json:"key"`
@@ -270,7 +238,7 @@ func TestAPIActionsListsSchemas(t *testing.T) {
 
 func TestAPIRolesEnforced(t *testing.T) {
 	t.Parallel()
-	b := setupRuns(t, false)
+	b := setup(t, opts{dev: false, runs: true})
 	viewer := b.userToken(t, "vic", store.RoleViewer)
 	reviewer := b.userToken(t, "rev", store.RoleReviewer)
 	var e apiError
@@ -286,7 +254,7 @@ func TestAPIRolesEnforced(t *testing.T) {
 
 func TestGenkitReflectionRunAction(t *testing.T) {
 	t.Parallel()
-	b := setupRuns(t, true)
+	b := setup(t, opts{dev: true, runs: true})
 	var actions map[string]json.RawMessage
 	require.Equal(t, http.StatusOK, call(t, "GET", b.url+"/api/actions", "", &actions))
 	require.Contains(t, actions, "/flow/countdown")
@@ -313,7 +281,7 @@ func TestGenkitReflectionRunAction(t *testing.T) {
 // out of reach however many wait.
 func TestAPIInterruptListPages(t *testing.T) {
 	t.Parallel()
-	b := setupRuns(t, true)
+	b := setup(t, opts{dev: true, runs: true})
 	for i := range 3 {
 		require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs",
 			fmt.Sprintf(`{"action":"transferMoney","input":{"to":"p%d","amount":5,"currency":"EUR"}}`, i), nil))
@@ -342,7 +310,7 @@ func TestAPIInterruptListPages(t *testing.T) {
 // `devui interrupts list` is; status=all and an empty status= list every status.
 func TestAPIInterruptListDefaultsToPending(t *testing.T) {
 	t.Parallel()
-	b := setupRuns(t, true)
+	b := setup(t, opts{dev: true, runs: true})
 	for i := range 2 {
 		require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs",
 			fmt.Sprintf(`{"action":"transferMoney","input":{"to":"p%d","amount":5,"currency":"EUR"}}`, i), nil))

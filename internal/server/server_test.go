@@ -17,31 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe/internal/store"
-	"github.com/loupe-dev/loupe/internal/store/storetest"
 	"github.com/loupe-dev/loupe/web/static"
 )
-
-// testBundle is a real server on a loopback port over a fresh database.
-type testBundle struct {
-	srv   *Server
-	url   string
-	store *store.Store
-	dbURL string
-}
-
-func setup(t *testing.T, dev bool) *testBundle {
-	t.Helper()
-	dbURL := storetest.NewURL(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	st := store.New(pool)
-	srv, err := New(Config{Addr: "127.0.0.1:0", Dev: dev, Version: "test"}, Deps{Store: st})
-	require.NoError(t, err)
-	require.NoError(t, srv.Start(context.Background()))
-	t.Cleanup(srv.Stop)
-	return &testBundle{srv: srv, url: "http://" + srv.Addr(), store: st, dbURL: dbURL}
-}
 
 func get(t *testing.T, url string, header ...string) (*http.Response, string) {
 	t.Helper()
@@ -60,7 +37,7 @@ func get(t *testing.T, url string, header ...string) (*http.Response, string) {
 
 func TestHealthzAndReadyz(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	resp, body := get(t, b.url+"/healthz")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.JSONEq(t, `{"status":"ok","version":"test"}`, body)
@@ -70,7 +47,7 @@ func TestHealthzAndReadyz(t *testing.T) {
 
 func TestReadyzReportsUnmigratedSchema(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	require.NoError(t, store.MigrateDown(context.Background(), b.store.Pool()))
 	resp, body := get(t, b.url+"/readyz")
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
@@ -83,7 +60,7 @@ func TestReadyzReportsUnmigratedSchema(t *testing.T) {
 // requests return without a restart.
 func TestReadyzSurvivesDatabaseOutage(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	ctx := context.Background()
 	admin, err := pgxpool.New(ctx, strings.Replace(b.dbURL, dbName(b.dbURL), "postgres", 1))
 	require.NoError(t, err)
@@ -122,7 +99,7 @@ func dbName(url string) string {
 
 func TestMetricsExposeHTTPPoolAndRuntime(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	get(t, b.url+"/")
 	_, body := get(t, b.url+"/metrics")
 	for _, name := range []string{`loupe_http_requests_total{code="200",method="GET",route="/"}`, "loupe_http_request_duration_seconds_bucket",
@@ -133,7 +110,7 @@ func TestMetricsExposeHTTPPoolAndRuntime(t *testing.T) {
 
 func TestDashboardShowsRealCounts(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	_, err := b.store.RunCreate(context.Background(), store.RunCreateParams{Action: "/flow/travelAgent"})
 	require.NoError(t, err)
 	resp, body := get(t, b.url+"/", "Accept", "text/html")
@@ -154,7 +131,7 @@ func TestDashboardShowsRealCounts(t *testing.T) {
 
 func TestCSPNonceMatchesScriptTag(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	resp, body := get(t, b.url+"/")
 	csp := resp.Header.Get("Content-Security-Policy")
 	m := regexp.MustCompile(`script-src 'self' 'nonce-([^']+)'`).FindStringSubmatch(csp)
@@ -169,7 +146,7 @@ func TestCSPNonceMatchesScriptTag(t *testing.T) {
 
 func TestErrorsAreJSONForAPIAndHTMLForBrowsers(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	resp, body := get(t, b.url+"/api/v1/nope")
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 	require.JSONEq(t, `{"error":{"code":"not_found","message":"Not Found"}}`, body)
@@ -182,7 +159,7 @@ func TestErrorsAreJSONForAPIAndHTMLForBrowsers(t *testing.T) {
 
 func TestPanicBecomesA500WithoutLeakingDetails(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	b.srv.echo.GET("/api/v1/test-panic", func(echo.Context) error { panic("secret detail") })
 	resp, body := get(t, b.url+"/api/v1/test-panic")
 	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
@@ -192,7 +169,7 @@ func TestPanicBecomesA500WithoutLeakingDetails(t *testing.T) {
 
 func TestCSRFBlocksCrossSiteButNotBearerClients(t *testing.T) {
 	t.Parallel()
-	b := setup(t, false)
+	b := setup(t, opts{dev: false})
 	b.srv.echo.POST("/api/v1/test-write", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) })
 	post := func(header ...string) int {
 		req, err := http.NewRequest(http.MethodPost, b.url+"/api/v1/test-write", strings.NewReader(`{}`))
@@ -225,7 +202,7 @@ func TestCSRFBlocksCrossSiteButNotBearerClients(t *testing.T) {
 
 func TestCSRFLetsNonBrowserClientsThroughInLocalMode(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	b.srv.echo.POST("/api/v1/test-write", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) })
 	resp, err := http.Post(b.url+"/api/v1/test-write", "application/json", strings.NewReader(`{}`))
 	require.NoError(t, err)
@@ -247,7 +224,7 @@ func TestDevModeOnlyOnLoopback(t *testing.T) {
 
 func TestStaticAssetsAreHashedAndImmutable(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	resp, body := get(t, b.url+static.URL("app.css"))
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, resp.Header.Get("Cache-Control"), "immutable")
@@ -259,7 +236,7 @@ func TestStaticAssetsAreHashedAndImmutable(t *testing.T) {
 
 func TestStopDrainsInFlightRequests(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	entered := make(chan struct{})
 	b.srv.echo.GET("/api/v1/test-slow", func(c echo.Context) error {
 		close(entered)
@@ -288,7 +265,7 @@ func TestStopDrainsInFlightRequests(t *testing.T) {
 // same-origin under the attacker's domain; a loopback server answers only loopback names.
 func TestLoopbackServerRefusesOtherHosts(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	req, err := http.NewRequest(http.MethodGet, b.url+"/api/v1/dashboard", nil)
 	require.NoError(t, err)
 	req.Host = "attacker.example:4000"
@@ -321,7 +298,7 @@ func TestSafeNextKeepsRedirectsOnThisSite(t *testing.T) {
 // that metadata without a question is cut at whole characters.
 func TestDashboardAsksTheInterruptsQuestion(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	ctx := context.Background()
 	for i, md := range []string{`{"price": 299, "message": "Book the flight to Lisbon?"}`, `{"note": "` + strings.Repeat("é", 200) + `"}`} {
 		run, err := b.store.RunCreate(ctx, store.RunCreateParams{Action: "/flow/travelAgent"})

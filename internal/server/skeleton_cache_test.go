@@ -13,7 +13,7 @@ import (
 // is seen at once, and a trace with a span still open is never kept.
 func TestSkeletonCacheKeepsAFinishedTraceUntilItChanges(t *testing.T) {
 	t.Parallel()
-	b := traceSetup(t, traceOpts{dev: true})
+	b := setup(t, opts{ingest: true, dev: true})
 	ctx := context.Background()
 	const traceID = "5c74a721b00e2befd7101e2794d8c4b0"
 	ingest := func(id, parent string, start, end int64) {

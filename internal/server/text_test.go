@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -16,18 +15,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
-	"github.com/loupe-dev/loupe"
-	"github.com/loupe-dev/loupe/internal/bridge"
-	"github.com/loupe-dev/loupe/internal/demo"
-	"github.com/loupe-dev/loupe/internal/engine"
-	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
-	"github.com/loupe-dev/loupe/internal/store/storetest"
 	"github.com/loupe-dev/loupe/internal/trace"
 )
 
@@ -54,35 +46,11 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-type textBundle struct {
-	*testBundle
-	log *syncBuffer
-}
-
 // textSetup is a server with runs (the demo agents), trace ingest and reads, and a log the test
-// reads back.
-func textSetup(t *testing.T, dev bool) *textBundle {
+// reads back, which must show whatever was refused escaped.
+func textSetup(t *testing.T, dev bool) *bundle {
 	t.Helper()
-	dbURL := storetest.NewURL(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	st := store.New(pool)
-	reg := engine.NewRegistry()
-	require.NoError(t, demo.Register(bridge.NewApp(reg).(*loupe.App), demo.Config{}))
-	svc, err := runs.New(runs.Config{Workers: 2, LeaseTTL: time.Second}, st, reg)
-	require.NoError(t, err)
-	require.NoError(t, svc.Start(context.Background()))
-	t.Cleanup(svc.Stop)
-	traces, err := trace.NewService(trace.Config{Store: st})
-	require.NoError(t, err)
-	logs := &syncBuffer{}
-	srv, err := New(Config{Addr: "127.0.0.1:0", Dev: dev, Version: "test", Logger: slog.New(slog.NewTextHandler(logs, nil))},
-		Deps{Store: st, Runs: svc, Traces: traces})
-	require.NoError(t, err)
-	require.NoError(t, srv.Start(context.Background()))
-	t.Cleanup(srv.Stop)
-	b := &textBundle{testBundle: &testBundle{srv: srv, url: "http://" + srv.Addr(), store: st, dbURL: dbURL}, log: logs}
+	b := setup(t, opts{dev: dev, runs: true, ingest: true, log: &syncBuffer{}})
 	t.Cleanup(func() {
 		// Whatever was refused, the log shows it escaped: never a raw NUL or a byte that is not UTF-8.
 		out := b.log.String()
@@ -113,7 +81,7 @@ func send(t *testing.T, method, u, contentType, body string, header ...string) (
 }
 
 // count is the number of rows in table.
-func (b *textBundle) count(t *testing.T, table string) int {
+func (b *bundle) count(t *testing.T, table string) int {
 	t.Helper()
 	var n int
 	require.NoError(t, b.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM `+table).Scan(&n))
@@ -201,7 +169,7 @@ func TestGenkitTraceFilterWithTextPostgreSQLCannotStoreIsRefused(t *testing.T) {
 }
 
 // pendingInterrupt starts a travelAgent run and returns its pending flight-booking interrupt.
-func (b *textBundle) pendingInterrupt(t *testing.T) store.Interrupt {
+func (b *bundle) pendingInterrupt(t *testing.T) store.Interrupt {
 	t.Helper()
 	var run store.Run
 	require.Equal(t, http.StatusCreated, call(t, "POST", b.url+"/api/v1/runs", `{"action":"/flow/travelAgent","input":{"destination":"Lisbon"}}`, &run))
@@ -216,7 +184,7 @@ func (b *textBundle) pendingInterrupt(t *testing.T) store.Interrupt {
 }
 
 // requireUnresolved checks that an interrupt is still pending at its version, with no audit entry.
-func (b *textBundle) requireUnresolved(t *testing.T, it store.Interrupt) {
+func (b *bundle) requireUnresolved(t *testing.T, it store.Interrupt) {
 	t.Helper()
 	now, err := b.store.InterruptGet(context.Background(), it.ID, false)
 	require.NoError(t, err)

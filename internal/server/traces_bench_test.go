@@ -17,7 +17,7 @@ import (
 //
 //	go test ./internal/server -run '^$' -bench TraceGet10k -benchmem
 func BenchmarkTraceGet10k(b *testing.B) {
-	tb := traceSetup(b, traceOpts{dev: true})
+	tb := setup(b, opts{ingest: true, dev: true})
 	runID := seedTrace(b, tb.store, 10_000)
 	var traceID string
 	require.NoError(b, tb.store.Pool().QueryRow(context.Background(),

@@ -19,7 +19,7 @@ import (
 // list columns and messages view.
 func TestGenAITracesReadLikeGenkitTraces(t *testing.T) {
 	t.Parallel()
-	b := traceSetup(t, traceOpts{dev: true})
+	b := setup(t, opts{ingest: true, dev: true})
 	replayFixture(t, b, "otel-js-genai-otlp.jsonl")
 	replayFixture(t, b, "genkit-js-1.42-dev.jsonl")
 	const (

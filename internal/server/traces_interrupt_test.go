@@ -17,7 +17,7 @@ import (
 
 // replayFixture posts the requests of a capture in ../trace/testdata/fixtures to the server, in
 // the order the program sent them.
-func replayFixture(t *testing.T, b *traceBundle, name string) {
+func replayFixture(t *testing.T, b *bundle, name string) {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "trace", "testdata", "fixtures", name))
 	require.NoError(t, err)
@@ -56,7 +56,7 @@ func eachNode(nodes []*trace.Node, fn func(*trace.Node)) {
 // tool of the OTLP capture is still an error, and Genkit's successful spans read ok.
 func TestGenkitInterruptsAreNotErrors(t *testing.T) {
 	t.Parallel()
-	b := traceSetup(t, traceOpts{dev: true})
+	b := setup(t, opts{ingest: true, dev: true})
 	for _, f := range []string{"genkit-js-1.42-dev.jsonl", "genkit-js-1.42-dev-interrupt-metadata.jsonl",
 		"genkit-go-1.4.0-interrupt.jsonl", "otel-js-genai-otlp.jsonl"} {
 		replayFixture(t, b, f)

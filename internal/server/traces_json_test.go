@@ -46,7 +46,7 @@ const (
 
 // storeRawTrace stores a two-span trace whose JSON columns hold storedAttrs and friends, plus pad
 // more tool spans with padBytes of attributes each.
-func storeRawTrace(t *testing.T, b *traceBundle, pad, padBytes int) []store.Span {
+func storeRawTrace(t *testing.T, b *bundle, pad, padBytes int) []store.Span {
 	t.Helper()
 	root := storedRoot
 	spans := []store.Span{
@@ -81,7 +81,7 @@ func reencodedJSON(t *testing.T, b []byte) string {
 // encoding/json wrote before, so the answer decodes to the same tree.
 func TestTraceAPIServesStoredJSONAsStored(t *testing.T) {
 	t.Parallel()
-	b := traceSetup(t, traceOpts{dev: true})
+	b := setup(t, opts{ingest: true, dev: true})
 	storeRawTrace(t, b, 0, 0)
 	resp, body := rawGet(t, b.url+"/api/v1/traces/"+storedTraceID)
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
@@ -114,7 +114,7 @@ func TestTraceAPIServesStoredJSONAsStored(t *testing.T) {
 // answers alike, and the gzip decodes to the identity answer; q=0 refuses it.
 func TestTraceAPIGzip(t *testing.T) {
 	t.Parallel()
-	b := traceSetup(t, traceOpts{dev: true})
+	b := setup(t, opts{ingest: true, dev: true})
 	storeRawTrace(t, b, 600, 2048) // about 1.3 MB: over bigTraceJSON
 	for _, path := range []string{
 		"/api/v1/traces/" + storedTraceID,
@@ -155,7 +155,7 @@ func TestTraceAPIGzip(t *testing.T) {
 // GET /api/v1/traces/{id}/spans/{span} then sends one span's payloads as stored.
 func TestTraceAPISkeletonThenPayloads(t *testing.T) {
 	t.Parallel()
-	b := traceSetup(t, traceOpts{dev: true})
+	b := setup(t, opts{ingest: true, dev: true})
 	spans := storeRawTrace(t, b, 3, 100)
 
 	resp, body := rawGet(t, b.url+"/api/v1/traces/"+storedTraceID+"?fields=skeleton")

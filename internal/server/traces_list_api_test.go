@@ -15,7 +15,7 @@ import (
 // service and text filter as the page does; a trace says how many of its spans failed.
 func TestTraceListAPISortsPagesAndFilters(t *testing.T) {
 	t.Parallel()
-	b := traceSetup(t, traceOpts{dev: true})
+	b := setup(t, opts{ingest: true, dev: true})
 	for _, f := range []string{"otel-js-genai-otlp.jsonl", "genkit-js-1.42-dev.jsonl"} {
 		replayFixture(t, b, f)
 	}

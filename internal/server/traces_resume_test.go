@@ -12,7 +12,7 @@ import (
 // latest earlier interruption) and back, both ways on the trace pages.
 func TestGenkitResumedTraceIsLinkedToTheInterruptedOne(t *testing.T) {
 	t.Parallel()
-	b := traceSetup(t, traceOpts{dev: true})
+	b := setup(t, opts{ingest: true, dev: true})
 	replayFixture(t, b, "genkit-js-1.42-dev.jsonl")
 	for resumed, interrupted := range map[string]string{
 		"136a00354a91cd4d12dab6967030ac50": "016017260409a9c3e70ee5c46e056d1a", // confirmTransfer t1, answered with respond

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
@@ -28,46 +27,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/loupe-dev/loupe/internal/store"
-	"github.com/loupe-dev/loupe/internal/store/storetest"
 	"github.com/loupe-dev/loupe/internal/trace"
 )
-
-type traceBundle struct {
-	*testBundle
-	traces *trace.Service
-}
-
-type traceOpts struct {
-	addr     string
-	dev      bool
-	maxBody  int64
-	token    string
-	baseHost string // where clients connect, when addr is not loopback
-}
-
-func traceSetup(t testing.TB, o traceOpts) *traceBundle {
-	t.Helper()
-	if o.addr == "" {
-		o.addr = "127.0.0.1:0"
-	}
-	dbURL := storetest.NewURL(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	st := store.New(pool)
-	svc, err := trace.NewService(trace.Config{Store: st, MaxBodyBytes: o.maxBody, IngestToken: o.token})
-	require.NoError(t, err)
-	srv, err := New(Config{Addr: o.addr, Dev: o.dev, Version: "test"}, Deps{Store: st, Traces: svc})
-	require.NoError(t, err)
-	require.NoError(t, srv.Start(context.Background()))
-	t.Cleanup(srv.Stop)
-	url := "http://" + srv.Addr()
-	if o.baseHost != "" {
-		_, port, _ := strings.Cut(srv.Addr()[strings.LastIndex(srv.Addr(), ":"):], ":")
-		url = "http://" + o.baseHost + ":" + port
-	}
-	return &traceBundle{testBundle: &testBundle{srv: srv, url: url, store: st, dbURL: dbURL}, traces: svc}
-}
 
 func post(t *testing.T, url, contentType string, body []byte, header ...string) (*http.Response, []byte) {
 	t.Helper()
@@ -94,7 +55,7 @@ func getJSON(t *testing.T, url string, v any) int {
 	return resp.StatusCode
 }
 
-func (b *traceBundle) spanCount(t *testing.T) (spans, traces int) {
+func (b *bundle) spanCount(t *testing.T) (spans, traces int) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM spans`).Scan(&spans))
@@ -109,7 +70,7 @@ const fixtureTraceID = "4c74a721b00e2befd7101e2794d8c4b0"
 // the stored trace through every read API.
 func TestGenkitGoFixturesReplayInOrder(t *testing.T) {
 	t.Parallel()
-	b := traceSetup(t, traceOpts{dev: true})
+	b := setup(t, opts{ingest: true, dev: true})
 	files, err := filepath.Glob("../trace/testdata/genkit-go-1.4.0/*.json")
 	require.NoError(t, err)
 	require.Len(t, files, 9)
@@ -260,7 +221,7 @@ func jsSpanBody(traceID, spanID, parent, name string, start, end float64, attrs 
 // each span is stored once, ended.
 func TestGenkitJSRealtimeDoubleSendMerges(t *testing.T) {
 	t.Parallel()
-	b := traceSetup(t, traceOpts{dev: true})
+	b := setup(t, opts{ingest: true, dev: true})
 	const traceID = "5d2f9c6e0b8a4f1e9c3d7a2b1e0f4c8d"
 	const root, model, tool = "a1b2c3d4e5f60718", "1a2b3c4d5e6f7081", "0f1e2d3c4b5a6978"
 	t0 := 1796002500000.125
@@ -313,7 +274,7 @@ func TestGenkitJSRealtimeDoubleSendMerges(t *testing.T) {
 // TestGenkitGoErrorStatusIsNormalized checks Go's numbering (1 is an error) against genkit:state.
 func TestGenkitGoErrorStatusIsNormalized(t *testing.T) {
 	t.Parallel()
-	b := traceSetup(t, traceOpts{dev: true})
+	b := setup(t, opts{ingest: true, dev: true})
 	body := []byte(`{"traceId":"6e0a1b2c3d4e5f60718293a4b5c6d7e8","displayName":"f","startTime":1,"endTime":2,
 		"spans":{"1234567890abcdef":{"spanId":"1234567890abcdef","traceId":"6e0a1b2c3d4e5f60718293a4b5c6d7e8",
 		"startTime":1,"endTime":2,"attributes":{"genkit:state":"error","genkit:name":"f"},"displayName":"f",
@@ -335,7 +296,7 @@ func TestGenkitGoErrorStatusIsNormalized(t *testing.T) {
 // TestOTLPFromARealExporter points otel-go's own otlptracehttp exporter, gzip on, at the server.
 func TestOTLPFromARealExporter(t *testing.T) {
 	t.Parallel()
-	b := traceSetup(t, traceOpts{dev: true})
+	b := setup(t, opts{ingest: true, dev: true})
 	ctx := context.Background()
 	exp, err := otlptracehttp.New(ctx,
 		otlptracehttp.WithEndpointURL(b.url+"/v1/traces"),
@@ -372,7 +333,7 @@ func TestOTLPFromARealExporter(t *testing.T) {
 // trace id, which is answered with a partial success naming the rejected span.
 func TestOTLPJSONAndPartialSuccess(t *testing.T) {
 	t.Parallel()
-	b := traceSetup(t, traceOpts{dev: true})
+	b := setup(t, opts{ingest: true, dev: true})
 	td := ptrace.NewTraces()
 	ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
 	good := ss.Spans().AppendEmpty()
@@ -445,7 +406,7 @@ func gzipBytes(t *testing.T, b []byte) []byte {
 // refused request, even one whose later span is the bad one, stores nothing.
 func TestBadIngestIsRefusedAndWritesNothing(t *testing.T) {
 	t.Parallel()
-	b := traceSetup(t, traceOpts{dev: true, maxBody: 64 << 10})
+	b := setup(t, opts{ingest: true, dev: true, maxBody: 64 << 10})
 	fixture, err := os.ReadFile("../trace/testdata/genkit-go-1.4.0/0001.json")
 	require.NoError(t, err)
 
@@ -540,7 +501,7 @@ func TestIngestNeedsTokenOffLoopback(t *testing.T) {
 	fixture, err := os.ReadFile("../trace/testdata/genkit-go-1.4.0/0009.json")
 	require.NoError(t, err)
 
-	b := traceSetup(t, traceOpts{addr: "0.0.0.0:0", token: "s3cret", baseHost: "127.0.0.1"})
+	b := setup(t, opts{ingest: true, addr: "0.0.0.0:0", token: "s3cret", baseHost: "127.0.0.1"})
 	resp, out := post(t, b.url+"/api/traces", "application/json", fixture)
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, string(out))
 	resp, out = post(t, b.url+"/api/traces", "application/json", fixture, "Authorization", "Bearer wrong")
@@ -569,7 +530,7 @@ func TestIngestNeedsTokenOffLoopback(t *testing.T) {
 		require.Contains(t, body, traceID)
 	}
 
-	open := traceSetup(t, traceOpts{addr: "0.0.0.0:0", baseHost: "127.0.0.1"})
+	open := setup(t, opts{ingest: true, addr: "0.0.0.0:0", baseHost: "127.0.0.1"})
 	resp, out = post(t, open.url+"/api/traces", "application/json", fixture, "Authorization", "Bearer anything")
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	require.Contains(t, string(out), "LOUPE_INGEST_TOKEN is not set")
@@ -577,10 +538,10 @@ func TestIngestNeedsTokenOffLoopback(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, body)
 	require.Contains(t, body, "LOUPE_INGEST_TOKEN is not set")
 
-	local := traceSetup(t, traceOpts{})
+	local := setup(t, opts{ingest: true})
 	resp, out = post(t, local.url+"/api/traces", "application/json", fixture)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "loopback ingest needs no token, like Genkit's server: %s", out)
-	dev := traceSetup(t, traceOpts{dev: true})
+	dev := setup(t, opts{ingest: true, dev: true})
 	resp, out = post(t, dev.url+"/api/traces", "application/json", fixture)
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(out))
 	for _, path := range []string{"/api/traces/", "/api/v1/traces/", "/api/v1/traces/turns/", "/traces/"} {
@@ -603,7 +564,7 @@ func TestIngestNeedsTokenOffLoopback(t *testing.T) {
 // parent never arrived, and a parent loop.
 func TestTreeKeepsOrphansAndShowsRunningSpans(t *testing.T) {
 	t.Parallel()
-	b := traceSetup(t, traceOpts{dev: true})
+	b := setup(t, opts{ingest: true, dev: true})
 	const traceID = "7a1b2c3d4e5f60718293a4b5c6d7e8f9"
 	sp := func(id, parent string, start, end int64) store.Span {
 		s := store.Span{TraceID: traceID, SpanID: id, Name: "n" + id[:2], StartTime: start, EndTime: end, Source: store.SpanSourceOTLP}
@@ -658,7 +619,7 @@ func TestTreeKeepsOrphansAndShowsRunningSpans(t *testing.T) {
 // TestAPITraceListPagesAndFilters checks Loupe's own list: keyset paging and filters.
 func TestAPITraceListPagesAndFilters(t *testing.T) {
 	t.Parallel()
-	b := traceSetup(t, traceOpts{dev: true})
+	b := setup(t, opts{ingest: true, dev: true})
 	var spans []store.Span
 	for i := range 7 {
 		name := "alpha"
@@ -711,7 +672,7 @@ func TestAPITraceListPagesAndFilters(t *testing.T) {
 // limit (LOUPE_INGEST_MAX_BODY) rules there.
 func TestBodyLimitsAreBinaryAndIngestHasItsOwn(t *testing.T) {
 	t.Parallel()
-	b := traceSetup(t, traceOpts{dev: true, maxBody: 32 << 20})
+	b := setup(t, opts{ingest: true, dev: true, maxBody: 32 << 20})
 	between := bytes.Repeat([]byte("x"), 16_500_000) // over 16 MB, under 16 MiB
 	resp, out := post(t, b.url+"/login", "application/x-www-form-urlencoded", between)
 	require.NotEqual(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "16M means 16 MiB: %s", out)

@@ -173,7 +173,7 @@ func TestConnectionErrorsAreTold(t *testing.T) {
 // a network error, as a model endpoint's would be) is no 503 while the database answers.
 func TestNetworkErrorWithDatabaseUpIsStillA500(t *testing.T) {
 	t.Parallel()
-	b := setup(t, true)
+	b := setup(t, opts{dev: true})
 	netErr := fmt.Errorf("call model: %w", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")})
 	e := b.srv.toError(context.Background(), netErr)
 	require.Equal(t, http.StatusInternalServerError, e.Status)
