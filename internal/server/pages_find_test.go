@@ -106,6 +106,15 @@ func TestBrowserFindASpan(t *testing.T) {
 		read,
 	))
 	require.Equal(t, "tree-find", v.Active)
+	// Escape empties the box and ends the search. (A "/" that chromedp's separate char event typed
+	// into the box after the keydown had focused it would otherwise start a search of its own,
+	// 250 ms later, which selects its first match over the selections below.)
+	var box string
+	require.NoError(t, chromedp.Run(br.Ctx,
+		chromedp.KeyEvent(kb.Escape),
+		chromedp.Evaluate(`document.getElementById("tree-find").value`, &box),
+	))
+	require.Empty(t, box)
 
 	// Keyboard: Down from the root goes to its first child; Right opens the weather tool, Right
 	// again goes into it, Left goes back to its parent, Left again closes it; Up goes back.
@@ -151,7 +160,7 @@ func TestBrowserFindASpan(t *testing.T) {
 		chromedp.WaitVisible(`#span-detail .span-panel[data-span="`+chat1+`"]`, chromedp.ByQuery),
 	); err != nil {
 		var panel string
-		_ = chromedp.Run(br.Ctx, chromedp.Evaluate(`document.querySelector("#span-detail")?.outerHTML.slice(0, 500) ?? "none"`, &panel), read)
+		_ = chromedp.Run(br.Ctx, chromedp.Evaluate(`document.querySelector("#span-detail")?.outerHTML.slice(0, 300) ?? "none"`, &panel), read)
 		t.Fatalf("Enter on a row selects it and shows its panel: %v (selected %q, focus %q, panel %s, problems %v)", err, v.Selected, v.Focused, panel, br.Problems())
 	}
 

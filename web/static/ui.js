@@ -334,7 +334,9 @@ function initTree(root) {
     descendants(li).forEach((n) => n.remove());
     setToggle(li, false);
   }
+  let selections = 0; // how many times a span was selected: a slow search result yields to a later choice
   async function select(li, href) {
+    selections++;
     tree.querySelectorAll(".span-row.selected").forEach((n) => n.classList.remove("selected"));
     li.classList.add("selected");
     const url = `${base}/spans/${encodeURIComponent(li.dataset.span)}?${q("").slice(1)}`;
@@ -402,7 +404,7 @@ function initTree(root) {
       b.remove();
     });
   });
-  initTreeFind(root, tree, { expand, collapse, select, busy, q });
+  initTreeFind(root, tree, { expand, collapse, select, busy, q, selections: () => selections });
   // timeline.js (a module of its own) draws the ruler and the zoom of this tree's waterfall.
   root.dispatchEvent(new CustomEvent("loupe:tree", { bubbles: true }));
   tree.querySelector(".span-row.selected")?.scrollIntoView({ block: "nearest" });
@@ -414,7 +416,7 @@ function initTree(root) {
 // initTreeFind wires the tree's search box, its expand/collapse-all buttons and the arrow keys.
 // The server answers a search with every matching span and the path to it, so a match inside a
 // collapsed row is reached by opening that path, one /children request per closed ancestor.
-function initTreeFind(root, tree, { expand, collapse, select, busy, q }) {
+function initTreeFind(root, tree, { expand, collapse, select, busy, q, selections }) {
   const tools = root.querySelector(".tree-tools");
   const input = tools?.querySelector(".span-search");
   const count = tools?.querySelector(".search-count");
@@ -477,9 +479,13 @@ function initTreeFind(root, tree, { expand, collapse, select, busy, q }) {
     if (matches.length === 0) return;
     cur = (k + matches.length) % matches.length;
     showCount();
+    // Opening the path to a match can take a while on a large trace: if a newer search ran, or the
+    // reader selected a span meanwhile, this match is no longer wanted and is not selected.
+    const s0 = seq, n0 = selections();
     await busy(async () => {
       const li = await reveal(matches[cur]);
       mark();
+      if (seq !== s0 || selections() !== n0) return;
       if (li) await select(li, li.querySelector("[data-select]").href);
     });
   }
