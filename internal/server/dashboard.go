@@ -104,5 +104,5 @@ func interruptPrompt(metadata []byte) string {
 	if m == "" || m == "true" || m == "null" {
 		return "(no message)"
 	}
-	return shorten(m, 160)
+	return store.Shorten(m, 160)
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/loupe-dev/loupe/internal/store"
 )
 
 // fmtNanos renders a duration for people: 850µs, 12ms, 1.4s, 2m05s.
@@ -90,14 +89,6 @@ func firstNonEmpty(ss ...string) string {
 		}
 	}
 	return ""
-}
-
-// shorten cuts s to at most n runes, marking the cut with an ellipsis.
-func shorten(s string, n int) string {
-	if cut, ok := store.TruncateRunes(s, n); ok {
-		return cut + "…"
-	}
-	return s
 }
 
 // compactJSON is stored JSON as compact text (PostgreSQL's jsonb output puts spaces after colons

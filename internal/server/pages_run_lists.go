@@ -347,7 +347,7 @@ func chunkPart(raw json.RawMessage) templates.ChunkPart {
 		enc := json.NewEncoder(&q)
 		enc.SetEscapeHTML(false)
 		_ = enc.Encode(u)
-		text := shorten(string(bytes.TrimSpace(q.Bytes())), 80)
+		text := store.Shorten(string(bytes.TrimSpace(q.Bytes())), 80)
 		if len(text) > 0 && text[0] == '"' {
 			text = text[1:]
 		}
@@ -378,7 +378,7 @@ func compactValue(raw json.RawMessage, n int) string {
 	}
 	var b bytes.Buffer
 	if json.Compact(&b, raw) != nil {
-		return shorten(string(raw), n)
+		return store.Shorten(string(raw), n)
 	}
-	return shorten(b.String(), n)
+	return store.Shorten(b.String(), n)
 }

@@ -225,7 +225,7 @@ func (s *Server) pendingByRun(ctx context.Context) (map[uuid.UUID]int, error) {
 func runListRow(r *store.Run, pending int) templates.RunListRow {
 	row := templates.RunListRow{ID: r.ID.String(), Action: r.Action, Status: r.Status, Model: deref(r.Model),
 		Turns: r.Turns, Tokens: r.InputTokens + r.OutputTokens, Duration: runDuration(r), CreatedAt: r.CreatedAt, Pending: pending,
-		Input: shorten(compactJSON(r.Input), 80)}
+		Input: store.Shorten(compactJSON(r.Input), 80)}
 	if w := runWaited(r); w > 0 {
 		row.Waited = fmtNanos(w.Nanoseconds())
 	}
@@ -415,13 +415,13 @@ func forkEdits(raw json.RawMessage) []string {
 	for _, e := range edits {
 		switch {
 		case e.Turn != nil:
-			out = append(out, fmt.Sprintf("tool output of %s in turn %d set to %s", e.Ref, *e.Turn, shorten(compactJSON(e.Output), 120)))
+			out = append(out, fmt.Sprintf("tool output of %s in turn %d set to %s", e.Ref, *e.Turn, store.Shorten(compactJSON(e.Output), 120)))
 		case e.Seq != nil:
 			var m struct {
 				Role string `json:"role"`
 			}
 			_ = json.Unmarshal(e.Message, &m)
-			out = append(out, fmt.Sprintf("message %d (%s) replaced: %s", *e.Seq, m.Role, shorten(compactJSON(e.Message), 120)))
+			out = append(out, fmt.Sprintf("message %d (%s) replaced: %s", *e.Seq, m.Role, store.Shorten(compactJSON(e.Message), 120)))
 		}
 	}
 	return out
@@ -446,7 +446,7 @@ func divergenceView(raw json.RawMessage) *templates.DivergenceView {
 		Message  string          `json:"message"`
 	}
 	if err := json.Unmarshal(raw, &d); err != nil {
-		return &templates.DivergenceView{Turn: -1, Part: "unknown", Message: shorten(string(raw), maxDivergenceValue)}
+		return &templates.DivergenceView{Turn: -1, Part: "unknown", Message: store.Shorten(string(raw), maxDivergenceValue)}
 	}
 	return &templates.DivergenceView{Turn: d.Turn, Part: d.Part, Ref: d.Ref, Tool: d.Tool, Path: d.Path,
 		Original: divergenceValue(d.Original), Replay: divergenceValue(d.Replay), Message: d.Message}
@@ -460,13 +460,13 @@ func divergenceValue(raw json.RawMessage) string {
 	}
 	var str string
 	if json.Unmarshal(raw, &str) == nil {
-		return shorten(strconv.Quote(str), maxDivergenceValue)
+		return store.Shorten(strconv.Quote(str), maxDivergenceValue)
 	}
 	var buf bytes.Buffer
 	if json.Compact(&buf, raw) == nil {
-		return shorten(buf.String(), maxDivergenceValue)
+		return store.Shorten(buf.String(), maxDivergenceValue)
 	}
-	return shorten(string(raw), maxDivergenceValue)
+	return store.Shorten(string(raw), maxDivergenceValue)
 }
 
 // errNoRunTrace is runTrace's answer for a run with no trace recorded yet; the page says so.
@@ -878,9 +878,9 @@ func runErrorMessage(raw json.RawMessage) string {
 		return ""
 	}
 	if e.Status == "" || strings.HasPrefix(e.Message, e.Status) {
-		return shorten(e.Message, 400)
+		return store.Shorten(e.Message, 400)
 	}
-	return shorten(e.Status+": "+e.Message, 400)
+	return store.Shorten(e.Status+": "+e.Message, 400)
 }
 
 // runTickFrom is where a running run's "ran for" counts from, for the page to tick it: its start

@@ -102,6 +102,14 @@ func TruncateRunes(s string, n int) (string, bool) {
 	return s, false
 }
 
+// Shorten is s cut to at most n runes, the cut marked with an ellipsis.
+func Shorten(s string, n int) string {
+	if cut, ok := TruncateRunes(s, n); ok {
+		return cut + "…"
+	}
+	return s
+}
+
 // CleanText replaces each U+0000 and each byte that does not start valid UTF-8 in s with U+FFFD,
 // as ranging over a string does, and as encoding/json decodes such bytes. It returns s itself when
 // there is nothing to replace.

@@ -259,7 +259,7 @@ func (sk *Skeleton) Failure() (int32, string) {
 	if msg == "" {
 		return first, what + " failed"
 	}
-	return first, what + " failed: " + shorten(msg, 200)
+	return first, what + " failed: " + store.Shorten(msg, 200)
 }
 
 // Ancestors returns the display ancestors of a span, so that a deep link can open them.
@@ -409,12 +409,4 @@ func (sk *Skeleton) NestedTurn(i int32) (int64, int) {
 		return 0, 0
 	}
 	return sk.Facts[c].StartTime, sk.Turn[c]
-}
-
-// shorten cuts s to at most n runes, marking a cut with an ellipsis.
-func shorten(s string, n int) string {
-	if cut, ok := store.TruncateRunes(s, n); ok {
-		return cut + "…"
-	}
-	return s
 }
