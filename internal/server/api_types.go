@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
@@ -228,6 +229,77 @@ func apiTracesOf(ts []store.Trace) []*apiTrace {
 			EndTime: t.EndTime, StatusCode: t.StatusCode, SpanCount: t.SpanCount, Source: t.Source, RunID: t.RunID,
 			UpdatedAt: t.UpdatedAt, Service: t.Service, Model: t.Model, ModelCalls: t.ModelCalls, InputTokens: t.InputTokens,
 			OutputTokens: t.OutputTokens, ToolCalls: t.ToolCalls, ToolErrors: t.ToolErrors, LastEnd: t.LastEnd, ErrorSpans: t.ErrorSpans}
+	}
+	return out
+}
+
+// apiLineage is GET /api/v1/runs/{id}/lineage: where a run comes from, what was derived from it,
+// how it was replayed, and the decisions offered as defaults for its interrupts.
+type apiLineage struct {
+	RunID       uuid.UUID        `json:"run_id"`
+	Of          *apiLineageLink  `json:"of"`
+	Derived     []apiLineageLink `json:"derived"`
+	Replay      *apiReplay       `json:"replay"`
+	Suggestions []apiSuggestion  `json:"suggested_resolutions"`
+}
+
+type apiLineageLink struct {
+	RunID      uuid.UUID       `json:"run_id"`
+	Relation   string          `json:"relation"`
+	Mode       *string         `json:"mode,omitempty"`
+	ForkTurn   *int            `json:"fork_turn,omitempty"`
+	Action     string          `json:"action"`
+	Status     string          `json:"status"`
+	CreatedAt  time.Time       `json:"created_at"`
+	Divergence json.RawMessage `json:"divergence,omitempty"`
+}
+
+type apiReplay struct {
+	RunID            uuid.UUID       `json:"run_id"`
+	SourceRunID      *uuid.UUID      `json:"source_run_id,omitempty"`
+	Mode             string          `json:"mode"`
+	Tools            string          `json:"tools"`
+	ApplyResolutions bool            `json:"apply_resolutions"`
+	Overrides        json.RawMessage `json:"overrides,omitempty"`
+	Edits            json.RawMessage `json:"edits,omitempty"`
+	Divergence       json.RawMessage `json:"divergence,omitempty"`
+	CreatedAt        time.Time       `json:"created_at"`
+}
+
+type apiSuggestion struct {
+	InterruptID uuid.UUID       `json:"interrupt_id"`
+	Turn        int             `json:"turn"`
+	Ref         string          `json:"ref"`
+	Tool        string          `json:"tool"`
+	Status      string          `json:"status"`
+	Suggestion  json.RawMessage `json:"suggested_resolution"`
+}
+
+func apiLineageOf(info *runs.ReplayInfo) *apiLineage {
+	link := func(l *store.LineageLink) apiLineageLink {
+		return apiLineageLink{RunID: l.RunID, Relation: l.Relation, Mode: l.Mode, ForkTurn: l.ForkTurn, Action: l.Action,
+			Status: l.Status, CreatedAt: l.CreatedAt, Divergence: l.Divergence}
+	}
+	out := &apiLineage{RunID: info.RunID, Suggestions: []apiSuggestion{}}
+	if info.Lineage != nil {
+		if info.Of != nil {
+			of := link(info.Of)
+			out.Of = &of
+		}
+		if info.Derived != nil {
+			out.Derived = make([]apiLineageLink, len(info.Derived))
+			for i, d := range info.Derived {
+				out.Derived[i] = link(d)
+			}
+		}
+	}
+	if r := info.Replay; r != nil {
+		out.Replay = &apiReplay{RunID: r.RunID, SourceRunID: r.SourceRunID, Mode: r.Mode, Tools: r.Tools,
+			ApplyResolutions: r.ApplyResolutions, Overrides: r.Overrides, Edits: r.Edits, Divergence: r.Divergence, CreatedAt: r.CreatedAt}
+	}
+	for _, sg := range info.Suggestions {
+		out.Suggestions = append(out.Suggestions, apiSuggestion{InterruptID: sg.InterruptID, Turn: sg.Turn, Ref: sg.Ref,
+			Tool: sg.Tool, Status: sg.Status, Suggestion: sg.Suggestion})
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
@@ -57,4 +58,19 @@ func TestAPITraceShapeIsTheAPIsOwn(t *testing.T) {
 		"start_time_unix_nano", "status_code", "tool_calls", "tool_errors", "trace_id", "updated_at"}, got)
 	require.Equal(t, keysOf(t, store.Trace{TraceID: "t", RootSpanID: &s, RunID: &id, Service: "svc", Model: "m"}), got,
 		"the same keys as the summary row had on the wire")
+}
+
+// TestAPILineageShapeIsTheAPIsOwn: the lineage answer has the keys the runs service's ReplayInfo
+// had on the wire, its links and replay settings too.
+func TestAPILineageShapeIsTheAPIsOwn(t *testing.T) {
+	id, mode, turn := uuid.New(), "fork", 1
+	link := &store.LineageLink{RunID: id, Relation: "fork", Mode: &mode, ForkTurn: &turn, Action: "a", Status: "s", Divergence: json.RawMessage(`{}`)}
+	info := &runs.ReplayInfo{RunID: id, Lineage: &store.Lineage{Of: link, Derived: []*store.LineageLink{link}},
+		Replay:      &store.Replay{RunID: id, SourceRunID: &id, Mode: "fork", Overrides: json.RawMessage(`{}`), Edits: json.RawMessage(`[]`), Divergence: json.RawMessage(`{}`)},
+		Suggestions: []*store.InterruptSuggestion{{InterruptID: id, Suggestion: json.RawMessage(`{}`)}}}
+	want, err := json.Marshal(info)
+	require.NoError(t, err)
+	got, err := json.Marshal(apiLineageOf(info))
+	require.NoError(t, err)
+	require.JSONEq(t, string(want), string(got))
 }

@@ -50,7 +50,7 @@ func (s *Server) apiRunLineage(c echo.Context) error {
 	if err != nil {
 		return runsError(err)
 	}
-	return c.JSON(http.StatusOK, info)
+	return c.JSON(http.StatusOK, apiLineageOf(info))
 }
 
 func (s *Server) apiRunDiff(c echo.Context) error {
