@@ -23,13 +23,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
-		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).triggerHealthCheck.func1"),
+	goleak.VerifyTestMain(m, append(storetest.LeakOptions(),
 		// http.DefaultTransport's idle connections to the apps.
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-	)
+	)...)
 }
 
 // bundle is a Loupe server's side of the tests: an insert-only run service, as devui start's, and

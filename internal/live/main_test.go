@@ -3,12 +3,10 @@ package live_test
 import (
 	"testing"
 
+	"github.com/loupe-dev/loupe/internal/store/storetest"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
-		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).triggerHealthCheck.func1"),
-	)
+	goleak.VerifyTestMain(m, storetest.LeakOptions()...)
 }

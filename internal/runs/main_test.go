@@ -19,6 +19,7 @@ import (
 	"github.com/loupe-dev/loupe/internal/engine/scripted"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/store/storetest"
 )
 
 // TestMain doubles as a worker process: with LOUPE_RUNS_WORKER_DB set, the test binary runs a
@@ -32,10 +33,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
-		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).triggerHealthCheck.func1"),
-	)
+	goleak.VerifyTestMain(m, storetest.LeakOptions()...)
 }
 
 func workerProcess(dsn, block, markers string) error {

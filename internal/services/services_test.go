@@ -17,10 +17,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
-		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).triggerHealthCheck.func1"),
-	)
+	goleak.VerifyTestMain(m, storetest.LeakOptions()...)
 }
 
 // TestServicesRunAFlowDurablyTraceItAndStopInOrder wires a serving process's services over a

@@ -21,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
 	"github.com/loupe-dev/loupe/internal/pgcluster"
 	"github.com/loupe-dev/loupe/internal/store"
@@ -262,4 +263,13 @@ func randomSuffix() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// LeakOptions are goleak's options for a package whose tests use pgx pools: the pool's health
+// check goroutines end a moment after Close returns, so they are not a test's leak.
+func LeakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
+		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).triggerHealthCheck.func1"),
+	}
 }
