@@ -104,6 +104,7 @@ func TestRunInputWithTextPostgreSQLCannotStoreIsRefused(t *testing.T) {
 		{`{"action":"/flow/travelAgent","input":{"destination":"\ud800"}}`, "input/destination", `contains a lone UTF-16 surrogate (\ud800)`},
 		{"{\"action\":\"/flow/travelAgent\",\"input\":{\"destination\":\"a\xffb\"}}", "input/destination", "contains invalid UTF-8 (byte 0xff)"},
 		{`{"action":"/flow/travel\u0000Agent","input":{"destination":"Lisbon"}}`, "action", "contains U+0000"},
+		{`{"action":"/flow/travelAgent","input":{"destination":"Lisbon","nights":1e131072}}`, "input/nights", "holds a number beyond the range of numeric (1e131072)"},
 	} {
 		status, body := send(t, http.MethodPost, b.url+"/api/v1/runs", "application/json", c.body)
 		require.Equal(t, http.StatusUnprocessableEntity, status, body)
@@ -300,11 +301,16 @@ func TestIngestStoresSpansWithTextPostgreSQLCannotStore(t *testing.T) {
 	genkitID := strings.ReplaceAll(uuid.NewString(), "-", "")
 	body := `{"traceId":"` + genkitID + `","spans":{"6be520f337a0d748":{"spanId":"6be520f337a0d748","traceId":"` + genkitID + `",
 		"startTime":1700000000000,"endTime":1700000000005,"displayName":"tool \u0000 call","spanKind":"INTERNAL",
-		"attributes":{"genkit:output":"x\u0000y","lone":"\ud800"},"instrumentationLibrary":{"name":"genkit-tracer"},
+		"attributes":{"genkit:output":"x\u0000y","lone":"\ud800","big":1e131072},"instrumentationLibrary":{"name":"genkit-tracer"},
 		"status":{"code":2,"message":"failed: \u0000"}}}}`
 	status, out := send(t, http.MethodPost, b.url+"/api/traces", "application/json", body)
 	require.Equal(t, http.StatusOK, status, out)
 	check(genkitID)
+	spans, err := b.store.SpansByTrace(context.Background(), genkitID, 10)
+	require.NoError(t, err)
+	var attrs map[string]any
+	require.NoError(t, json.Unmarshal(spans[0].Attributes, &attrs))
+	require.Equal(t, "1e131072", attrs["big"], "a number numeric cannot hold is kept as its characters")
 
 	otlp := func() (ptraceotlp.ExportRequest, string) {
 		id := uuid.New()

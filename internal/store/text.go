@@ -10,10 +10,12 @@ import (
 	"unicode/utf8"
 )
 
-// PostgreSQL refuses three things that Go strings and JSON documents may hold: U+0000 (in text,
+// PostgreSQL refuses four things that Go strings and JSON documents may hold: U+0000 (in text,
 // and as the escape \u0000 in jsonb), UTF-16 surrogate escapes that are not a high one followed by
-// a low one (\ud800 alone; jsonb decodes every escape), and bytes that are not UTF-8. A value
-// holding one fails the whole statement, and with it the transaction. Two ways out:
+// a low one (\ud800 alone; jsonb decodes every escape), bytes that are not UTF-8, and, in jsonb,
+// numbers beyond the range of numeric (1e131072, 1e-16384), which JSON allows and encoding/json
+// decodes. A value holding one fails the whole statement, and with it the transaction. Two ways
+// out:
 //
 //   - CheckText and CheckJSON find the first such thing in what a client sent, so that the server
 //     refuses it with a message naming the field;
@@ -28,8 +30,9 @@ type TextError struct {
 	// "edits/0/message"). It is "" for a whole document.
 	Field string
 	// Problem completes the sentence "<field> ...": "contains U+0000", "contains a lone UTF-16
-	// surrogate (\ud800)", "contains invalid UTF-8 (byte 0xff)", or, for a JSON object whose
-	// member's name holds it, "has a member name that contains U+0000".
+	// surrogate (\ud800)", "contains invalid UTF-8 (byte 0xff)", "holds a number beyond the range
+	// of numeric (1e131072)", or, for a JSON object whose member's name holds it, "has a member
+	// name that contains U+0000".
 	Problem string
 }
 
@@ -154,7 +157,97 @@ func jsonProblem(raw []byte) (at int, problem string) {
 	if e, _, r := nextBadEscape(raw, 0); e >= 0 && (at < 0 || e < at) {
 		at, problem = e, escapeProblem(r)
 	}
+	if n, size := nextBadNumber(raw, 0); n >= 0 && (at < 0 || n < at) {
+		at, problem = n, fmt.Sprintf("holds a number beyond the range of numeric (%s)", Shorten(string(raw[n:n+size]), 24))
+	}
 	return at, problem
+}
+
+// The range of PostgreSQL's numeric, in which jsonb keeps every number: at most 131072 digits
+// before the decimal point and 16383 after it, and an exponent as written under 2^30 - 1.
+const (
+	numericMaxLeadingExponent = 131071 // of the first significant digit: 1e131071 fits, 1e131072 does not
+	numericMaxScale           = 16383  // digits after the point, trailing zeros included: 0e-16384 does not fit
+	numericMaxExponent        = 1<<30 - 1
+)
+
+// nextBadNumber returns the offset and length of the first number in b at or after from that
+// numeric cannot hold, outside strings, or -1. A document shorter than the longest fraction numeric
+// holds and without an exponent anywhere, nearly every one, is let through after one search.
+func nextBadNumber(b []byte, from int) (at, n int) {
+	if len(b) <= numericMaxScale && bytes.IndexAny(b, "eE") < 0 {
+		return -1, 0
+	}
+	inString := false
+	for i := from; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case inString:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '-' || c >= '0' && c <= '9':
+			j := i + 1
+			for j < len(b) && strings.IndexByte("0123456789.eE+-", b[j]) >= 0 {
+				j++
+			}
+			if !numericHolds(b[i:j]) {
+				return i, j - i
+			}
+			i = j - 1
+		}
+	}
+	return -1, 0
+}
+
+// numericHolds reports whether the JSON number num fits PostgreSQL's numeric, as numeric_in
+// decides: the exponent as written, the scale (digits after the point less the exponent), and the
+// position of the first significant digit. Something that is not a number is not its concern.
+func numericHolds(num []byte) bool {
+	if len(num) > 0 && num[0] == '-' {
+		num = num[1:]
+	}
+	mantissa, exponent := num, 0
+	if e := bytes.IndexAny(num, "eE"); e >= 0 {
+		mantissa = num[:e]
+		digits := num[e+1:]
+		negative := len(digits) > 0 && digits[0] == '-'
+		if len(digits) > 0 && (digits[0] == '-' || digits[0] == '+') {
+			digits = digits[1:]
+		}
+		for _, d := range digits {
+			if d < '0' || d > '9' {
+				return true
+			}
+			if exponent = exponent*10 + int(d-'0'); exponent >= numericMaxExponent {
+				return false
+			}
+		}
+		if negative {
+			exponent = -exponent
+		}
+	}
+	whole, fraction := mantissa, []byte(nil)
+	if dot := bytes.IndexByte(mantissa, '.'); dot >= 0 {
+		whole, fraction = mantissa[:dot], mantissa[dot+1:]
+	}
+	if len(fraction)-exponent > numericMaxScale {
+		return false
+	}
+	// The power of ten of the first significant digit, counted from the point.
+	var lead int
+	if i := bytes.IndexFunc(whole, notZero); i >= 0 {
+		lead = len(whole) - 1 - i
+	} else if i := bytes.IndexFunc(fraction, notZero); i >= 0 {
+		lead = -1 - i
+	} else { // zero, whatever its exponent
+		return true
+	}
+	return lead+exponent <= numericMaxLeadingExponent
 }
 
 func escapeProblem(r rune) string {
@@ -304,9 +397,9 @@ func joinPath(field, path string) string {
 // not start valid UTF-8 becomes U+FFFD (see CleanText). U+FFFD rather than the six characters
 // "\u0000" as text: it is what encoding/json already reads the other two as, so one mark stands
 // for every character that could not be kept, and no reader mistakes it for something written. A
-// document with nothing to replace is returned as is, the same bytes, after one scan (UTF-8
-// validation and a search for backslashes) that allocates nothing; nothing is decoded or
-// re-encoded.
+// number beyond numeric's range becomes a string of its characters. A document with nothing to
+// replace is returned as is, the same bytes, after one scan (UTF-8 validation and a search for
+// backslashes and exponents) that allocates nothing; nothing is decoded or re-encoded.
 func CleanJSON(raw json.RawMessage) json.RawMessage {
 	if at, _ := jsonProblem(raw); at < 0 {
 		return raw
@@ -324,6 +417,27 @@ func CleanJSON(raw json.RawMessage) json.RawMessage {
 			break
 		}
 		out = append(append(out, b[done:at]...), `\ufffd`...)
+		done, i = at+n, at+n
+	}
+	if out != nil {
+		b = append(out, b[done:]...)
+	}
+	return quoteBadNumbers(b)
+}
+
+func notZero(r rune) bool { return r != '0' }
+
+// quoteBadNumbers turns each number of b that numeric cannot hold into a string of the same
+// characters, so that a recorded value keeps what it said, and returns b itself when there is none.
+func quoteBadNumbers(b []byte) []byte {
+	var out []byte
+	done := 0
+	for i := 0; ; {
+		at, n := nextBadNumber(b, i)
+		if at < 0 {
+			break
+		}
+		out = append(append(append(append(out, b[done:at]...), '"'), b[at:at+n]...), '"')
 		done, i = at+n, at+n
 	}
 	if out == nil {

@@ -32,7 +32,18 @@ var unstorable = []struct {
 	{`"\u0000"`, "input", "contains U+0000"},
 	{`[[],[1,2,{"k":[null,"\uDBFF"]}]]`, "input/1/2/k/1", `contains a lone UTF-16 surrogate (\udbff)`},
 	{`{"big":1e400,"s":"\u0000"}`, "input/s", "contains U+0000"},
+	{`{"n":[1,1e131072]}`, "input/n/1", "holds a number beyond the range of numeric (1e131072)"},
+	{`{"n":99999e131068}`, "input/n", "holds a number beyond the range of numeric (99999e131068)"},
+	{`{"n":-1.5e-16383}`, "input/n", "holds a number beyond the range of numeric (-1.5e-16383)"},
+	{`{"n":0e-16384,"s":"\u0000"}`, "input/n", "holds a number beyond the range of numeric (0e-16384)"},
+	{`[0E+1073741823]`, "input/0", "holds a number beyond the range of numeric (0E+1073741823)"},
+	{`{"n":1` + strings.Repeat("0", 131072) + `}`, "input/n", "holds a number beyond the range of numeric (1" + strings.Repeat("0", 23) + "…)"},
+	{`{"n":0.` + strings.Repeat("1", 16384) + `}`, "input/n", "holds a number beyond the range of numeric (0." + strings.Repeat("1", 22) + "…)"},
 }
+
+// storableNumbers are at the edges of numeric's range, inside it.
+var storableNumbers = []string{`1e131071`, `-1.5e131071`, `0e131072`, `0.0e999999`, `12e-16383`, `1e-16383`, `0e-16383`,
+	`{"s":"1e999999","n":[1,2.5e10,-3E-7]}`, `9` + strings.Repeat("9", 131071), `0.` + strings.Repeat("1", 16383)}
 
 func TestCheckJSONNamesTheFirstStringPostgreSQLRefuses(t *testing.T) {
 	t.Parallel()
@@ -48,7 +59,7 @@ func TestCheckJSONNamesTheFirstStringPostgreSQLRefuses(t *testing.T) {
 		"input/destination contains U+0000, which PostgreSQL cannot store", "a request body's members name themselves")
 	require.EqualError(t, store.CheckJSON("", json.RawMessage(`"\u0000"`)), "the value contains U+0000, which PostgreSQL cannot store")
 
-	for _, ok := range []string{`{"a":"plain"}`, `{"a":"\\u0000"}`, `{"a":"\ud83d\ude00 \u00e9 \u003c"}`, `null`, `[1,2,3]`, ``} {
+	for _, ok := range append([]string{`{"a":"plain"}`, `{"a":"\\u0000"}`, `{"a":"\ud83d\ude00 \u00e9 \u003c"}`, `null`, `[1,2,3]`, ``}, storableNumbers...) {
 		require.NoError(t, store.CheckJSON("input", json.RawMessage(ok)), ok)
 	}
 }
@@ -85,6 +96,8 @@ func TestCleanJSONReplacesWhatPostgreSQLRefuses(t *testing.T) {
 		"{\"a\":\"x\xffy\"}":           "{\"a\":\"x\uFFFDy\"}", // invalid UTF-8
 		"{\"a\":\"\xed\xa0\x80\"}":     "{\"a\":\"\uFFFD\uFFFD\uFFFD\"}",
 		"{\"a\":\"\xff\\u0000\"}":      "{\"a\":\"\uFFFD\\ufffd\"}",
+		`{"a":[1e131072,2,-0e-16384]}`: `{"a":["1e131072",2,"-0e-16384"]}`, // numbers numeric cannot hold
+		`{"a":"\u0000","b":1e131072}`: `{"a":"\ufffd","b":"1e131072"}`,
 	} {
 		got := store.CleanJSON(json.RawMessage(in))
 		require.Equal(t, want, string(got), "CleanJSON(%s)", in)
@@ -126,6 +139,10 @@ func TestPostgreSQLStoresWhatCleanJSONMakes(t *testing.T) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT $1::text::jsonb::text`, string(clean)).Scan(&back), "cleaned %q", clean)
 		require.True(t, utf8.ValidString(back))
 	}
+	for _, ok := range storableNumbers {
+		var back string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT $1::text::jsonb::text`, ok).Scan(&back), "PostgreSQL refuses %.40s, which CheckJSON lets through", ok)
+	}
 	for _, bad := range []string{"a\x00b", "a\xffb", "\xed\xa0\x80"} {
 		var back string
 		require.Error(t, pool.QueryRow(ctx, `SELECT $1::text`, bad).Scan(&back), "PostgreSQL refuses %q as text", bad)
@@ -163,8 +180,8 @@ func FuzzCleanJSON(f *testing.F) {
 		if json.Valid(in) {
 			require.True(t, json.Valid(out), "CleanJSON(%q) = %q is not valid JSON", in, out)
 			var a, b any
-			if json.Unmarshal(in, &a) == nil {
-				require.NoError(t, json.Unmarshal(out, &b))
+			if decodeNumbers(in, &a) == nil {
+				require.NoError(t, decodeNumbers(out, &b))
 				if want, ok := cleaned(a); ok {
 					require.Equal(t, want, b, "CleanJSON replaces U+0000 and only what encoding/json decodes as U+FFFD")
 				}
@@ -208,12 +225,24 @@ func addFixtures(f *testing.F) {
 	}
 }
 
-// cleaned is a decoded JSON value with U+0000 replaced in every string, as CleanJSON replaces it;
-// ok is false when that makes two member names of one object the same.
+// decodeNumbers decodes a JSON document keeping its numbers as written.
+func decodeNumbers(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(v)
+}
+
+// cleaned is a decoded JSON value with U+0000 replaced in every string and each number numeric
+// cannot hold turned into a string, as CleanJSON does; ok is false when that makes two member
+// names of one object the same.
 func cleaned(v any) (out any, ok bool) {
 	switch x := v.(type) {
 	case string:
 		return store.CleanText(x), true
+	case json.Number:
+		if store.CheckJSON("", json.RawMessage(x)) != nil {
+			return string(x), true
+		}
 	case []any:
 		for i := range x {
 			if x[i], ok = cleaned(x[i]); !ok {
