@@ -175,7 +175,7 @@ const (
 // numeric cannot hold, outside strings, or -1. A document shorter than the longest fraction numeric
 // holds and without an exponent anywhere, nearly every one, is let through after one search.
 func nextBadNumber(b []byte, from int) (at, n int) {
-	if len(b) <= numericMaxScale && bytes.IndexAny(b, "eE") < 0 {
+	if len(b) <= numericMaxScale && !bytes.ContainsAny(b, "eE") {
 		return -1, 0
 	}
 	inString := false
@@ -183,9 +183,10 @@ func nextBadNumber(b []byte, from int) (at, n int) {
 		c := b[i]
 		switch {
 		case inString:
-			if c == '\\' {
+			switch c {
+			case '\\':
 				i++
-			} else if c == '"' {
+			case '"':
 				inString = false
 			}
 		case c == '"':

@@ -97,7 +97,7 @@ func TestCleanJSONReplacesWhatPostgreSQLRefuses(t *testing.T) {
 		"{\"a\":\"\xed\xa0\x80\"}":     "{\"a\":\"\uFFFD\uFFFD\uFFFD\"}",
 		"{\"a\":\"\xff\\u0000\"}":      "{\"a\":\"\uFFFD\\ufffd\"}",
 		`{"a":[1e131072,2,-0e-16384]}`: `{"a":["1e131072",2,"-0e-16384"]}`, // numbers numeric cannot hold
-		`{"a":"\u0000","b":1e131072}`: `{"a":"\ufffd","b":"1e131072"}`,
+		`{"a":"\u0000","b":1e131072}`:  `{"a":"\ufffd","b":"1e131072"}`,
 	} {
 		got := store.CleanJSON(json.RawMessage(in))
 		require.Equal(t, want, string(got), "CleanJSON(%s)", in)
