@@ -65,11 +65,13 @@ func resumeFactsOf(spans []store.Span) ([]store.InterruptRef, []store.ResumeRef)
 			}
 		}
 		text := jsonString(in)
-		// Genkit JS records the resumed generate with the resume already in its history: a tool
-		// message answering with metadata.interruptResponse, or a restarted request with
-		// metadata.resumed.
+		// Genkit records the resumed generate with the resume already in its history. Genkit JS: a
+		// tool message answering with metadata.interruptResponse, or a restarted request with
+		// metadata.resumed. Genkit Go: the answered request marked metadata.resolvedInterrupt, and
+		// a restart's answer in a tool message whose own metadata says resumed.
 		var msgs []struct {
-			Content []struct {
+			Metadata map[string]json.RawMessage `json:"metadata"`
+			Content  []struct {
 				ToolRequest *struct {
 					Name string `json:"name"`
 					Ref  string `json:"ref"`
@@ -87,8 +89,10 @@ func resumeFactsOf(spans []store.Span) ([]store.InterruptRef, []store.ResumeRef)
 					switch {
 					case p.ToolResponse != nil && len(p.Metadata["interruptResponse"]) > 0:
 						add(p.ToolResponse.Name, p.ToolResponse.Ref)
-					case p.ToolRequest != nil && len(p.Metadata["resumed"]) > 0 && string(p.Metadata["resumed"]) != "false":
+					case p.ToolRequest != nil && (marked(p.Metadata["resumed"]) || marked(p.Metadata["resolvedInterrupt"])):
 						add(p.ToolRequest.Name, p.ToolRequest.Ref)
+					case p.ToolResponse != nil && marked(m.Metadata["resumed"]):
+						add(p.ToolResponse.Name, p.ToolResponse.Ref)
 					}
 				}
 			}
@@ -107,6 +111,11 @@ func resumeFactsOf(spans []store.Span) ([]store.InterruptRef, []store.ResumeRef)
 		}
 	}
 	return refs, resumes
+}
+
+// marked reports whether a metadata value is present and not false or null.
+func marked(v json.RawMessage) bool {
+	return len(v) > 0 && string(v) != "false" && string(v) != "null"
 }
 
 // leadingMembers decodes a generate response's finishReason and message from its JSON, reading
