@@ -208,9 +208,16 @@ func collectLeaves(ve *jsonschema.ValidationError, out *ValidationError) {
 		path = "/" + strings.Join(ve.InstanceLocation, "/")
 		field = ve.InstanceLocation[n-1]
 	}
-	msg := ve.ErrorKind.LocalizedString(printer)
-	if req, ok := ve.ErrorKind.(*kind.Required); ok {
-		for _, m := range req.Missing {
+	msg := friendlyMessage(ve.ErrorKind)
+	var members []string // a violation of members the object lacks or must not have is each member's
+	switch k := ve.ErrorKind.(type) {
+	case *kind.Required:
+		members = k.Missing
+	case *kind.AdditionalProperties:
+		members = k.Properties
+	}
+	if members != nil {
+		for _, m := range members {
 			out.Fields = append(out.Fields, FieldError{Path: path + "/" + m, Field: m, Message: msg})
 		}
 		return

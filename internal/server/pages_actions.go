@@ -78,11 +78,15 @@ func groupActions(list []*engine.ActionDesc) []templates.ActionGroup {
 		} else if ok {
 			v.Description += " (running it " + note + ")"
 		}
-		if a.InputSchema != nil {
+		switch {
+		case a.InputSchema != nil:
 			v.InputSchema = prettyJSON(a.InputSchema.Raw())
 			v.Example = prettyJSON(mustJSON(exampleFor(a.InputSchema.Raw())))
 			v.Fields = schemaFields(a.InputSchema.Raw(), v.Example)
-		} else {
+		case a.Type == engine.ActionTypeModel:
+			// A model takes a request: start from one user message, as Genkit's Dev UI does.
+			v.Example = prettyJSON(json.RawMessage(`{"messages":[{"role":"user","content":[{"text":"Hello"}]}]}`))
+		default:
 			v.Example = "null"
 		}
 		if a.OutputSchema != nil {
@@ -201,11 +205,15 @@ func (s *Server) actionsPage(c echo.Context) error {
 // comes back on the form, with the server's reason.
 func (s *Server) actionRun(c echo.Context) error {
 	action, input := c.FormValue("action"), strings.TrimSpace(c.FormValue("input"))
-	fail := func(msg string) error {
+	// failAt shows msg on the action's form, and, when it names a field of the form, the field's
+	// part of it at that field.
+	failAt := func(msg, pointer, fieldMsg string) error {
 		p := s.actionsData(c)
 		p.Error, p.ErrorFor, p.Input = msg, action, input
+		p.FieldErrorPointer, p.FieldError = pointer, fieldMsg
 		return s.render(c, http.StatusUnprocessableEntity, templates.ActionsView(p))
 	}
+	fail := func(msg string) error { return failAt(msg, "", "") }
 	if input == "" {
 		input = "null"
 	}
@@ -219,6 +227,9 @@ func (s *Server) actionRun(c echo.Context) error {
 	var ve *runs.ValidationError
 	switch {
 	case errors.As(err, &ve):
+		if ptr, ok := strings.CutPrefix(ve.Field, "input"); ok && strings.HasPrefix(ptr, "/") {
+			return failAt("Invalid input: "+ve.Error(), ptr, ve.Message)
+		}
 		return fail("Invalid input: " + ve.Error())
 	case errors.Is(err, runs.ErrInvalid):
 		return fail(err.Error())

@@ -69,3 +69,53 @@ func TestBrowserActionsPlaygroundRunsInPlace(t *testing.T) {
 	require.Equal(t, 1, last, "the flow's run is listed beside its form")
 	require.Empty(t, br.Problems())
 }
+
+// TestBrowserActionsPlaygroundStreamsModelsAndSaysWhatIsWrong: a flow's chunks appear in place
+// while it still runs, not only once it is done; a model is run from its own form, which starts
+// from a request with one user message, and answers in place; a refused input is said in words at
+// the field it names, by the page before it sends and by the server without JavaScript.
+func TestBrowserActionsPlaygroundStreamsModelsAndSaysWhatIsWrong(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{dev: true, stack: true})
+	br := browsertest.New(t)
+	article := func(key string) string { return `article[data-action="` + key + `"]` }
+	var midway struct {
+		State  string `json:"state"`
+		Chunks string `json:"chunks"`
+	}
+	var modelOut, modelState, fieldErr, boxErr string
+	var fieldInvalid bool
+	require.NoError(t, chromedp.Run(br.Ctx,
+		chromedp.Navigate(b.url+"/actions"),
+		chromedp.WaitVisible(article("/flow/countdown")+` button[data-run-here]`, chromedp.ByQuery),
+		// countdown sends a chunk every 200 ms: from 10 it runs about two seconds.
+		chromedp.SetValue(article("/flow/countdown")+` textarea[name="input"]`, `{"from":10}`, chromedp.ByQuery),
+		chromedp.Click(article("/flow/countdown")+` button[data-run-here]`, chromedp.ByQuery),
+		wait(`document.querySelector('`+article("/flow/countdown")+` [data-run-chunks]').textContent.includes('{"n":9}')`),
+		chromedp.Evaluate(`({state: document.querySelector('`+article("/flow/countdown")+` [data-run-state]').textContent,
+			chunks: document.querySelector('`+article("/flow/countdown")+` [data-run-chunks]').textContent})`, &midway),
+		wait(`document.querySelector('`+article("/flow/countdown")+` [data-run-state]').textContent === "done"`),
+
+		chromedp.WaitVisible(article("/model/demo/travel")+` button[data-run-here]`, chromedp.ByQuery),
+		chromedp.Click(article("/model/demo/travel")+` button[data-run-here]`, chromedp.ByQuery),
+		wait(`["done", "failed"].includes(document.querySelector('`+article("/model/demo/travel")+` [data-run-state]').textContent)`),
+		chromedp.Text(article("/model/demo/travel")+` [data-run-state]`, &modelState, chromedp.ByQuery),
+		chromedp.Text(article("/model/demo/travel")+` [data-run-result]`, &modelOut, chromedp.ByQuery),
+
+		chromedp.Evaluate(`(() => { const el = document.querySelector('`+article("/flow/travelAgent")+` input[data-pointer="/destination"]'); el.value = ""; el.dispatchEvent(new Event("input", {bubbles: true})); return true; })()`, nil),
+		chromedp.Click(article("/flow/travelAgent")+` button[data-run-here]`, chromedp.ByQuery),
+		chromedp.WaitVisible(article("/flow/travelAgent")+` [data-error-for="/destination"]`, chromedp.ByQuery),
+		chromedp.Text(article("/flow/travelAgent")+` [data-error-for="/destination"]`, &fieldErr, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector('`+article("/flow/travelAgent")+` [data-field="/destination"]').classList.contains("invalid")`, &fieldInvalid),
+		chromedp.Evaluate(`document.querySelector('`+article("/flow/travelAgent")+` .form-error').textContent`, &boxErr),
+	))
+	require.NotEqual(t, "done", midway.State, "a chunk was shown while the flow still ran")
+	require.Contains(t, midway.Chunks, `{"n":10}`)
+	require.NotContains(t, midway.Chunks, `{"n":1}`+"\n", "the last chunk had not come yet: %q", midway.Chunks)
+	require.Equal(t, "done", modelState, modelOut)
+	require.Contains(t, modelOut, `"message"`, "the model's response, shown in place")
+	require.Equal(t, "must not be empty", fieldErr)
+	require.True(t, fieldInvalid, "the field is marked")
+	require.Empty(t, strings.TrimSpace(boxErr), "the error is at its field, not repeated in the box")
+	require.Empty(t, br.Problems())
+}

@@ -281,7 +281,18 @@ func TestActionsPageStartsRuns(t *testing.T) {
 
 	resp, body := postForm(t, noRedirect, b.url+"/actions/run", url.Values{"action": {"/flow/countdown"}, "input": {`{"from":0}`}})
 	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
-	require.Contains(t, body, "Invalid input")
+	require.Contains(t, body, "Invalid input: input/from: must be ≥ 1", "the schema's bound in words")
+
+	// Without JavaScript the server's answer is the one a person reads: in words, not the
+	// validator's "minLength: got 0, want 1".
+	resp, body = postForm(t, noRedirect, b.url+"/actions/run", url.Values{"action": {"/flow/travelAgent"}, "input": {`{"destination":""}`}})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	require.Contains(t, body, "Invalid input: input/destination: must not be empty")
+	require.Contains(t, body, `<div class="field-error" data-error-for="/destination">must not be empty</div>`, "and at the field it names")
+	require.NotContains(t, body, "got 0, want 1")
+	status, out := send(t, http.MethodPost, b.url+"/api/v1/runs", "application/json", `{"action":"/flow/travelAgent","input":{"destination":""}}`)
+	require.Equal(t, http.StatusUnprocessableEntity, status)
+	require.Equal(t, "input/destination: must not be empty", apiErrorOf(t, out).Error.Message)
 
 	resp, _ = postForm(t, noRedirect, b.url+"/actions/run", url.Values{"action": {"/flow/countdown"}, "input": {`{"from":2}`}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)

@@ -133,7 +133,8 @@ export function validate(schema, value, path = "") {
     const types = Array.isArray(schema.type) ? schema.type : [schema.type];
     const t = typeOf(value);
     const ok = types.some((x) => x === t || (x === "number" && t === "integer"));
-    if (!ok) return [`${at}: want ${types.join(" or ")}, got ${t}`];
+    const article = (x) => (x === "null" ? "null" : /^[aeiou]/.test(x) ? `an ${x}` : `a ${x}`);
+    if (!ok) return [`${at}: must be ${types.map(article).join(" or ")}, not ${article(t)}`]; // the server's words (engine/schema_messages.go)
   }
   if (schema.enum && !schema.enum.some((e) => JSON.stringify(e) === JSON.stringify(value))) errs.push(`${at}: must be one of ${schema.enum.map((e) => JSON.stringify(e)).join(", ")}`);
   if ("const" in schema && JSON.stringify(schema.const) !== JSON.stringify(value)) errs.push(`${at}: must be ${JSON.stringify(schema.const)}`);
@@ -225,11 +226,23 @@ export function checkJSON(text, schemaText, label) {
   return validate(schema, value).map((e) => `${label} ${e}`);
 }
 
+// showErrors shows each error at the field it names (an "input /pointer: …" error of a form with
+// fields built from the schema) and the rest in the form's error box.
 function showErrors(form, errs) {
+  const rest = [];
+  form.querySelectorAll("[data-error-for]").forEach((el) => { el.textContent = ""; el.hidden = true; el.closest(".schema-field")?.classList.remove("invalid"); });
+  for (const e of errs) {
+    const m = /^input (\/[^:]*): (.*)$/s.exec(e);
+    const at = m && [...form.querySelectorAll("[data-error-for]")].find((el) => el.dataset.errorFor === m[1]);
+    if (!at) { rest.push(e); continue; }
+    at.textContent = at.textContent ? `${at.textContent}; ${m[2]}` : m[2];
+    at.hidden = false;
+    at.closest(".schema-field")?.classList.add("invalid");
+  }
   const box = form.querySelector(".form-error");
   if (!box) return;
-  box.textContent = errs.join("\n");
-  box.hidden = errs.length === 0;
+  box.textContent = rest.join("\n");
+  box.hidden = rest.length === 0;
 }
 
 // ---- span tree ----

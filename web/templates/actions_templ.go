@@ -348,7 +348,7 @@ func actionList(p ActionsPage, g ActionGroup) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = actionFields(a).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = actionFields(a, p.fieldErrorOf(a.Key)).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -474,7 +474,7 @@ func actionList(p ActionsPage, g ActionGroup) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = actionFields(a).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = actionFields(a, p.fieldErrorOf(a.Key)).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -600,7 +600,7 @@ func actionList(p ActionsPage, g ActionGroup) templ.Component {
 
 // actionFields is the input form built from an action's input schema: a field per property, the
 // raw JSON below it in step (the JSON is what is sent).
-func actionFields(a ActionView) templ.Component {
+func actionFields(a ActionView, errs map[string]string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -623,7 +623,7 @@ func actionFields(a ActionView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			for _, f := range a.Fields {
-				templ_7745c5c3_Err = schemaField(f, false, "").Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = schemaField(f, false, errs[f.Pointer]).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

@@ -26,8 +26,12 @@ type ActionsPage struct {
 	Groups   []ActionGroup
 	Error    string
 	ErrorFor string
-	Input    string
-	CanRun   bool
+	// FieldError is the server's refusal of the ErrorFor action's input at one field of its
+	// form: the field's JSON pointer ("/destination") and what it must be.
+	FieldError        string
+	FieldErrorPointer string
+	Input             string
+	CanRun            bool
 	// Apps are the Genkit apps Loupe attached to, each with its actions.
 	Apps []AppSection
 }
@@ -45,4 +49,13 @@ type AppSection struct {
 type ActionGroup struct {
 	Type    string
 	Actions []ActionView
+}
+
+// fieldErrorOf is the server's field error for the action's form, by pointer, when it refused that
+// action's input at a field.
+func (p ActionsPage) fieldErrorOf(key string) map[string]string {
+	if p.ErrorFor != key || p.FieldErrorPointer == "" {
+		return nil
+	}
+	return map[string]string{p.FieldErrorPointer: p.FieldError}
 }
