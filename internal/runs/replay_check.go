@@ -70,6 +70,12 @@ func (s *Service) checkReplay(ctx context.Context, orig *store.Run, p *ReplayPar
 			if !found || d.Type != engine.ActionTypeModel {
 				return &ValidationError{Field: "overrides/model", Message: fmt.Sprintf("model %q is not registered", o.Model)}
 			}
+			// Asked for by key (/model/demo/travel, as the run page's menu does) or by name, it
+			// is stored by name: the run records the model it calls under the name given, and
+			// its own model is recorded by name.
+			if d.Name != "" {
+				o.Model = d.Name
+			}
 		}
 		if string(bytes.TrimSpace(o.Config)) == "null" {
 			o.Config = nil // "config": null overrides nothing

@@ -445,6 +445,14 @@ func TestRerunAppliesOverrides(t *testing.T) {
 	done := rb.settle(t, rerun.ID, store.RunSucceeded)
 	require.Contains(t, string(done.Output), "other done", "the model override reached the flow's generate")
 	require.EqualValues(t, 6, rb.modelCalls.Load(), "a rerun calls the live model")
+	require.Equal(t, "test/other", *done.Model)
+
+	byKey := rb.replay(t, runs.ReplayParams{RunID: orig.ID, Mode: store.ReplayRerun, Overrides: &runs.Overrides{Model: "/model/test/other"}})
+	done = rb.settle(t, byKey.ID, store.RunSucceeded)
+	require.Equal(t, "test/other", *done.Model, "a model asked for by key is recorded by name, as the run's own is")
+	settings, err := rb.store.ReplayGet(context.Background(), byKey.ID)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"model":"test/other"}`, string(settings.Overrides))
 
 	limited := rb.replay(t, runs.ReplayParams{RunID: orig.ID, Mode: store.ReplayRerun, Overrides: &runs.Overrides{MaxTurns: ptr(1)}})
 	rb.settle(t, limited.ID, store.RunAborted)
