@@ -84,7 +84,7 @@ func (s *Server) dashboardChart(ctx context.Context, now time.Time, rg dashboard
 }
 
 // dashboardStats are the p50/p95 running time and tokens per action and model of the runs that
-// finished in the range, each linked to those runs.
+// finished in the range, each linked to those runs: the action's, and the action's with that model.
 func (s *Server) dashboardStats(ctx context.Context, now time.Time, rg dashboardRange) ([]templates.ActionStats, error) {
 	since := now.Add(-rg.width)
 	list, err := s.store.RunPercentilesSince(ctx, since, 20)
@@ -95,7 +95,12 @@ func (s *Server) dashboardStats(ctx context.Context, now time.Time, rg dashboard
 	for _, p := range list {
 		q := url.Values{"action": {p.Action}, "since": {since.UTC().Format(time.RFC3339)}}
 		failed := url.Values{"action": {p.Action}, "status": {store.RunFailed}, "since": {since.UTC().Format(time.RFC3339)}}
-		out = append(out, templates.ActionStats{Action: p.Action, Model: p.Model, Runs: p.Runs, Failed: p.Failed,
+		var modelRuns string
+		if p.Model != "" {
+			mq := url.Values{"action": {p.Action}, "model": {p.Model}, "since": {since.UTC().Format(time.RFC3339)}}
+			modelRuns = "/runs?" + mq.Encode()
+		}
+		out = append(out, templates.ActionStats{ModelRunsURL: modelRuns, Action: p.Action, Model: p.Model, Runs: p.Runs, Failed: p.Failed,
 			RanP50: fmtNanos(int64(p.RanP50Ms * 1e6)), RanP95: fmtNanos(int64(p.RanP95Ms * 1e6)),
 			TokensP50: fmt.Sprintf("%.0f", p.TokensP50), TokensP95: fmt.Sprintf("%.0f", p.TokensP95), TokensSum: p.TokensSum,
 			RunsURL: "/runs?" + q.Encode(), FailedRunsURL: "/runs?" + failed.Encode()})

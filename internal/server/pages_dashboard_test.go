@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -8,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe/internal/browsertest"
+	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/engine/scripted"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
@@ -66,4 +70,85 @@ func TestBrowserDashboardLeadsSomewhere(t *testing.T) {
 	require.True(t, strings.Contains(label, "3 hours") && strings.Contains(label, "last 7 days"), label)
 	_, body := get(t, b.url+"/?range=nonsense", "Accept", "text/html")
 	require.Contains(t, body, `data-range="1h" aria-current="true"`, "an unknown range is the last hour")
+}
+
+// defineAskModel adds an askModel flow that asks the model its input names (test/fast or
+// test/slow), so that one action's runs have two models.
+func defineAskModel(reg *engine.Registry) {
+	scripted.DefineFunc(reg, "test/fast", func(*engine.ModelRequest) (scripted.Turn, error) {
+		return scripted.Text("fast answer").WithUsage(10, 5), nil
+	})
+	scripted.DefineFunc(reg, "test/slow", func(*engine.ModelRequest) (scripted.Turn, error) {
+		return scripted.Text("slow answer").WithUsage(100, 50), nil
+	})
+	engine.DefineFlow(reg, "askModel", func(ctx context.Context, in struct {
+		Model string `json:"model"`
+	}) (string, error) {
+		resp, err := engine.Generate(ctx, reg, engine.WithModelName(in.Model), engine.WithPrompt("Answer."))
+		if err != nil {
+			return "", err
+		}
+		return resp.Text(), nil
+	})
+}
+
+// TestBrowserDashboardAsksTheQuestionAndStatsPerModel: the waiting list's "Asks" is the
+// interrupt's question, never its metadata as JSON; the range's p50/p95 are given per model of an
+// action, and a model links to the runs of that action with that model, which the runs list then
+// shows alone.
+func TestBrowserDashboardAsksTheQuestionAndStatsPerModel(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{dev: true, stack: true, define: []func(*engine.Registry){defineAskModel}})
+	tr := b.pending(t, b.startRun(t, "/flow/transferMoney", `{"to":"bob","amount":500,"currency":"JPY"}`, store.RunInterrupted).ID)
+	booking := b.travel(t, "Lisbon") // its metadata has a price beside the message
+	b.startRun(t, "/flow/askModel", `{"model":"test/fast"}`, store.RunSucceeded)
+	b.startRun(t, "/flow/askModel", `{"model":"test/fast"}`, store.RunSucceeded)
+	slow := b.startRun(t, "/flow/askModel", `{"model":"test/slow"}`, store.RunSucceeded)
+	br := browsertest.New(t)
+
+	type stats struct{ Runs, Model, Href, P50, P95, TokensP50 string }
+	row := func(model string, dst *stats) chromedp.Action {
+		return chromedp.Evaluate(fmt.Sprintf(`(() => { const r = document.querySelector('[data-testid="action-stats"] tr[data-action="/flow/askModel"][data-model=%q]');
+			return r && {Runs: r.cells[2].innerText, Model: r.querySelector('[data-stat="model"]').innerText, Href: r.querySelector('[data-stat="model"] a')?.getAttribute("href") ?? "",
+				P50: r.querySelector('[data-stat="ran-p50"]').innerText, P95: r.querySelector('[data-stat="ran-p95"]').innerText, TokensP50: r.querySelector('[data-stat="tokens-p50"]').innerText}; })()`, model), dst)
+	}
+	var asks map[string]string
+	var fast, slowStats stats
+	require.NoError(t, br.Run(
+		chromedp.Navigate(b.url+"/"),
+		chromedp.WaitVisible(`[data-testid="action-stats"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`Object.fromEntries([...document.querySelectorAll("tr[data-interrupt]")].map((r) => [r.dataset.interrupt, r.cells[1].innerText]))`, &asks),
+		row("test/fast", &fast),
+		row("test/slow", &slowStats),
+	))
+	require.Equal(t, "Confirm transfer of ¥500 to bob?", asks[tr.ID.String()])
+	require.Equal(t, interruptMessage(booking.Metadata), asks[booking.ID.String()])
+	for _, q := range asks {
+		require.NotContains(t, q, "{", "the question, not the metadata JSON")
+		require.NotContains(t, q, `"price"`)
+	}
+	require.Equal(t, "2", fast.Runs)
+	require.Equal(t, "1", slowStats.Runs)
+	require.Equal(t, "test/fast", fast.Model)
+	require.Equal(t, "test/slow", slowStats.Model)
+	for _, st := range []stats{fast, slowStats} {
+		require.NotEmpty(t, st.P50)
+		require.NotEmpty(t, st.P95)
+	}
+	require.Equal(t, "15", fast.TokensP50)
+	require.Equal(t, "150", slowStats.TokensP50, "each model has its own percentiles")
+	require.Contains(t, slowStats.Href, "model=test%2Fslow")
+
+	var listed []string
+	var model string
+	require.NoError(t, br.Run(
+		chromedp.Evaluate(`document.body.dataset.before = "1"`, nil),
+		chromedp.Click(`[data-testid="action-stats"] tr[data-model="test/slow"] [data-stat="model"] a`, chromedp.ByQuery),
+		chromedp.WaitVisible(`body:not([data-before]) table.runs`, chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll("table.runs tr[data-run]")].map((r) => r.dataset.run)`, &listed),
+		chromedp.Evaluate(`document.querySelector('form.filters input[name="model"]').value`, &model),
+	))
+	require.Equal(t, []string{slow.ID.String()}, listed, "the model's link lists that model's runs only")
+	require.Equal(t, "test/slow", model, "and the form keeps the filter")
+	require.Empty(t, br.Problems())
 }

@@ -30,8 +30,8 @@ func (s *Server) runsPage(c echo.Context) error {
 	q := c.QueryParams()
 	page := templates.RunsPage{
 		Page: s.page(c, "Runs", "runs"),
-		Filter: templates.RunFilter{Status: q.Get("status"), Action: q.Get("action"), Query: q.Get("q"), Since: q.Get("since"), Until: q.Get("until"),
-			Session: q.Get("session")},
+		Filter: templates.RunFilter{Status: q.Get("status"), Action: q.Get("action"), Model: q.Get("model"), Query: q.Get("q"), Since: q.Get("since"),
+			Until: q.Get("until"), Session: q.Get("session")},
 		Statuses: store.RunStatuses,
 		Actions:  s.actionKeys(c.Request().Context(), "flow"),
 	}
@@ -60,7 +60,7 @@ func (s *Server) runsPage(c echo.Context) error {
 		sort = store.RunSortStarted
 	}
 	page.Sorts = runSortLinks(q, sort, p.Asc)
-	page.Live = q.Get("cursor") == "" && q.Get("status") == "" && q.Get("action") == "" && q.Get("q") == "" &&
+	page.Live = q.Get("cursor") == "" && q.Get("status") == "" && q.Get("action") == "" && q.Get("model") == "" && q.Get("q") == "" &&
 		q.Get("until") == "" && sort == store.RunSortStarted && !p.Asc
 	pending, err := s.pendingByRun(ctx)
 	if err != nil {

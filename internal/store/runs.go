@@ -184,6 +184,7 @@ type RunCursor struct {
 type RunListParams struct {
 	Status string
 	Action string
+	Model  string // the model the run used last, as the runs list shows it
 	Query  string // text searched in the input, output, error, action and id
 	Since  time.Time
 	Until  time.Time
@@ -215,6 +216,9 @@ func (s *Store) RunList(ctx context.Context, p RunListParams) ([]*Run, *RunCurso
 	}
 	if p.Action != "" {
 		where = append(where, "action = "+arg(p.Action))
+	}
+	if p.Model != "" {
+		where = append(where, "model = "+arg(p.Model))
 	}
 	if !p.Since.IsZero() {
 		where = append(where, "created_at >= "+arg(p.Since))

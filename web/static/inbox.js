@@ -25,8 +25,23 @@ const sync = () => {
   count.textContent = `${pending} pending`;
   const n = rows().length;
   empty.hidden = n > 0;
-  if (n === 0 && pending === 0) empty.firstChild.textContent = "Nothing waits for a reviewer. ";
+  if (n === 0) sayWhyEmpty();
 };
+
+// sayWhyEmpty asks the server why the emptied list is empty (EmptyReason): nothing waits, or the
+// filters hide the items that still wait, and how many. This page cannot know: it only hears of
+// the items its filters match.
+let whyAsked = 0;
+async function sayWhyEmpty() {
+  const n = ++whyAsked;
+  let fresh = null;
+  try {
+    fresh = fragment(await fetchHTML("/inbox" + (filter.size ? "?" + filter : "")) ?? "").getElementById("inbox-empty");
+  } catch { /* said below, without the count */ }
+  if (n !== whyAsked || rows().length > 0) return;
+  if (fresh) empty.replaceChildren(...fresh.childNodes);
+  else if (!filter.size) empty.firstChild.textContent = "Nothing waits for a reviewer. ";
+}
 
 // ---- JSON helpers, as the server compares (sameJSON in pages_inbox.go) ----
 

@@ -8,6 +8,7 @@ import (
 type RunFilter struct {
 	Status  string
 	Action  string
+	Model   string
 	Query   string
 	Since   string
 	Until   string

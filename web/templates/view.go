@@ -81,6 +81,8 @@ type ActionStats struct {
 	TokensP50, TokensP95   string
 	TokensSum              int64
 	RunsURL, FailedRunsURL string
+	// ModelRunsURL lists the runs of this action and model in the range; empty without a model.
+	ModelRunsURL string
 }
 
 // ErrorPage is the view model of an HTML error page.
