@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,5 +122,77 @@ func TestBrowserGenkitFlowChunksShowLiveOnTheRunPage(t *testing.T) {
 	for n := 5; n >= 1; n-- {
 		require.Contains(t, text, fmt.Sprintf(`{"n":%d}`, n))
 	}
+	require.Empty(t, br.Problems())
+}
+
+// TestBrowserActionsPageShowsEachGenkitAppUnderItsName attaches to two real Genkit JS apps of one
+// project: the Actions page shows a section for each, named and live, holding that app's actions
+// and none of the other's. Once one is killed, the page shows it as gone, without its actions,
+// and the other one still listed and runnable from the page.
+func TestBrowserActionsPageShowsEachGenkitAppUnderItsName(t *testing.T) {
+	t.Parallel()
+	dir := genkitapptest.Project(t)
+	north := genkitapptest.Start(t, dir, "north")
+	genkitapptest.Start(t, dir, "south")
+	base := serveGenkitProject(t, dir)
+	waitListed(t, base, "north:/flow/echo", "north:/prompt/transferPrompt", "south:/flow/echo", "south:/prompt/transferPrompt")
+	br := browsertest.New(t)
+
+	type section struct {
+		Heading string   `json:"heading"`
+		Live    bool     `json:"live"`
+		Status  string   `json:"status"`
+		Keys    []string `json:"keys"`
+	}
+	sections := func() map[string]section {
+		var got map[string]section
+		require.NoError(t, chromedp.Run(br.Ctx,
+			chromedp.Navigate(base+"/actions"),
+			chromedp.WaitVisible(`#page[data-page="actions"]`, chromedp.ByQuery),
+			chromedp.Evaluate(`Object.fromEntries([...document.querySelectorAll("section.genkit-app")].map(s => [s.dataset.app, {
+				heading: s.querySelector("h2").textContent.replace(/\s+/g, " ").trim(),
+				live: s.hasAttribute("data-live"),
+				status: s.querySelector("p").textContent,
+				keys: [...s.querySelectorAll("article[data-action]")].map(a => a.dataset.action),
+			}]))`, &got),
+		))
+		return got
+	}
+	page := sections()
+	for _, name := range []string{"north", "south"} {
+		s, ok := page[name]
+		require.True(t, ok, "a section for %s: %+v", name, page)
+		require.True(t, s.Live, name)
+		require.Equal(t, name+" live", s.Heading)
+		for _, k := range []string{"/flow/echo", "/flow/weatherFlow", "/flow/countdown", "/prompt/transferPrompt", "/model/scripted"} {
+			require.Contains(t, s.Keys, name+":"+k, "%s's section lists its %s", name, k)
+		}
+		for _, k := range s.Keys {
+			require.True(t, strings.HasPrefix(k, name+":"), "%s's section holds only its own actions, not %s", name, k)
+		}
+	}
+
+	north.Kill(t)
+	require.Eventually(t, func() bool {
+		page = sections()
+		return !page["north"].Live
+	}, time.Minute, 200*time.Millisecond, "north is shown as gone")
+	require.Equal(t, "north gone", page["north"].Heading)
+	// Why it is gone: its process exited, or its reflection server stopped answering (whichever
+	// the watcher saw first).
+	require.Regexp(t, `gone since \d\d:\d\d:\d\d: .*(exited|health check failed)`, page["north"].Status)
+	require.Empty(t, page["north"].Keys, "a gone app's actions are not offered")
+	require.True(t, page["south"].Live)
+	require.Contains(t, page["south"].Keys, "south:/flow/echo")
+
+	echo := `article[data-action="south:/flow/echo"]`
+	var output string
+	require.NoError(t, chromedp.Run(br.Ctx,
+		chromedp.SetValue(echo+` textarea[name="input"]`, `"still here"`, chromedp.ByQuery),
+		chromedp.Click(echo+` button[type="submit"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`.run-header[data-status="succeeded"]`, chromedp.ByQuery),
+		chromedp.Text(`.run-header .io`, &output, chromedp.ByQuery),
+	))
+	require.Contains(t, output, "echo: still here", "the app still there runs")
 	require.Empty(t, br.Problems())
 }
