@@ -375,3 +375,54 @@ func TestInterruptSurvivesTheAppsRestart(t *testing.T) {
 	}
 	require.Equal(t, []string{"user", "model", "tool", "model"}, roles, "the whole conversation, across the restart")
 }
+
+// TestAnswerGivenAsTheAppDiesWaitsForItsReturn answers an interrupt just after the app was killed,
+// before Loupe has seen it go (its watcher looks every 10 s here): the app's run service tries the
+// resume, which cannot reach the app, and the run waits instead of failing with the refused
+// connection; started again, the app takes the conversation on to its model's answer.
+func TestAnswerGivenAsTheAppDiesWaitsForItsReturn(t *testing.T) {
+	t.Parallel()
+	dir := genkitapptest.Project(t)
+	first := genkitapptest.Start(t, dir, "lazarus")
+	st := storetest.New(t)
+	svc, err := runs.New(runs.Config{Program: "devui", Workers: 0}, st, engine.NewRegistry())
+	require.NoError(t, err)
+	// The watcher's first look is in Start: the next is 10 s away, long after the resume is tried.
+	m := genkitapp.New(genkitapp.Config{Projects: []string{dir}, Store: st, LeaseTTL: time.Second, Interval: 10 * time.Second})
+	require.NoError(t, m.Start(context.Background()))
+	t.Cleanup(m.Stop)
+	b := &bundle{store: st, runs: svc, apps: m, project: dir}
+	b.waitLive(t, "lazarus")
+	ctx := context.Background()
+	live := func() bool {
+		for _, a := range m.Apps() {
+			if a.Name == "lazarus" {
+				return a.Live
+			}
+		}
+		return false
+	}
+
+	run := b.start(t, genkitapp.Key("lazarus", "/prompt/transferPrompt"), `{"to":"Bob","amount":50}`)
+	interrupted := b.wait(t, run.ID, store.RunInterrupted)
+	it := b.pending(t, run.ID)
+	first.Kill(t)
+	_, err = b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionRespond, Output: json.RawMessage(`{"approved":true}`), Actor: "rita"})
+	require.NoError(t, err)
+	require.True(t, live(), "Loupe has not seen the app go yet")
+	require.Eventually(t, func() bool {
+		r, err := st.RunGet(ctx, run.ID)
+		require.NoError(t, err)
+		require.NotEqual(t, store.RunFailed, r.Status, "the run failed: %s", r.Error)
+		return r.LeaseEpoch > interrupted.LeaseEpoch
+	}, 8*time.Second, 20*time.Millisecond, "the app's run service tried the resume")
+	// Once the app is seen gone, its run service has stopped: whatever it tried is over.
+	require.Eventually(t, func() bool { return !live() }, 30*time.Second, 50*time.Millisecond)
+	r, err := st.RunGet(ctx, run.ID)
+	require.NoError(t, err)
+	require.NotEqual(t, store.RunFailed, r.Status, "a resume that cannot reach the app waits for it: %s", r.Error)
+
+	genkitapptest.Start(t, dir, "lazarus")
+	b.wait(t, run.ID, store.RunSucceeded)
+	require.Equal(t, `Done: approveTransfer={"approved":true}`, b.lastText(t, run.ID))
+}
