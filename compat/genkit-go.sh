@@ -8,9 +8,10 @@
 # port), and checks through Loupe's API (compat/genkit-js/check.mjs, the same checks as for the
 # Genkit JS app, whose actions the Go app mirrors) that the app's actions are listed under its name,
 # a flow runs as a Loupe run linked to the app's trace, a streaming flow's chunks are stored, and a
-# prompt whose tool interrupts waits in the inbox and, resolved there, goes on in the app; then that
-# a flow returning its interrupted generate response is resumed the same way. Then it stops Loupe
-# (which stops the app) and removes the temp dir.
+# prompt whose tool interrupts waits in the inbox and, resolved there, goes on in the app, its trace
+# reading as interrupted, not as an error; then that a flow returning its interrupted generate
+# response is resumed the same way. Then it stops Loupe (which stops the app) and removes the temp
+# dir.
 #
 # Usage (from the repo root):   compat/genkit-go.sh
 #   KEEP_LOG=1 compat/genkit-go.sh          # print devui's log even when the checks pass

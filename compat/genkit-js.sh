@@ -8,7 +8,9 @@
 # port), and checks through Loupe's API (compat/genkit-js/check.mjs) that the app's actions are
 # listed under its name, a flow runs as a Loupe run linked to the app's trace, a streaming flow's
 # chunks are stored, and a prompt whose tool interrupts waits in the inbox and, resolved there, goes
-# on in the app. Then it stops Loupe (which stops the app) and removes the temp dir.
+# on in the app; the app's trace of the interrupted prompt reads as interrupted, not as an error (its
+# tool span interrupted, the trace out of GET /api/v1/traces?status=error). Then it stops Loupe
+# (which stops the app) and removes the temp dir.
 #
 # Usage (from the repo root):   compat/genkit-js.sh
 #   KEEP_LOG=1 compat/genkit-js.sh          # print devui's log even when the checks pass

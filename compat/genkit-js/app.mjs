@@ -132,15 +132,20 @@ ai.defineFlow(
   }
 );
 
+// countdown streams from, from-1, ..., 1. With pauseMs it waits that long after each chunk, so a
+// test can watch the chunks arrive while the flow still runs.
 ai.defineFlow(
   {
     name: 'countdown',
-    inputSchema: z.object({ from: z.number().int() }),
+    inputSchema: z.object({ from: z.number().int(), pauseMs: z.number().int().min(0).max(10000).optional() }),
     outputSchema: z.string(),
     streamSchema: z.object({ n: z.number() }),
   },
-  async ({ from }, { sendChunk }) => {
-    for (let n = from; n > 0; n--) sendChunk({ n });
+  async ({ from, pauseMs }, { sendChunk }) => {
+    for (let n = from; n > 0; n--) {
+      sendChunk({ n });
+      if (pauseMs) await new Promise((resolve) => setTimeout(resolve, pauseMs));
+    }
     return 'liftoff';
   }
 );

@@ -1,7 +1,8 @@
 // Checks, through Loupe's API, what Loupe made of the app in app.mjs that `devui start` runs beside
 // it (compat/genkit-js.sh): its actions are listed under its name, a flow runs as a Loupe run
 // linked to the app's trace, a streaming flow's chunks are stored, and a prompt whose tool
-// interrupts waits in the inbox until a reviewer answers, then the conversation goes on in the app.
+// interrupts waits in the inbox until a reviewer answers, then the conversation goes on in the app;
+// the trace of an interrupted prompt reads as interrupted, not as an error.
 //
 //   LOUPE_URL=http://127.0.0.1:4000 APP_NAME=compat-js node check.mjs
 const base = process.env.LOUPE_URL;
@@ -85,6 +86,37 @@ async function resolve(runId, decision) {
   return it;
 }
 
+// spanNamed finds the span named name in a trace tree's nodes.
+function spanNamed(nodes, name) {
+  for (const n of nodes || []) {
+    if (n.name === name) return n;
+    const found = spanNamed(n.children, name);
+    if (found) return found;
+  }
+  return undefined;
+}
+
+// checkInterruptedTrace checks that the app's trace of an interrupted run reads as interrupted,
+// not failed: the tool's span is interrupted (Genkit sends it as an error), nothing in the trace
+// counts as an error, and the error filter of the trace list leaves it out.
+async function checkInterruptedTrace(traceId, tool) {
+  check(/^[0-9a-f]{32}$/.test(traceId || ''), `the interrupted run has the app's trace id (${traceId})`);
+  // Once the root has ended and the tool's span with it, the whole trace is in.
+  const tree = await until(`trace ${traceId} with its root and ${tool} ended`, async () => {
+    const r = await api('GET', `/api/v1/traces/${traceId}`);
+    if (r.status !== 200 || !r.json.trace?.root_span_id) return undefined;
+    const sp = spanNamed(r.json.roots, tool);
+    return sp && !sp.running && r.json.roots.every((n) => !n.running) ? r.json : undefined;
+  });
+  const span = spanNamed(tree.roots, tool);
+  check(span.status === 'interrupted', `the app's ${tool} span reads as interrupted (${span.status})`);
+  check(tree.trace.error_spans === 0 && tree.trace.tool_errors === 0, `the interrupted trace counts no error`,
+    `error_spans ${tree.trace.error_spans}, tool_errors ${tree.trace.tool_errors}`);
+  const errors = await api('GET', '/api/v1/traces?status=error&limit=1000');
+  check(errors.status === 200, 'GET /api/v1/traces?status=error is 200', `got ${errors.status} ${errors.text}`);
+  check(!errors.json.traces.some((t) => t.trace_id === traceId), 'the error filter of the trace list leaves the interrupted trace out');
+}
+
 // The app's actions, under its name.
 const actions = await until(`${app}'s actions in GET /api/v1/actions`, async () => {
   const r = await api('GET', '/api/v1/actions');
@@ -120,6 +152,7 @@ check(JSON.stringify(chunks.map((c) => c.content)) === '[{"n":3},{"n":2},{"n":1}
 // A prompt whose tool interrupts: the inbox, then the conversation goes on in the app.
 id = await startRun(key('/prompt/transferPrompt'), { to: 'Bob', amount: 50 });
 run = await waitRun(id, 'interrupted');
+await checkInterruptedTrace(run.trace_id, 'approveTransfer');
 const it = await resolve(id, { action: 'respond', output: { approved: true } });
 check(it.tool === 'approveTransfer' && it.metadata?.message === 'Send 50 to Bob?', "the interrupt asks the app's question");
 run = await waitRun(id, 'succeeded');
@@ -127,7 +160,8 @@ check(lastText(run) === 'Done: approveTransfer={"approved":true}', `the app's mo
 
 // A tool that interrupts until restarted: approving it runs it in the app.
 id = await startRun(key('/prompt/wirePrompt'), { to: 'Eve', amount: 7 });
-await waitRun(id, 'interrupted');
+run = await waitRun(id, 'interrupted');
+await checkInterruptedTrace(run.trace_id, 'transferMoney');
 await resolve(id, { action: 'approve' });
 run = await waitRun(id, 'succeeded');
 check(doneWith(lastText(run), 'transferMoney', { done: true, to: 'Eve', amount: 7 }), `the restarted tool ran in the app (${lastText(run)})`);
@@ -147,7 +181,8 @@ check(lastText(run).includes('"denied":true'), 'a denial reaches the model as th
 // the app's /util/generate, its output is the final generate response.
 if (process.env.CHECK_FLOW_RESUME) {
   id = await startRun(key('/flow/transferFlow'), { to: 'Ann', amount: 9 });
-  await waitRun(id, 'interrupted');
+  run = await waitRun(id, 'interrupted');
+  await checkInterruptedTrace(run.trace_id, 'approveTransfer');
   const fit = await resolve(id, { action: 'respond', output: { approved: true, note: 'ok' } });
   check(fit.metadata?.message === 'Send 9 to Ann?', "the flow's interrupt asks the app's question");
   run = await waitRun(id, 'succeeded');

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -138,4 +139,82 @@ func getJSON(t *testing.T, url string, out any) {
 	if resp.StatusCode == http.StatusOK {
 		require.NoError(t, json.Unmarshal(raw, out), "%s", raw)
 	}
+}
+
+// TestStartGivesTheCommandGenkitDevModeAndLoupesTelemetryAddress runs `devui start` on port 0 with a
+// shell holding other Genkit settings, and a command that writes its environment to a file: the
+// command gets GENKIT_ENV=dev and GENKIT_TELEMETRY_SERVER set to the address devui listens at (not
+// the :0 it was asked for, nor the shell's), once each, and a Genkit trace posted there, as a
+// Genkit app posts its spans, is stored and read back through Loupe's API.
+func TestStartGivesTheCommandGenkitDevModeAndLoupesTelemetryAddress(t *testing.T) {
+	// Not parallel: t.Setenv. A shell where the user ran a Genkit app against something else.
+	t.Setenv("GENKIT_ENV", "prod")
+	t.Setenv("GENKIT_TELEMETRY_SERVER", "http://127.0.0.1:9")
+	envFile := filepath.Join(t.TempDir(), "env")
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs syncBuffer
+	cmd := newRootCommand(demoProgram())
+	cmd.SetOut(&logs)
+	cmd.SetErr(&logs)
+	cmd.SetArgs([]string{"start", "--addr", "127.0.0.1:0", "--database-url", storetest.NewURL(t), "--data-dir", t.TempDir(), "--log-level", "error",
+		"--", "sh", "-c", `env > "$0.tmp" && mv "$0.tmp" "$0" && exec sleep 600`, envFile})
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+		if t.Failed() {
+			t.Logf("devui start's output:\n%s", logs.String())
+		}
+	})
+	var base string
+	require.Eventually(t, func() bool {
+		m := regexp.MustCompile(`Loupe is at (http://[0-9.:]+);`).FindStringSubmatch(logs.String())
+		if m == nil {
+			return false
+		}
+		base = m[1]
+		return true
+	}, time.Minute, 50*time.Millisecond, "devui start says where it listens")
+	require.NotEqual(t, "http://127.0.0.1:0", base)
+
+	var env []string
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(envFile)
+		env = strings.Split(string(b), "\n")
+		return err == nil
+	}, time.Minute, 50*time.Millisecond, "the command ran and wrote its environment")
+	values := func(name string) []string {
+		var vs []string
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, name+"="); ok {
+				vs = append(vs, v)
+			}
+		}
+		return vs
+	}
+	require.Equal(t, []string{"dev"}, values("GENKIT_ENV"))
+	require.Equal(t, []string{base}, values("GENKIT_TELEMETRY_SERVER"), "the telemetry server is this Loupe")
+
+	// What a Genkit JS app sends there: POST /api/traces with a span of Genkit's TraceData.
+	telemetry := values("GENKIT_TELEMETRY_SERVER")[0]
+	const traceID, spanID = "3c1e5a7b9d0f4e2a8b6c4d2e0f1a3b5c", "9a8b7c6d5e4f3a2b"
+	body := fmt.Sprintf(`{"traceId":%q,"displayName":"envFlow","startTime":1796002500000,"endTime":1796002500010,
+		"spans":{%q:{"spanId":%q,"traceId":%q,"startTime":1796002500000,"endTime":1796002500010,"displayName":"envFlow",
+		"attributes":{"genkit:name":"envFlow","genkit:type":"action","genkit:metadata:subtype":"flow","genkit:path":"/{envFlow,t:flow}","genkit:state":"success","genkit:output":"\"ok\""},
+		"instrumentationLibrary":{"name":"genkit-tracer","version":"v1"},"spanKind":"INTERNAL","status":{"code":0},"timeEvents":{}}}}`,
+		traceID, spanID, spanID, traceID)
+	resp, err := http.Post(telemetry+"/api/traces", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", out)
+	var tree struct {
+		Roots []struct {
+			Name string `json:"name"`
+		} `json:"roots"`
+	}
+	getJSON(t, base+"/api/v1/traces/"+traceID, &tree)
+	require.Len(t, tree.Roots, 1, "the trace sent to GENKIT_TELEMETRY_SERVER is Loupe's")
+	require.Equal(t, "envFlow", tree.Roots[0].Name)
 }

@@ -15,12 +15,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/runs"
 )
 
 // Client speaks Genkit's reflection API (the one genkit-tools' runtime manager uses) to one app.
@@ -183,7 +185,7 @@ func (c *Client) RunAction(ctx context.Context, r RunRequest, onChunk func(json.
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.http().Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("run %s: %w", r.Key, err)
+		return nil, fmt.Errorf("run %s: %w", r.Key, unreachable(err))
 	}
 	defer resp.Body.Close()
 	traceID := resp.Header.Get("X-Genkit-Trace-Id")
@@ -303,6 +305,18 @@ func (c *Client) cancel(traceID string) {
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
+}
+
+// unreachable marks the error of a request that never reached the app (no connection could be
+// made: the app has exited, or is starting again) with runs.ErrUnreachable, so that its run
+// waits for the app instead of failing. A request that reached the app is not marked: the app
+// may have acted on it.
+func unreachable(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return fmt.Errorf("%w: %w", runs.ErrUnreachable, err)
+	}
+	return err
 }
 
 // isOutcome says whether a line of a stream reads as its outcome: {"error": …}, or

@@ -318,3 +318,111 @@ func TestProjectRootsAreWhereGenkitWritesRuntimeFiles(t *testing.T) {
 	lone := t.TempDir()
 	require.Equal(t, []string{lone}, genkitapp.ProjectRoots(lone))
 }
+
+// TestInterruptSurvivesTheAppsRestart interrupts two runs of the app's prompt, kills the app and
+// starts it again (a new process, the same name): the interrupts wait in the database meanwhile.
+// One resolved while the app is gone waits for it; the other is resolved once the new process is
+// attached; both conversations go on there, from the history Loupe kept, to the model's answer.
+func TestInterruptSurvivesTheAppsRestart(t *testing.T) {
+	t.Parallel()
+	dir := genkitapptest.Project(t)
+	first := genkitapptest.Start(t, dir, "phoenix")
+	b := setup(t, dir)
+	b.waitLive(t, "phoenix")
+	ctx := context.Background()
+	status := func() genkitapp.AppStatus {
+		for _, a := range b.apps.Apps() {
+			if a.Name == "phoenix" {
+				return a
+			}
+		}
+		return genkitapp.AppStatus{}
+	}
+	before := status()
+	require.True(t, before.Live)
+
+	run := b.start(t, genkitapp.Key("phoenix", "/prompt/transferPrompt"), `{"to":"Bob","amount":50}`)
+	early := b.start(t, genkitapp.Key("phoenix", "/prompt/transferPrompt"), `{"to":"Ann","amount":5}`)
+	b.wait(t, run.ID, store.RunInterrupted)
+	b.wait(t, early.ID, store.RunInterrupted)
+	it := b.pending(t, run.ID)
+
+	first.Kill(t)
+	require.Eventually(t, func() bool { return !status().Live }, 30*time.Second, 50*time.Millisecond, "the app is seen gone")
+	_, err := b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: b.pending(t, early.ID).ID, Action: runs.ActionRespond,
+		Output: json.RawMessage(`{"approved":false,"note":"too late"}`), Actor: "rita"})
+	require.NoError(t, err, "an answer is taken while the app is gone")
+	genkitapptest.Start(t, dir, "phoenix")
+	require.Eventually(t, func() bool {
+		s := status()
+		return s.Live && s.PID != before.PID
+	}, 60*time.Second, 50*time.Millisecond, "the new process is attached under the same name")
+
+	stored, err := b.store.InterruptGet(ctx, it.ID, false)
+	require.NoError(t, err)
+	require.Equal(t, store.InterruptPending, stored.Status, "the interrupt outlived the process that asked it")
+	b.wait(t, early.ID, store.RunSucceeded)
+	require.Equal(t, `Done: approveTransfer={"approved":false,"note":"too late"}`, b.lastText(t, early.ID), "the answer given while the app was gone reached the new process")
+	_, err = b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionRespond, Output: json.RawMessage(`{"approved":true}`), Actor: "rita"})
+	require.NoError(t, err)
+	b.wait(t, run.ID, store.RunSucceeded)
+	require.Equal(t, `Done: approveTransfer={"approved":true}`, b.lastText(t, run.ID), "the new process's model answered")
+	msgs, err := b.store.MessageList(ctx, run.ID)
+	require.NoError(t, err)
+	roles := []string{}
+	for _, m := range msgs {
+		roles = append(roles, m.Role)
+	}
+	require.Equal(t, []string{"user", "model", "tool", "model"}, roles, "the whole conversation, across the restart")
+}
+
+// TestAnswerGivenAsTheAppDiesWaitsForItsReturn answers an interrupt just after the app was killed,
+// before Loupe has seen it go (its watcher looks every 10 s here): the app's run service tries the
+// resume, which cannot reach the app, and the run waits instead of failing with the refused
+// connection; started again, the app takes the conversation on to its model's answer.
+func TestAnswerGivenAsTheAppDiesWaitsForItsReturn(t *testing.T) {
+	t.Parallel()
+	dir := genkitapptest.Project(t)
+	first := genkitapptest.Start(t, dir, "lazarus")
+	st := storetest.New(t)
+	svc, err := runs.New(runs.Config{Program: "devui", Workers: 0}, st, engine.NewRegistry())
+	require.NoError(t, err)
+	// The watcher's first look is in Start: the next is 10 s away, long after the resume is tried.
+	m := genkitapp.New(genkitapp.Config{Projects: []string{dir}, Store: st, LeaseTTL: time.Second, Interval: 10 * time.Second})
+	require.NoError(t, m.Start(context.Background()))
+	t.Cleanup(m.Stop)
+	b := &bundle{store: st, runs: svc, apps: m, project: dir}
+	b.waitLive(t, "lazarus")
+	ctx := context.Background()
+	live := func() bool {
+		for _, a := range m.Apps() {
+			if a.Name == "lazarus" {
+				return a.Live
+			}
+		}
+		return false
+	}
+
+	run := b.start(t, genkitapp.Key("lazarus", "/prompt/transferPrompt"), `{"to":"Bob","amount":50}`)
+	interrupted := b.wait(t, run.ID, store.RunInterrupted)
+	it := b.pending(t, run.ID)
+	first.Kill(t)
+	_, err = b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionRespond, Output: json.RawMessage(`{"approved":true}`), Actor: "rita"})
+	require.NoError(t, err)
+	require.True(t, live(), "Loupe has not seen the app go yet")
+	require.Eventually(t, func() bool {
+		r, err := st.RunGet(ctx, run.ID)
+		require.NoError(t, err)
+		require.NotEqual(t, store.RunFailed, r.Status, "the run failed: %s", r.Error)
+		return r.LeaseEpoch > interrupted.LeaseEpoch
+	}, 8*time.Second, 20*time.Millisecond, "the app's run service tried the resume")
+	// Once the app is seen gone, its run service has stopped: whatever it tried is over.
+	require.Eventually(t, func() bool { return !live() }, 30*time.Second, 50*time.Millisecond)
+	r, err := st.RunGet(ctx, run.ID)
+	require.NoError(t, err)
+	require.NotEqual(t, store.RunFailed, r.Status, "a resume that cannot reach the app waits for it: %s", r.Error)
+
+	genkitapptest.Start(t, dir, "lazarus")
+	b.wait(t, run.ID, store.RunSucceeded)
+	require.Equal(t, `Done: approveTransfer={"approved":true}`, b.lastText(t, run.ID))
+}

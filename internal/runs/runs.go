@@ -198,3 +198,9 @@ var (
 	// ErrConflict marks a request that lost a race or targets the wrong state (409).
 	ErrConflict = errors.New("conflict")
 )
+
+// ErrUnreachable, wrapped in an action's error, says that the action could not be started
+// because what executes it cannot be reached at the moment (a Genkit app that has just gone
+// away): nothing of the run happened, so it is not failed; it keeps its checkpoint and waits to be
+// tried again, by this process or by the next one that has the action.
+var ErrUnreachable = errors.New("cannot be reached")

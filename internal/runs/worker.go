@@ -189,6 +189,16 @@ func (s *Service) executeOnce(jobCtx context.Context, run *store.Run, l *lease) 
 		s.release(l)
 		return fmt.Errorf("run %s stopped before it finished: %w", run.ID, jobCtx.Err())
 	}
+	// What executes the action is away (not cancelled by a user): the run waits, and its job is
+	// tried again after a lease's time, when the program that has the action may be back.
+	if errors.Is(runErr, ErrUnreachable) && ctx.Err() == nil {
+		if err := rec.checkpoint(ctx, nil); err != nil {
+			return err
+		}
+		s.release(l)
+		s.log.Info("run waits: its action cannot be reached", "run", run.ID, "err", runErr)
+		return river.JobSnooze(s.cfg.LeaseTTL)
+	}
 	finish := &store.RunFinishParams{ID: run.ID, Epoch: l.fence.Epoch}
 	switch {
 	case rec.interrupted != nil && runErr == nil:
