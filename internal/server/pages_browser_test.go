@@ -160,11 +160,11 @@ func TestBrowserActionStartsRunAndStreamsLive(t *testing.T) {
 		chromedp.WaitVisible(`#action-countdown textarea`, chromedp.ByQuery),
 		chromedp.Evaluate(`document.querySelector("#action-countdown textarea").value = '{"from": 0}'; true`, nil),
 		chromedp.Click(`#action-countdown button[type=submit]`, chromedp.ByQuery),
-		wait(`!document.querySelector("#action-countdown .form-error").hidden`),
-		chromedp.Text(`#action-countdown .form-error`, &errText, chromedp.ByQuery),
+		wait(`!document.querySelector('#action-countdown [data-error-for="/from"]').hidden`),
+		chromedp.Text(`#action-countdown [data-error-for="/from"]`, &errText, chromedp.ByQuery),
 		chromedp.Evaluate(`location.pathname`, &path),
 	))
-	require.Contains(t, errText, "/from: must be ≥ 1")
+	require.Equal(t, "must be ≥ 1", errText, "said at the field")
 	require.Equal(t, "/actions", path)
 
 	require.NoError(t, chromedp.Run(br.Ctx,
