@@ -5,8 +5,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe/internal/browsertest"
@@ -138,5 +140,77 @@ func TestBrowserRunsFiltersNarrowTheList(t *testing.T) {
 	require.Equal(t, 1, searched, "only the run whose input mentions zed")
 	require.Contains(t, url, "q=zed", "the filter is in the address, so it can be shared")
 	require.NotContains(t, url, done.ID.String())
+	require.Empty(t, br.Problems())
+}
+
+// TestBrowserRunsListShowsLineageModelTurnsAndTheWaitApart: for real runs (an original, its
+// fork and its exact replay, and a transfer that waited for a reviewer and was then approved), the
+// runs table marks the fork "fork" and the replay "replay" and leaves the others unmarked, shows
+// each run's model and turns as stored, and keeps the time the transfer waited for a person in its
+// own column, apart from (and different from) the time it ran.
+func TestBrowserRunsListShowsLineageModelTurnsAndTheWaitApart(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{dev: true, stack: true})
+	ctx := context.Background()
+	orig := b.startRun(t, "/flow/researchAgent", `{"topic":"lineage","depth":2}`, store.RunSucceeded)
+	one := 1
+	fork, err := b.runs.Replay(ctx, runs.ReplayParams{RunID: orig.ID, Mode: store.ReplayFork, Turn: &one})
+	require.NoError(t, err)
+	rep, err := b.runs.Replay(ctx, runs.ReplayParams{RunID: orig.ID, Mode: store.ReplayExact})
+	require.NoError(t, err)
+	transfer := b.startRun(t, "/flow/transferMoney", `{"to":"ada","amount":20,"currency":"EUR"}`, store.RunInterrupted)
+	// The reviewer takes a while to decide: that wait is what the "waited" column measures, and
+	// it is made longer than the transfer's own running time so the two cannot be confused.
+	time.Sleep(1200 * time.Millisecond)
+	_, err = b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: b.pending(t, transfer.ID).ID, Action: runs.ActionApprove, Actor: "rita"})
+	require.NoError(t, err)
+	for _, id := range []uuid.UUID{fork.ID, rep.ID, transfer.ID} {
+		b.waitStatus(t, id, store.RunSucceeded)
+	}
+
+	type cells struct{ Lineage, Model, Turns, Ran, Waited string }
+	var got map[string]cells
+	br := browsertest.New(t)
+	require.NoError(t, chromedp.Run(br.Ctx,
+		chromedp.Navigate(b.url+"/runs"),
+		wait(`document.querySelectorAll("#run-rows tr").length === 4`),
+		chromedp.Evaluate(`(() => {
+			const col = name => [...document.querySelectorAll("table.runs thead th")].findIndex(th => th.textContent.trim().startsWith(name));
+			const out = {};
+			for (const r of document.querySelectorAll("#run-rows tr[data-run]")) {
+				const cell = name => r.children[col(name)].textContent.trim();
+				const badge = r.querySelector("[data-lineage]");
+				out[r.dataset.run] = {Lineage: badge ? badge.dataset.lineage + ":" + badge.textContent.trim() : "",
+					Model: cell("Model"), Turns: cell("Turns"), Ran: cell("Ran for"), Waited: cell("Waited for a person")};
+			}
+			return out;
+		})()`, &got),
+	))
+	require.Len(t, got, 4)
+	require.Equal(t, "fork:fork", got[fork.ID.String()].Lineage)
+	require.Equal(t, "replay:replay", got[rep.ID.String()].Lineage)
+	require.Empty(t, got[orig.ID.String()].Lineage, "an original has no badge")
+	require.Empty(t, got[transfer.ID.String()].Lineage)
+
+	for _, id := range []uuid.UUID{orig.ID, fork.ID, rep.ID, transfer.ID} {
+		r, err := b.store.RunGet(ctx, id)
+		require.NoError(t, err)
+		require.NotNil(t, r.Model, "run %s has a model", id)
+		require.GreaterOrEqual(t, r.Turns, 1)
+		c := got[id.String()]
+		require.Equal(t, *r.Model, c.Model, "model of %s", id)
+		require.Equal(t, strconv.Itoa(r.Turns), c.Turns, "turns of %s", id)
+		ran := r.FinishedAt.Sub(*r.StartedAt) - time.Duration(r.WaitedMs)*time.Millisecond
+		require.Equal(t, fmtNanos(ran.Nanoseconds()), c.Ran, "ran for of %s: its waits left out", id)
+		if id != transfer.ID {
+			require.Equal(t, "—", c.Waited, "run %s never waited for a person", id)
+			continue
+		}
+		require.GreaterOrEqual(t, r.WaitedMs, int64(1200), "the transfer waited while the reviewer decided")
+		require.Equal(t, fmtNanos(r.WaitedMs*int64(time.Millisecond)), c.Waited, "the wait, in its own column")
+		require.NotEqual(t, c.Ran, c.Waited, "waited for a person is not the time it ran")
+	}
+	require.Equal(t, "demo/research", got[orig.ID.String()].Model)
+	require.Equal(t, "demo/transfer", got[transfer.ID.String()].Model)
 	require.Empty(t, br.Problems())
 }
