@@ -62,13 +62,13 @@ func (s *Server) runsPage(c echo.Context) error {
 	page.Sorts = runSortLinks(q, sort, p.Asc)
 	page.Live = q.Get("cursor") == "" && q.Get("status") == "" && q.Get("action") == "" && q.Get("model") == "" && q.Get("q") == "" &&
 		q.Get("until") == "" && sort == store.RunSortStarted && !p.Asc
-	pending, err := s.pendingByRun(ctx)
-	if err != nil {
-		return err
-	}
 	ids := make([]uuid.UUID, len(list))
 	for i, r := range list {
 		ids[i] = r.ID
+	}
+	pending, err := s.store.InterruptCountPendingByRuns(ctx, ids)
+	if err != nil {
+		return err
 	}
 	sessions, err := s.store.RunSessions(ctx, ids)
 	if err != nil {
@@ -150,12 +150,13 @@ func groupBySession(rows []templates.RunListRow) []templates.RunGroup {
 	return groups
 }
 
-// runSortColumns are the runs table's sortable columns and the order each sorts by; a column
-// sorts newest, largest or last first on the first click, and the other way on the next.
+// runSortColumns are the runs table's sortable columns (every column but the compare tick) and
+// the order each sorts by; a column sorts newest, largest or last first on the first click, and
+// the other way on the next.
 var runSortColumns = map[string]store.RunSort{
 	"started": store.RunSortStarted, "status": store.RunSortStatus, "action": store.RunSortAction,
 	"turns": store.RunSortTurns, "tokens": store.RunSortTokens, "ran": store.RunSortRanFor, "waited": store.RunSortWaited,
-	"model": store.RunSortModel,
+	"model": store.RunSortModel, "id": store.RunSortID, "input": store.RunSortInput, "pending": store.RunSortPending,
 }
 
 // runSortLinks builds the header links: each keeps the filters and starts from the first page.
@@ -208,18 +209,6 @@ func (s *Server) runRow(c echo.Context) error {
 		return err
 	}
 	return s.render(c, http.StatusOK, templates.RunRowView(runListRow(run, n)))
-}
-
-func (s *Server) pendingByRun(ctx context.Context) (map[uuid.UUID]int, error) {
-	list, err := s.store.InterruptList(ctx, store.InterruptListParams{Status: store.InterruptPending, Limit: 500})
-	if err != nil {
-		return nil, err
-	}
-	out := map[uuid.UUID]int{}
-	for _, i := range list {
-		out[i.RunID]++
-	}
-	return out, nil
 }
 
 func runListRow(r *store.Run, pending int) templates.RunListRow {

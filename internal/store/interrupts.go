@@ -253,6 +253,32 @@ func (s *Store) InterruptCountPendingByRun(ctx context.Context, runID uuid.UUID)
 	return n, nil
 }
 
+// InterruptCountPendingByRuns counts the pending interrupts of each of the runs, for the runs that
+// have any.
+func (s *Store) InterruptCountPendingByRuns(ctx context.Context, runIDs []uuid.UUID) (map[uuid.UUID]int, error) {
+	out := map[uuid.UUID]int{}
+	if len(runIDs) == 0 {
+		return out, nil
+	}
+	rows, err := s.db.Query(ctx, `SELECT run_id, count(*)::int FROM interrupts WHERE run_id = ANY($1) AND status = 'pending'
+		GROUP BY run_id`, runIDs)
+	if err != nil {
+		return nil, fmt.Errorf("count pending interrupts of %d runs: %w", len(runIDs), err)
+	}
+	type count struct {
+		RunID uuid.UUID
+		N     int
+	}
+	counts, err := pgx.CollectRows(rows, pgx.RowToStructByPos[count])
+	if err != nil {
+		return nil, fmt.Errorf("count pending interrupts of %d runs: %w", len(runIDs), err)
+	}
+	for _, c := range counts {
+		out[c.RunID] = c.N
+	}
+	return out, nil
+}
+
 // InterruptCancelPending cancels a run's pending interrupts.
 func (s *Store) InterruptCancelPending(ctx context.Context, runID uuid.UUID, by string) (int64, error) {
 	tag, err := s.db.Exec(ctx, `UPDATE interrupts SET status = 'cancelled', resolved_at = now(), resolved_by = $2,

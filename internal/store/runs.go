@@ -144,10 +144,20 @@ const (
 	RunSortAction  RunSort = "action"
 	RunSortStatus  RunSort = "status"
 	RunSortModel   RunSort = "model"
+	// RunSortID is the run's id: a UUIDv7, so the order of creation to the millisecond, read from
+	// the primary key.
+	RunSortID RunSort = "id"
+	// RunSortInput is the input's JSON text (PostgreSQL's, keys in jsonb's order), compared on its
+	// first 200 characters: the cursor carries the sort value, and an input may be megabytes.
+	// Inputs that share those 200 characters are in id order.
+	RunSortInput RunSort = "input"
+	// RunSortPending is the number of the run's interrupts that wait for a reviewer.
+	RunSortPending RunSort = "pending"
 )
 
 // RunSorts are the orders the runs list accepts.
-var RunSorts = []RunSort{RunSortStarted, RunSortTokens, RunSortTurns, RunSortRanFor, RunSortWaited, RunSortAction, RunSortStatus, RunSortModel}
+var RunSorts = []RunSort{RunSortStarted, RunSortTokens, RunSortTurns, RunSortRanFor, RunSortWaited, RunSortAction, RunSortStatus, RunSortModel,
+	RunSortID, RunSortInput, RunSortPending}
 
 // runSortKeys are each order's SQL expression and the type its cursor value is cast to.
 var runSortKeys = map[RunSort]struct{ expr, typ string }{
@@ -159,7 +169,13 @@ var runSortKeys = map[RunSort]struct{ expr, typ string }{
 	RunSortAction:  {"action", "text"},
 	RunSortStatus:  {"status", "text"},
 	RunSortModel:   {"coalesce(model, '')", "text"},
+	RunSortID:      {"id", "uuid"},
+	RunSortInput:   {"left(input::text, 200)", "text"},
+	RunSortPending: {pendingSQL, "bigint"},
 }
+
+// pendingSQL is the number of a run's pending interrupts (interrupts_run_idx finds them).
+const pendingSQL = `(SELECT count(*) FROM interrupts i WHERE i.run_id = runs.id AND i.status = 'pending')`
 
 // ranForSQL is a run's running time in ms: from its start to its end (now while it runs, the start
 // of its wait while it waits), less its finished waits.
@@ -322,6 +338,9 @@ func checkCursorValue(typ, v string) error {
 		return err
 	case "int":
 		_, err := strconv.ParseInt(v, 10, 32)
+		return err
+	case "uuid":
+		_, err := uuid.Parse(v)
 		return err
 	case "timestamptz":
 		for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999-07", "2006-01-02 15:04:05.999999-07:00"} {

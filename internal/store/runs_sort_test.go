@@ -15,9 +15,10 @@ import (
 	"github.com/loupe-dev/loupe/internal/store/storetest"
 )
 
-// TestRunListSortsByEachOrderWithExactKeysetPaging: every order of the runs list, both ways, pages
-// through all runs exactly once in the order it names (ties broken by id), a cursor is refused in
-// another order, and a forged cursor value is ErrBadCursor, not a database error.
+// TestRunListSortsByEachOrderWithExactKeysetPaging: every order of the runs list (id, input and
+// pending interrupts included), both ways, pages through all runs exactly once in the order it
+// names (ties broken by id), a cursor is refused in another order, and a forged cursor value is
+// ErrBadCursor, not a database error.
 func TestRunListSortsByEachOrderWithExactKeysetPaging(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -28,9 +29,15 @@ func TestRunListSortsByEachOrderWithExactKeysetPaging(t *testing.T) {
 		action string
 	}
 	want := map[uuid.UUID]facts{}
+	pending := map[uuid.UUID]int{}
 	for i := range 11 {
-		r, err := s.RunCreate(ctx, store.RunCreateParams{Action: fmt.Sprintf("/flow/%c", 'a'+i%3), Input: json.RawMessage(`{}`)})
+		r, err := s.RunCreate(ctx, store.RunCreateParams{Action: fmt.Sprintf("/flow/%c", 'a'+i%3),
+			Input: json.RawMessage(fmt.Sprintf(`{"topic":"%c"}`, 'a'+i%4))})
 		require.NoError(t, err)
+		for k := range i % 3 {
+			_, err = s.InterruptCreate(ctx, []store.InterruptCreateParams{{RunID: r.ID, Tool: "t", Ref: fmt.Sprint(k), Input: json.RawMessage(`{}`)}})
+			require.NoError(t, err)
+		}
 		f := facts{tokens: int64(i % 4 * 100), turns: i % 5, action: r.Action}
 		_, err = s.Pool().Exec(ctx, `UPDATE runs SET input_tokens = $2, output_tokens = $3, turns = $4, started_at = created_at,
 			finished_at = created_at + $5 * interval '1 ms', status = 'succeeded', waited_ms = $6,
@@ -38,6 +45,7 @@ func TestRunListSortsByEachOrderWithExactKeysetPaging(t *testing.T) {
 			r.ID, f.tokens/2, f.tokens-f.tokens/2, f.turns, 1000+i*10, i%2*500, []string{"", "m/a", "m/b"}[i%3])
 		require.NoError(t, err)
 		want[r.ID] = f
+		pending[r.ID] = i % 3
 	}
 	for _, sort := range store.RunSorts {
 		for _, asc := range []bool{false, true} {
@@ -72,6 +80,12 @@ func TestRunListSortsByEachOrderWithExactKeysetPaging(t *testing.T) {
 					return fmt.Sprintf("%09d", r.FinishedAt.Sub(*r.StartedAt).Milliseconds()-r.WaitedMs)
 				case store.RunSortWaited:
 					return fmt.Sprintf("%09d", r.WaitedMs)
+				case store.RunSortID:
+					return r.ID.String()
+				case store.RunSortInput:
+					return string(r.Input)
+				case store.RunSortPending:
+					return fmt.Sprintf("%03d", pending[r.ID])
 				}
 				return r.CreatedAt.Format(time.RFC3339Nano)
 			}
@@ -107,6 +121,9 @@ func TestRunListSortsByEachOrderWithExactKeysetPaging(t *testing.T) {
 	}
 	bad := store.RunCursor{Sort: store.RunSortStarted, Value: "yesterday", ID: uuid.New()}
 	_, _, err = s.RunList(ctx, store.RunListParams{After: &bad})
+	require.ErrorIs(t, err, store.ErrBadCursor)
+	bad = store.RunCursor{Sort: store.RunSortID, Value: "not-an-id", ID: uuid.New()}
+	_, _, err = s.RunList(ctx, store.RunListParams{Sort: store.RunSortID, After: &bad})
 	require.ErrorIs(t, err, store.ErrBadCursor)
 	bad = store.RunCursor{Sort: store.RunSortAction, Value: "a\x00b", ID: uuid.New()}
 	_, _, err = s.RunList(ctx, store.RunListParams{Sort: store.RunSortAction, After: &bad})
