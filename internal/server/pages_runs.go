@@ -31,7 +31,7 @@ func (s *Server) runsPage(c echo.Context) error {
 	page := templates.RunsPage{
 		Page: s.page(c, "Runs", "runs"),
 		Filter: templates.RunFilter{Status: q.Get("status"), Action: q.Get("action"), Model: q.Get("model"), Query: q.Get("q"), Since: q.Get("since"),
-			Until: q.Get("until"), Session: q.Get("session")},
+			Until: q.Get("until"), Session: q.Get("session"), Thread: q.Get("thread")},
 		Statuses: store.RunStatuses,
 		Actions:  s.actionKeys(c.Request().Context(), "flow"),
 	}
@@ -76,7 +76,9 @@ func (s *Server) runsPage(c echo.Context) error {
 	}
 	for _, r := range list {
 		row := runListRow(r, pending[r.ID])
-		row.Session = sessions[r.ID]
+		if c, ok := sessions[r.ID]; ok {
+			row.Session, row.Thread, row.SessionURL = c.Session, c.Thread, conversationURL(c.Session, c.Thread)
+		}
 		page.Sessions = page.Sessions || row.Session != ""
 		page.Rows = append(page.Rows, row)
 	}
@@ -125,22 +127,25 @@ func (s *Server) runsCompare(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/runs/"+ids[0].String()+"/diff/"+ids[1].String())
 }
 
-// groupBySession sorts a page's runs into their sessions, in the order each session first appears
-// (the list's order), the runs without one last.
+// groupBySession sorts a page's runs into their conversations (a session, and its thread where
+// the runs name one: Genkit's threads of one session are conversations of their own), in the
+// order each first appears (the list's order), the runs without one last.
 func groupBySession(rows []templates.RunListRow) []templates.RunGroup {
 	var groups []templates.RunGroup
-	at := map[string]int{}
+	type conversation struct{ session, thread string }
+	at := map[conversation]int{}
 	var none []templates.RunListRow
 	for _, r := range rows {
 		if r.Session == "" {
 			none = append(none, r)
 			continue
 		}
-		i, ok := at[r.Session]
+		key := conversation{r.Session, r.Thread}
+		i, ok := at[key]
 		if !ok {
 			i = len(groups)
-			at[r.Session] = i
-			groups = append(groups, templates.RunGroup{Session: r.Session, URL: "/runs?" + url.Values{"session": {r.Session}}.Encode()})
+			at[key] = i
+			groups = append(groups, templates.RunGroup{Session: r.Session, Thread: r.Thread, URL: conversationURL(r.Session, r.Thread)})
 		}
 		groups[i].Rows = append(groups[i].Rows, r)
 	}
@@ -148,6 +153,15 @@ func groupBySession(rows []templates.RunListRow) []templates.RunGroup {
 		groups = append(groups, templates.RunGroup{Rows: none})
 	}
 	return groups
+}
+
+// conversationURL is the runs list of one conversation: a session, or one thread of it.
+func conversationURL(session, thread string) string {
+	v := url.Values{"session": {session}}
+	if thread != "" {
+		v.Set("thread", thread)
+	}
+	return "/runs?" + v.Encode()
 }
 
 // runSortColumns are the runs table's sortable columns (every column but the compare tick) and

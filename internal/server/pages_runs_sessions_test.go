@@ -78,3 +78,75 @@ func TestBrowserRunsListGroupsBySession(t *testing.T) {
 	require.ElementsMatch(t, []string{ids[0].String(), ids[2].String()}, listed, "a session's link lists its runs alone")
 	require.Empty(t, br.Problems())
 }
+
+// TestBrowserRunsListGroupsAGenkitSessionByThread: a Genkit session holds chat threads
+// (genkit:threadName beside genkit:sessionId), each its own conversation: grouped, the runs of one
+// session in threads "main" and "other" are two groups, each saying its thread, and a group's link
+// lists its thread's runs alone, while the session's filter without a thread lists them all.
+func TestBrowserRunsListGroupsAGenkitSessionByThread(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{dev: true, stack: true})
+	ctx := context.Background()
+	svc, err := trace.NewService(trace.Config{Store: b.store})
+	require.NoError(t, err)
+	t.Cleanup(svc.Close)
+	type conv struct{ session, thread string }
+	var ids []uuid.UUID
+	for i, c := range []conv{{"chat-ada", "main"}, {"chat-ada", "other"}, {"chat-ada", "main"}, {"chat-bob", ""}} {
+		run := b.startRun(t, "/flow/countdown", `{"from":1}`, store.RunSucceeded)
+		ids = append(ids, run.ID)
+		attrs := map[string]any{trace.AttrRunID: run.ID.String(), "genkit:name": "send", "genkit:sessionId": c.session}
+		if c.thread != "" {
+			attrs["genkit:threadName"] = c.thread
+		}
+		raw, err := json.Marshal(attrs)
+		require.NoError(t, err)
+		now := time.Now().UnixNano()
+		_, err = svc.Ingest(ctx, store.SpanSourceGenkit, []store.Span{{TraceID: fmt.Sprintf("%032x", i+1), SpanID: fmt.Sprintf("%016x", i+1),
+			Name: "send", StartTime: now, EndTime: now + 1000, Attributes: raw, Resource: json.RawMessage(`{}`), RunID: &run.ID,
+			Source: store.SpanSourceGenkit}})
+		require.NoError(t, err)
+	}
+	type group struct {
+		Session, Thread, Label string
+		Runs                   []string
+	}
+	var groups []group
+	br := browsertest.New(t)
+	require.NoError(t, chromedp.Run(br.Ctx,
+		chromedp.Navigate(b.url+"/runs?group=session"),
+		chromedp.WaitVisible(`tbody.run-group`, chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll("tbody.run-group")].map(g => ({Session: g.dataset.session, Thread: g.dataset.thread,
+			Label: (g.querySelector('[data-testid="group-thread"]') || {}).textContent || "",
+			Runs: [...g.querySelectorAll("tr[data-run]")].map(r => r.dataset.run)}))`, &groups),
+	))
+	byConv := map[conv]group{}
+	for _, g := range groups {
+		byConv[conv{g.Session, g.Thread}] = g
+	}
+	require.Len(t, byConv, 3, "chat-ada's two threads and chat-bob: %+v", groups)
+	require.ElementsMatch(t, []string{ids[0].String(), ids[2].String()}, byConv[conv{"chat-ada", "main"}].Runs)
+	require.Equal(t, "main", byConv[conv{"chat-ada", "main"}].Label, "the group says its thread")
+	require.Equal(t, []string{ids[1].String()}, byConv[conv{"chat-ada", "other"}].Runs)
+	require.Equal(t, "other", byConv[conv{"chat-ada", "other"}].Label)
+	require.Equal(t, []string{ids[3].String()}, byConv[conv{"chat-bob", ""}].Runs)
+	require.Empty(t, byConv[conv{"chat-bob", ""}].Label, "a session without threads names none")
+
+	var listed []string
+	var thread string
+	require.NoError(t, chromedp.Run(br.Ctx,
+		chromedp.Click(`tbody.run-group[data-session="chat-ada"][data-thread="other"] .group-head a`, chromedp.ByQuery),
+		chromedp.WaitVisible(`input[name="thread"]`, chromedp.ByQuery),
+		chromedp.Value(`input[name="thread"]`, &thread, chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll("tr[data-run]")].map(r => r.dataset.run)`, &listed),
+	))
+	require.Equal(t, "other", thread, "the thread is kept in the form")
+	require.Equal(t, []string{ids[1].String()}, listed, "a thread's link lists its runs alone")
+	require.NoError(t, chromedp.Run(br.Ctx,
+		chromedp.Navigate(b.url+"/runs?session=chat-ada"),
+		chromedp.WaitVisible(`input[name="session"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll("tr[data-run]")].map(r => r.dataset.run)`, &listed),
+	))
+	require.ElementsMatch(t, []string{ids[0].String(), ids[1].String(), ids[2].String()}, listed, "the session, every thread of it")
+	require.Empty(t, br.Problems())
+}

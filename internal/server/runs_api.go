@@ -137,7 +137,7 @@ func (s *Server) apiRunList(c echo.Context) error {
 // error is a 400 whose details name the field, which the page shows beside it.
 func runListParams(c echo.Context) (store.RunListParams, error) {
 	q := c.QueryParams()
-	p := store.RunListParams{Status: q.Get("status"), Action: q.Get("action"), Model: q.Get("model"), Query: q.Get("q"), Session: q.Get("session")}
+	p := store.RunListParams{Status: q.Get("status"), Action: q.Get("action"), Model: q.Get("model"), Query: q.Get("q"), Session: q.Get("session"), Thread: q.Get("thread")}
 	bad := func(field, format string, args ...any) error {
 		e := Errorf(http.StatusBadRequest, "bad_request", "%s "+format, append([]any{field}, args...)...)
 		e.Details = map[string]any{"field": field}

@@ -208,8 +208,10 @@ type RunListParams struct {
 	Limit  int        // default 50, at most 500
 	Sort   RunSort    // default RunSortStarted
 	Asc    bool       // ascending; the default is descending
-	// Session keeps the runs whose traces belong to this conversation (RunSessions).
+	// Session keeps the runs whose traces belong to this session (RunSessions), and Thread, when
+	// set, to this thread of it.
 	Session string
+	Thread  string
 }
 
 // RunList returns runs newest first, and the cursor of the next page (nil on the last page).
@@ -243,7 +245,11 @@ func (s *Store) RunList(ctx context.Context, p RunListParams) ([]*Run, *RunCurso
 		where = append(where, "created_at < "+arg(p.Until))
 	}
 	if p.Session != "" {
-		where = append(where, "EXISTS (SELECT 1 FROM traces t WHERE t.run_id = runs.id AND t.session = "+arg(p.Session)+")")
+		cond := "t.session = " + arg(p.Session)
+		if p.Thread != "" {
+			cond += " AND t.thread = " + arg(p.Thread)
+		}
+		where = append(where, "EXISTS (SELECT 1 FROM traces t WHERE t.run_id = runs.id AND "+cond+")")
 	}
 	if p.Query != "" {
 		pattern := "%" + escapeLike(p.Query) + "%"
@@ -601,29 +607,37 @@ func (s *Store) RunSetResumeSpan(ctx context.Context, id uuid.UUID, traceID, spa
 	return nil
 }
 
+// RunConversation is the conversation a run's traces belong to: a session and, where the program
+// names one, a thread of it.
+type RunConversation struct {
+	Session string
+	Thread  string
+}
+
 // RunSessions returns the conversation each run's traces belong to (traces.session: Genkit's
-// genkit:sessionId, the GenAI conventions' gen_ai.conversation.id), for the runs that have one.
-func (s *Store) RunSessions(ctx context.Context, runIDs []uuid.UUID) (map[uuid.UUID]string, error) {
-	out := map[uuid.UUID]string{}
+// genkit:sessionId, the GenAI conventions' gen_ai.conversation.id; traces.thread: Genkit's
+// genkit:threadName), for the runs that have one.
+func (s *Store) RunSessions(ctx context.Context, runIDs []uuid.UUID) (map[uuid.UUID]RunConversation, error) {
+	out := map[uuid.UUID]RunConversation{}
 	if len(runIDs) == 0 {
 		return out, nil
 	}
-	rows, err := s.db.Query(ctx, `SELECT DISTINCT ON (run_id) run_id, session FROM traces
+	rows, err := s.db.Query(ctx, `SELECT DISTINCT ON (run_id) run_id, session, coalesce(thread, '') AS thread FROM traces
 		WHERE run_id = ANY($1) AND session IS NOT NULL ORDER BY run_id, trace_id`, runIDs)
 	if err != nil {
 		return nil, fmt.Errorf("sessions of runs: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id uuid.UUID
-		var session string
-		if err := rows.Scan(&id, &session); err != nil {
-			return nil, fmt.Errorf("sessions of runs: %w", err)
-		}
-		out[id] = session
+	type row struct {
+		RunID   uuid.UUID
+		Session string
+		Thread  string
 	}
-	if err := rows.Err(); err != nil {
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+	if err != nil {
 		return nil, fmt.Errorf("sessions of runs: %w", err)
+	}
+	for _, r := range got {
+		out[r.RunID] = RunConversation{Session: r.Session, Thread: r.Thread}
 	}
 	return out, nil
 }

@@ -27,8 +27,10 @@ type TraceService struct {
 	TraceID string
 	Service string
 	// Session is the conversation the trace belongs to (genkit:sessionId, gen_ai.conversation.id),
-	// "" when its spans name none.
+	// "" when its spans name none; Thread is the session's chat thread (genkit:threadName), ""
+	// when they name none.
 	Session string
+	Thread  string
 }
 
 // traceUsageFoldSQL stores each span's share and adds to its trace the difference from the share
@@ -76,9 +78,11 @@ FROM d WHERE t.trace_id = d.trace_id`
 
 const traceServiceSQL = `
 UPDATE traces t SET service = CASE WHEN t.service = '' THEN s.service ELSE t.service END,
-	session = coalesce(t.session, nullif(s.session, ''))
-FROM unnest($1::text[], $2::text[], $3::text[]) AS s(trace_id, service, session)
-WHERE t.trace_id = s.trace_id AND (t.service = '' AND s.service <> '' OR t.session IS NULL AND s.session <> '')`
+	session = coalesce(t.session, nullif(s.session, '')),
+	thread = coalesce(t.thread, CASE WHEN coalesce(t.session, s.session) = s.session THEN nullif(s.thread, '') END)
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS s(trace_id, service, session, thread)
+WHERE t.trace_id = s.trace_id AND (t.service = '' AND s.service <> '' OR t.session IS NULL AND s.session <> ''
+	OR t.thread IS NULL AND s.thread <> '')`
 
 // TraceUsageFold adds the shares of spans already ingested (SpanIngest) to their traces' totals,
 // and records the services that sent traces which have none yet. It is idempotent per span: a
@@ -105,11 +109,12 @@ func (s *Store) TraceUsageFold(ctx context.Context, usage []SpanUsage, services 
 		batch.Queue(traceUsageFoldSQL, traceIDs, spanIDs, kinds, models, starts, ins, outs, failed)
 	}
 	if len(services) > 0 {
-		traceIDs, names, sessions := make([]string, len(services)), make([]string, len(services)), make([]string, len(services))
+		n := len(services)
+		traceIDs, names, sessions, threads := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		for i, sv := range services {
-			traceIDs[i], names[i], sessions[i] = sv.TraceID, sv.Service, sv.Session
+			traceIDs[i], names[i], sessions[i], threads[i] = sv.TraceID, sv.Service, sv.Session, sv.Thread
 		}
-		batch.Queue(traceServiceSQL, traceIDs, names, sessions)
+		batch.Queue(traceServiceSQL, traceIDs, names, sessions, threads)
 	}
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {

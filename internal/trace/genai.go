@@ -323,7 +323,7 @@ func usageOf(spans []store.Span) ([]store.SpanUsage, []store.TraceService) {
 					seen = map[string]bool{}
 				}
 				seen[sp.TraceID] = true
-				services = append(services, store.TraceService{TraceID: sp.TraceID, Service: name, Session: session})
+				services = append(services, store.TraceService{TraceID: sp.TraceID, Service: name, Session: session, Thread: threadOf(sp.Attributes, session)})
 			}
 		}
 		if sp.EndTime == 0 {
@@ -356,6 +356,16 @@ func sessionOf(attrs json.RawMessage) string {
 		return s
 	}
 	return jsonString(genai)
+}
+
+// threadOf is the chat thread of a span's session: Genkit's genkit:threadName, which a chat sets
+// beside genkit:sessionId ("main" unless the app names another); "" without a session.
+func threadOf(attrs json.RawMessage, session string) string {
+	if session == "" || !bytes.Contains(attrs, []byte("genkit:threadName")) {
+		return ""
+	}
+	thread, _ := objectMembers(attrs, "genkit:threadName", "")
+	return jsonString(thread)
 }
 
 // serviceName is an OTLP resource's service.name, unless it is the SDK's placeholder

@@ -13,6 +13,7 @@ type RunFilter struct {
 	Since   string
 	Until   string
 	Session string
+	Thread  string
 }
 
 // RunListRow is one run of the runs table.
@@ -33,14 +34,20 @@ type RunListRow struct {
 	Input string
 	// Lineage is "replay" or "fork" for a derived run, empty for an original.
 	Lineage string
-	// Session is the conversation the run's traces belong to, when they name one.
+	// Session is the conversation the run's traces belong to, when they name one, and Thread the
+	// session's thread, when they name that too (Genkit's genkit:threadName).
 	Session string
+	Thread  string
+	// SessionURL lists the runs of the same conversation.
+	SessionURL string
 }
 
-// RunGroup is the runs of one session (conversation), for the runs list grouped by session.
+// RunGroup is the runs of one conversation (a session, or a thread of it), for the runs list
+// grouped by session.
 type RunGroup struct {
 	Session string // "" for the runs that name none
-	URL     string // the runs list filtered on the session
+	Thread  string // "" when the runs name no thread
+	URL     string // the runs list filtered on the conversation
 	Rows    []RunListRow
 }
 
