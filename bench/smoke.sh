@@ -13,7 +13,9 @@
 # Skipped here on purpose: bench/jaeger-compare.sh's Jaeger side. Building Jaeger v1.76
 # (cmd/jaeger, a full OpenTelemetry Collector) takes minutes and is kept out of CI's path; step 5
 # still builds and runs the comparison's client, which needs no module of Jaeger's.
-# BenchmarkRunPageInChromium10k runs at 1,000 spans here (LOUPE_BENCH_SPANS), not 10,000.
+# BenchmarkRunPageInChromium10k runs at 1,000 spans here (LOUPE_BENCH_SPANS), not 10,000, and the
+# runs-list benchmarks (the store's BenchmarkRunListSortedByTokens100k, the server's
+# BenchmarkRunsPageSortedByTokens100k) at 2,000 runs (LOUPE_BENCH_RUNS), not 100,000.
 #
 # Usage (from the repo root):   bench/smoke.sh      (make bench-smoke; part of make ci)
 set -euo pipefail
