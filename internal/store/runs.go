@@ -177,15 +177,18 @@ var runSortKeys = map[RunSort]struct{ expr, typ string }{
 // pendingSQL is the number of a run's pending interrupts (interrupts_run_idx finds them).
 const pendingSQL = `(SELECT count(*) FROM interrupts i WHERE i.run_id = runs.id AND i.status = 'pending')`
 
-// ranForSQL is a run's running time in ms: from its start to its end (now while it runs, the start
-// of its wait while it waits), less its finished waits.
-const ranForSQL = `(CASE WHEN started_at IS NULL THEN 0 ELSE greatest((extract(epoch FROM (CASE
+// ranForSQL is a run's running time in whole ms: from its start to its end (now while it runs, the
+// start of its wait while it waits), less its finished waits. It is truncated, as the runs list
+// shows it: rounded, two runs 45.4 and 45.6 ms long would tie at 46 and could be listed 46, 45 in
+// ascending order.
+const ranForSQL = `(CASE WHEN started_at IS NULL THEN 0 ELSE greatest(floor(extract(epoch FROM (CASE
 	WHEN finished_at IS NOT NULL THEN finished_at WHEN status = 'interrupted' THEN updated_at ELSE now() END)
 	- started_at) * 1000)::bigint - waited_ms, 0) END)`
 
-// waitedSQL is a run's time waiting for reviewers in ms, a current wait included.
+// waitedSQL is a run's time waiting for reviewers in whole ms, a current wait included (truncated,
+// as ranForSQL).
 const waitedSQL = `(waited_ms + CASE WHEN status = 'interrupted'
-	THEN greatest((extract(epoch FROM now() - updated_at) * 1000)::bigint, 0) ELSE 0 END)`
+	THEN greatest(floor(extract(epoch FROM now() - updated_at) * 1000)::bigint, 0) ELSE 0 END)`
 
 // RunCursor is a keyset position in the runs list: the last row's sort value, in its text form,
 // and id.
