@@ -48,7 +48,7 @@ func TestBrowserRunsListSortsMarksLineageAndKeepsABadFilter(t *testing.T) {
 	var lineage, preview, short string
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.Navigate(b.url+"/runs"),
-		wait(`document.querySelectorAll("#run-rows tr").length === 4`),
+		chromedp.WaitVisible(`#run-rows tr[data-run="`+rep.ID.String()+`"]`, chromedp.ByQuery),
 		chromedp.Evaluate(`document.querySelector('#run-rows tr[data-run="`+rep.ID.String()+`"] [data-lineage]').textContent`, &lineage),
 		chromedp.Evaluate(`document.querySelector('#run-rows tr[data-run="`+travel.ID.String()+`"] td.preview').textContent`, &preview),
 		chromedp.Evaluate(`document.querySelector('#run-rows tr[data-run="`+travel.ID.String()+`"] td a.mono').textContent`, &short),
@@ -57,36 +57,35 @@ func TestBrowserRunsListSortsMarksLineageAndKeepsABadFilter(t *testing.T) {
 	require.Contains(t, preview, "Lisbon")
 	require.Equal(t, travel.ID.String()[len(travel.ID.String())-8:], short)
 
-	// The header is a plain link (no script): follow it as a click would.
-	follow := func() {
+	// The header is a plain link (no script): click it, and wait for the page it leads to with a
+	// DOM query, which chromedp retries across the navigation (a script poll right after one can
+	// run in the old page's execution context and fail with "Cannot find context").
+	follow := func(dir string) {
 		t.Helper()
-		var href string
-		require.NoError(t, chromedp.Run(br.Ctx, chromedp.Evaluate(`document.querySelector('th[data-sort="tokens"] a').href`, &href)))
-		require.NoError(t, chromedp.Run(br.Ctx, chromedp.Navigate(href)))
+		_, err := chromedp.RunResponse(br.Ctx, chromedp.Click(`th[data-sort="tokens"] a`, chromedp.ByQuery))
+		require.NoError(t, err)
+		require.NoError(t, chromedp.Run(br.Ctx, chromedp.WaitVisible(`th[data-sort="tokens"][aria-sort="`+dir+`"]`, chromedp.ByQuery)))
 	}
-	follow()
-	require.NoError(t, chromedp.Run(br.Ctx,
-		wait(`location.search.includes("sort=tokens") && document.querySelector('th[data-sort="tokens"]').getAttribute("aria-sort") === "descending"`),
-	))
+	follow("descending")
+	var search string
+	require.NoError(t, chromedp.Run(br.Ctx, chromedp.Evaluate(`location.search`, &search)))
+	require.Contains(t, search, "sort=tokens")
 	got := tokens()
 	require.Len(t, got, 4)
 	for i := 1; i < len(got); i++ {
 		require.GreaterOrEqual(t, got[i-1], got[i], "largest first: %v", got)
 	}
 	require.Greater(t, got[0], got[len(got)-1], "the runs differ in tokens: %v", got)
-	follow()
-	require.NoError(t, chromedp.Run(br.Ctx,
-		wait(`document.querySelector('th[data-sort="tokens"]').getAttribute("aria-sort") === "ascending"`),
-	))
+	follow("ascending")
 	got = tokens()
 	for i := 1; i < len(got); i++ {
 		require.LessOrEqual(t, got[i-1], got[i], "smallest first: %v", got)
 	}
 
-	var fieldError, kept, search string
+	var fieldError, kept string
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.Navigate(b.url+"/runs?since=yesterday&q=Lisbon"),
-		wait(`document.querySelector('[data-field-error="since"]') !== null`),
+		chromedp.WaitVisible(`[data-field-error="since"]`, chromedp.ByQuery),
 		chromedp.Evaluate(`document.querySelector('[data-field-error="since"]').textContent`, &fieldError),
 		chromedp.Evaluate(`document.querySelector('input[name="since"]').value`, &kept),
 		chromedp.Evaluate(`document.querySelector('input[name="q"]').value`, &search),
@@ -173,7 +172,7 @@ func TestBrowserRunsListShowsLineageModelTurnsAndTheWaitApart(t *testing.T) {
 	br := browsertest.New(t)
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.Navigate(b.url+"/runs"),
-		wait(`document.querySelectorAll("#run-rows tr").length === 4`),
+		chromedp.WaitVisible(`#run-rows tr[data-run]`, chromedp.ByQuery),
 		chromedp.Evaluate(`(() => {
 			const col = name => [...document.querySelectorAll("table.runs thead th")].findIndex(th => th.textContent.trim().startsWith(name));
 			const out = {};

@@ -96,7 +96,7 @@ func TestBrowserRunsListSortsByEveryColumnAcrossKeysetPages(t *testing.T) {
 	}
 
 	br := browsertest.New(t)
-	require.NoError(t, chromedp.Run(br.Ctx, chromedp.Navigate(b.url+"/runs?limit=2"), wait(`document.querySelectorAll("#run-rows tr").length === 2`)))
+	require.NoError(t, chromedp.Run(br.Ctx, chromedp.Navigate(b.url+"/runs?limit=2"), chromedp.WaitVisible(`#run-rows tr[data-run]`, chromedp.ByQuery)))
 	var headers []string
 	require.NoError(t, chromedp.Run(br.Ctx, chromedp.Evaluate(
 		`[...document.querySelectorAll("table.runs thead th")].filter(th => th.querySelector("a")).map(th => th.dataset.sort)`, &headers)))
@@ -106,13 +106,21 @@ func TestBrowserRunsListSortsByEveryColumnAcrossKeysetPages(t *testing.T) {
 	}
 	require.ElementsMatch(t, want, headers, "every column but the compare tick sorts")
 
-	// click follows a header's link, as a click would (the header is a plain link, no script).
+	// follow clicks a link and waits for the page it leads to, until selector is on it. The waits
+	// are DOM queries, which chromedp retries across the navigation, not script polls, which can
+	// run in the page's old execution context and fail ("Cannot find context").
+	follow := func(link, selector string) {
+		t.Helper()
+		_, err := chromedp.RunResponse(br.Ctx, chromedp.Click(link, chromedp.ByQuery))
+		require.NoError(t, err, "click %s", link)
+		require.NoError(t, chromedp.Run(br.Ctx, chromedp.WaitVisible(selector, chromedp.ByQuery)))
+	}
+	// click clicks a column's header and returns the direction the table is then sorted in.
 	click := func(col string) string {
 		t.Helper()
-		var href, dir string
-		require.NoError(t, chromedp.Run(br.Ctx, chromedp.Evaluate(`document.querySelector('th[data-sort="`+col+`"] a').href`, &href)))
-		require.NoError(t, chromedp.Run(br.Ctx, chromedp.Navigate(href),
-			wait(`document.querySelector('th[data-sort="`+col+`"]').getAttribute("aria-sort") !== "none"`),
+		var dir string
+		follow(`th[data-sort="`+col+`"] a`, `th[data-sort="`+col+`"]:not([aria-sort="none"])`)
+		require.NoError(t, chromedp.Run(br.Ctx,
 			chromedp.Evaluate(`document.querySelector('th[data-sort="`+col+`"]').getAttribute("aria-sort")`, &dir)))
 		return dir
 	}
@@ -126,7 +134,6 @@ func TestBrowserRunsListSortsByEveryColumnAcrossKeysetPages(t *testing.T) {
 				var rows [][2]string
 				var next string
 				require.NoError(t, chromedp.Run(br.Ctx,
-					wait(`document.querySelectorAll("#run-rows tr[data-run]").length > 0`),
 					chromedp.Evaluate(cellsJS(col), &rows),
 					chromedp.Evaluate(`(document.querySelector('a[rel="next"]') || {}).href || ""`, &next)))
 				require.LessOrEqual(t, len(rows), 2, "%s %s page %d: two a page", col, dir, page)
@@ -136,8 +143,7 @@ func TestBrowserRunsListSortsByEveryColumnAcrossKeysetPages(t *testing.T) {
 					break
 				}
 				require.Contains(t, next, "cursor=")
-				require.NoError(t, chromedp.Run(br.Ctx, chromedp.Navigate(next),
-					wait(`document.querySelector('th[data-sort="`+col+`"]').getAttribute("aria-sort") === "`+dir+`"`)))
+				follow(`a[rel="next"]`, `th[data-sort="`+col+`"][aria-sort="`+dir+`"]`)
 			}
 			ids := map[string]bool{}
 			for i, r := range seen {
