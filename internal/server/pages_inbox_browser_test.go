@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe/internal/browsertest"
@@ -17,19 +16,6 @@ import (
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 )
-
-// waitRunStatus waits until the run reaches the status and returns it.
-func (b *bundle) waitRunStatus(t *testing.T, id uuid.UUID, status string) *store.Run {
-	t.Helper()
-	var run *store.Run
-	require.Eventually(t, func() bool {
-		var err error
-		run, err = b.store.RunGet(context.Background(), id)
-		require.NoError(t, err)
-		return run.Status == status
-	}, 30*time.Second, 20*time.Millisecond, "run %s never reached %s", id, status)
-	return run
-}
 
 // markPage marks the page shown, so that afterNavigation can tell the next one from it.
 var markPage = chromedp.Evaluate(`document.body.dataset.before = "1"`, nil)
@@ -88,7 +74,7 @@ func TestBrowserInboxRespondAndSelectByKeyboard(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(got.Resolution, &res))
 	require.Equal(t, "BY-PHONE-7", res.Output["confirmation"], "the interrupt holds the typed answer")
-	run := b.waitRunStatus(t, i1.RunID, store.RunSucceeded)
+	run := b.waitStatus(t, i1.RunID, store.RunSucceeded)
 	require.Contains(t, b.toolAnswer(t, run), "BY-PHONE-7", "the model read the answer as the tool's")
 	require.Contains(t, string(run.Output), "confirmation BY-PHONE-7", "and the run went on with it")
 
@@ -356,7 +342,7 @@ func TestBrowserInboxDenyWithAReasonReachesTheModel(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.InterruptDenied, got.Status)
 	require.Equal(t, "the payee is on a watch list", *got.Comment)
-	run := b.waitRunStatus(t, it.RunID, store.RunSucceeded)
+	run := b.waitStatus(t, it.RunID, store.RunSucceeded)
 	require.Contains(t, b.toolAnswer(t, run), `"reason":"the payee is on a watch list"`, "the model receives the reason")
 	require.Contains(t, string(run.Output), "the payee is on a watch list", "and answers with it")
 	require.Empty(t, br.Problems())
@@ -420,7 +406,7 @@ func TestBrowserInboxIrreversibleToolAsksToConfirmApprove(t *testing.T) {
 	got, err = b.store.InterruptGet(ctx, it.ID, false)
 	require.NoError(t, err)
 	require.Equal(t, store.InterruptApproved, got.Status)
-	run := b.waitRunStatus(t, it.RunID, store.RunSucceeded)
+	run := b.waitStatus(t, it.RunID, store.RunSucceeded)
 	require.Contains(t, b.toolAnswer(t, run), "dropped orders")
 	require.Empty(t, br.Problems())
 }

@@ -397,12 +397,15 @@ func regexpFind(t *testing.T, s, expr string) string {
 
 func regexpMust(expr string) *regexp.Regexp { return regexp.MustCompile(expr) }
 
-// waitStatus waits until a run reaches status.
-func (b *bundle) waitStatus(t testing.TB, runID uuid.UUID, status string) {
+// waitStatus waits until a run reaches status, and returns it.
+func (b *bundle) waitStatus(t testing.TB, runID uuid.UUID, status string) *store.Run {
 	t.Helper()
+	var run *store.Run
 	require.Eventually(t, func() bool {
-		got, err := b.store.RunGet(context.Background(), runID)
+		var err error
+		run, err = b.store.RunGet(context.Background(), runID)
 		require.NoError(t, err)
-		return got.Status == status
+		return run.Status == status
 	}, 30*time.Second, 20*time.Millisecond, "run %s never reached %s", runID, status)
+	return run
 }
