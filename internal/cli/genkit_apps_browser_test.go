@@ -159,6 +159,13 @@ func TestBrowserActionsPageShowsEachGenkitAppUnderItsName(t *testing.T) {
 		return got
 	}
 	page := sections()
+	var dupIDs []string
+	require.NoError(t, chromedp.Run(br.Ctx, chromedp.Evaluate(`(() => {
+		const seen = new Set(), dup = [];
+		document.querySelectorAll("[id]").forEach((el) => { if (seen.has(el.id)) dup.push(el.id); seen.add(el.id); });
+		return dup;
+	})()`, &dupIDs)))
+	require.Empty(t, dupIDs, "two apps with the same actions still give each element its own id")
 	for _, name := range []string{"north", "south"} {
 		s, ok := page[name]
 		require.True(t, ok, "a section for %s: %+v", name, page)

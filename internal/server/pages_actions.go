@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -61,7 +62,34 @@ func (s *Server) actionsData(c echo.Context) templates.ActionsPage {
 	for _, name := range names {
 		p.Apps = append(p.Apps, templates.AppSection{Name: name, Live: true, Status: "attached by another Loupe process", Groups: groupActions(byApp[name])})
 	}
+	actionIDs(&p)
 	return p
+}
+
+// actionIDs gives every action of the page an element id of its own: "action-<name>" for this
+// program's, "action-<app>-<name>" for a Genkit app's, with the type added where a name repeats
+// (a tool and its /tool.v2/ twin, a prompt and its executable prompt).
+func actionIDs(p *templates.ActionsPage) {
+	seen := map[string]bool{}
+	assign := func(groups []templates.ActionGroup, prefix string) {
+		for _, g := range groups {
+			for i := range g.Actions {
+				a := &g.Actions[i]
+				id := prefix + a.Name
+				for n := 2; seen[id]; n++ {
+					id = fmt.Sprintf("%s%s-%s", prefix, a.Type, a.Name)
+					if n > 2 {
+						id += "-" + strconv.Itoa(n)
+					}
+				}
+				seen[id], a.ID = true, id
+			}
+		}
+	}
+	assign(p.Groups, "action-")
+	for _, app := range p.Apps {
+		assign(app.Groups, "action-"+app.Name+"-")
+	}
 }
 
 // groupActions sorts actions into sections by type. A Genkit app's actions can all be run; of

@@ -2,6 +2,8 @@ package templates
 
 // ActionView is one registered action with its schemas and run form.
 type ActionView struct {
+	// ID is the article's element id, unique on the page ("action-countdown").
+	ID           string
 	Key          string
 	Name         string
 	Type         string
