@@ -98,7 +98,7 @@ func TestBrowserTimelineRulerZoomAndKinds(t *testing.T) {
 
 	// Double-click a tool's bar: the view is that span.
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.DoubleClick(`.span-row .wf.kind-tool`, chromedp.ByQuery),
+		dblclick(`.span-row .wf.kind-tool`),
 		wait(`document.querySelector(".timeline").dataset.zoomed === "true"`),
 		chromedp.Evaluate(readTimeline, &v),
 	))
@@ -207,7 +207,7 @@ func TestBrowserTimelineFoldsReviewerWait(t *testing.T) {
 
 	// Zoomed to the gap, it is still a gap, now wide: the label stays.
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.DoubleClick(`.span-row .wf rect.wait`, chromedp.ByQuery),
+		dblclick(`.span-row .wf rect.wait`),
 		wait(`document.querySelector(".timeline").dataset.zoomed === "true"`),
 		chromedp.Evaluate(readTimeline, &v),
 	))
@@ -251,11 +251,7 @@ func TestBrowserTimelineKeepsItsZoomWhileTheTraceGrows(t *testing.T) {
 		chromedp.Navigate(b.url+"/traces/"+traceID),
 		wait(`document.documentElement.dataset.live === "live"`),
 		wait(`!!document.querySelector("#span-`+a+` .wf rect.bar")`),
-		// The double-click is dispatched on the row as it is at that moment: the live page may
-		// still replace the tree's rows with a fresh render after it connects, and a node that
-		// chromedp found before that is gone by the time it clicks ("Could not find node with
-		// given id", seen in CI).
-		chromedp.Evaluate(`document.querySelector("#span-`+a+` .wf").dispatchEvent(new MouseEvent("dblclick", {bubbles: true, cancelable: true}))`, nil),
+		dblclick(`#span-`+a+` .wf`),
 		wait(`document.querySelector(".timeline").dataset.zoomed === "true"`),
 		chromedp.Evaluate(read, &before),
 		chromedp.Evaluate(`document.querySelector(".timeline").marker = 1`, nil),
@@ -284,4 +280,12 @@ func TestBrowserTimelineKeepsItsZoomWhileTheTraceGrows(t *testing.T) {
 	))
 	require.InDelta(t, 20e6, after.End-after.Start, 1e3, "the whole grown trace: 20 ms")
 	require.Empty(t, br.Problems())
+}
+
+// dblclick double-clicks the element that selector finds at that moment, in one script: a live
+// page may still replace the tree's rows with a fresh render after it connects (the spans' live
+// events can arrive after the page loaded), and a node that chromedp.DoubleClick found before that
+// is gone by the time it clicks ("Could not find node with given id", seen in CI).
+func dblclick(selector string) chromedp.Action {
+	return chromedp.Evaluate(`document.querySelector(`+strconv.Quote(selector)+`).dispatchEvent(new MouseEvent("dblclick", {bubbles: true, cancelable: true}))`, nil)
 }
