@@ -115,6 +115,26 @@ async function checkInterruptedTrace(traceId, tool) {
   const errors = await api('GET', '/api/v1/traces?status=error&limit=1000');
   check(errors.status === 200, 'GET /api/v1/traces?status=error is 200', `got ${errors.status} ${errors.text}`);
   check(!errors.json.traces.some((t) => t.trace_id === traceId), 'the error filter of the trace list leaves the interrupted trace out');
+  check(errors.json.traces.some((t) => t.trace_id === controlErrorTrace), 'and lists a trace that did fail (so the filter is not simply empty)');
+}
+
+// controlErrorTrace is a trace whose one span failed, sent in Genkit's telemetry shape, against
+// which the error filter is checked both ways.
+const controlErrorTrace = [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, '0')).join('');
+{
+  const now = Date.now();
+  const r = await api('POST', '/api/traces', {
+    traceId: controlErrorTrace,
+    spans: {
+      '00000000000000c1': {
+        spanId: '00000000000000c1', traceId: controlErrorTrace, startTime: now - 5, endTime: now,
+        displayName: 'failingStep', spanKind: 'INTERNAL', instrumentationLibrary: { name: 'genkit-tracer' },
+        attributes: { 'genkit:name': 'failingStep', 'genkit:type': 'action', 'genkit:state': 'error' },
+        status: { code: 2, message: 'it broke' },
+      },
+    },
+  });
+  check(r.status === 200, 'a failed control trace is taken by POST /api/traces', `got ${r.status} ${r.text}`);
 }
 
 // The app's actions, under its name.

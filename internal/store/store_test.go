@@ -97,6 +97,19 @@ func TestRunListKeysetPagingAndFilters(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, b, 3)
 
+	// The model filter keeps the runs whose last model it is (the dashboard's per-model links).
+	_, err = s.Pool().Exec(ctx, `UPDATE runs SET model = 'demo/b' WHERE action = '/flow/b'`)
+	require.NoError(t, err)
+	byModel, _, err := s.RunList(ctx, store.RunListParams{Model: "demo/b"})
+	require.NoError(t, err)
+	require.Len(t, byModel, 3)
+	for _, r := range byModel {
+		require.Equal(t, "/flow/b", r.Action)
+	}
+	otherAction, _, err := s.RunList(ctx, store.RunListParams{Model: "demo/b", Action: "/flow/a"})
+	require.NoError(t, err)
+	require.Empty(t, otherAction, "the filters narrow together")
+
 	hit, _, err := s.RunList(ctx, store.RunListParams{Query: `"n": 4`})
 	require.NoError(t, err)
 	require.Len(t, hit, 1)
