@@ -27,24 +27,7 @@ func TestServeAttachesToARunningGenkitApp(t *testing.T) {
 	t.Parallel()
 	dir := genkitapptest.Project(t)
 	app := genkitapptest.Start(t, dir, "shop")
-	dbURL := storetest.NewURL(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := freePort(t)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--dev", "--no-demo", "--addr", addr, "--database-url", dbURL, "--data-dir", t.TempDir(),
-			"--log-level", "error", "--genkit-project", dir})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(60 * time.Second):
-			t.Fatal("serve did not stop after its context ended")
-		}
-	})
-	url := "http://" + addr
+	url := serveGenkitProject(t, dir)
 	get := func(path string) (int, string) {
 		resp, err := http.Get(url + path)
 		if err != nil {
