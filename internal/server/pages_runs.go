@@ -61,6 +61,7 @@ func (s *Server) runsPage(c echo.Context) error {
 	}
 	page.Sorts = runSortLinks(q, sort, p.Asc)
 	page.Live = q.Get("cursor") == "" && q.Get("status") == "" && q.Get("action") == "" && q.Get("model") == "" && q.Get("q") == "" &&
+		q.Get("session") == "" && q.Get("thread") == "" &&
 		q.Get("until") == "" && sort == store.RunSortStarted && !p.Asc
 	ids := make([]uuid.UUID, len(list))
 	for i, r := range list {

@@ -148,5 +148,13 @@ func TestBrowserRunsListGroupsAGenkitSessionByThread(t *testing.T) {
 		chromedp.Evaluate(`[...document.querySelectorAll("tr[data-run]")].map(r => r.dataset.run)`, &listed),
 	))
 	require.ElementsMatch(t, []string{ids[0].String(), ids[1].String(), ids[2].String()}, listed, "the session, every thread of it")
+	// A conversation's list does not follow new runs live: they are not of that conversation (the
+	// live list prepends every new run).
+	for _, u := range []string{"/runs?session=chat-ada", "/runs?session=chat-ada&thread=other"} {
+		_, body := get(t, b.url+u, "Accept", "text/html")
+		require.NotContains(t, body, `data-topic="runs"`, u)
+	}
+	_, body := get(t, b.url+"/runs", "Accept", "text/html")
+	require.Contains(t, body, `data-topic="runs"`, "the whole list follows new runs")
 	require.Empty(t, br.Problems())
 }
