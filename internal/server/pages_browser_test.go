@@ -52,11 +52,17 @@ func TestBrowserInboxResolveLiveKeyboardAndStaleForm(t *testing.T) {
 	require.NoError(t, chromedp.Run(a,
 		chromedp.Evaluate(`document.querySelector(".inbox-item.current").dataset.interrupt`, &current)))
 	require.Equal(t, i1.ID.String(), current, "oldest first, and the first one is selected")
+	// Each move waits for the pane to show the item it selected: the pane loads it after the key,
+	// and a key pressed before then acts on what the pane showed (under load the edit below went to
+	// a form loaded after the test had typed in the one before it).
+	shown := func(id uuid.UUID) chromedp.Action {
+		return wait(`document.querySelector("#inbox-detail .inbox-detail")?.dataset.interrupt === "` + id.String() + `"`)
+	}
 	require.NoError(t, chromedp.Run(a, chromedp.KeyEvent("j"),
-		chromedp.Evaluate(`document.querySelector(".inbox-item.current").dataset.interrupt`, &current)))
+		chromedp.Evaluate(`document.querySelector(".inbox-item.current").dataset.interrupt`, &current), shown(i2.ID)))
 	require.Equal(t, i2.ID.String(), current)
 	require.NoError(t, chromedp.Run(a, chromedp.KeyEvent("k"),
-		chromedp.Evaluate(`document.querySelector(".inbox-item.current").dataset.interrupt`, &current)))
+		chromedp.Evaluate(`document.querySelector(".inbox-item.current").dataset.interrupt`, &current), shown(i1.ID)))
 	require.Equal(t, i1.ID.String(), current)
 
 	// The other tab keeps a copy of the first form, as a page that lost its connection would.
