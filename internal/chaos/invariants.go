@@ -35,15 +35,6 @@ type totals struct {
 	inputTokens, outTokens int64
 }
 
-// pauseWindow is a moment after a paused worker went on when it must not act in runs: those that
-// another execution had taken over while it was stopped, and that did not change hands again
-// within the window.
-type pauseWindow struct {
-	pid      int
-	from, to time.Time
-	runs     []string
-}
-
 // checker checks the invariants from the database and the effects log.
 type checker struct {
 	pool      *pgxpool.Pool
@@ -52,33 +43,40 @@ type checker struct {
 
 	mu       sync.Mutex
 	baseline map[string]totals // by runKey
-	pauses   []pauseWindow
-	seen     map[string]bool // violations reported already
+	seen     map[string]bool   // violations reported already
 }
 
 func newChecker(pool *pgxpool.Pool, effects string, tolerance time.Duration) *checker {
 	return &checker{pool: pool, effects: effects, tolerance: tolerance, baseline: map[string]totals{}, seen: map[string]bool{}}
 }
 
-func (c *checker) addPause(w pauseWindow) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.pauses = append(c.pauses, w)
-}
-
 // instrumentSQL keeps the history the ledger overwrites, in the throwaway database only: every
-// time a tool call is completed (a completed call re-executed and completed again would otherwise
-// leave only its last finish), and every change to a run that had finished.
+// time a tool call is completed, with the lease epoch of the execution that completed it (a
+// completed call re-executed and completed again would otherwise leave only its last finish);
+// every acquisition of a run's lease, when it happened; and every change to a run that had
+// finished.
 const instrumentSQL = `
 CREATE TABLE chaos_completions (key text NOT NULL, run_id uuid NOT NULL, tool text NOT NULL, source text NOT NULL,
-	finished_at timestamptz NOT NULL);
+	finished_at timestamptz NOT NULL, epoch bigint NOT NULL);
 CREATE FUNCTION chaos_note_completion() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	INSERT INTO chaos_completions VALUES (NEW.idempotency_key, NEW.run_id, NEW.tool, NEW.source, NEW.finished_at);
+	INSERT INTO chaos_completions VALUES (NEW.idempotency_key, NEW.run_id, NEW.tool, NEW.source, NEW.finished_at,
+		(SELECT lease_epoch FROM runs WHERE id = NEW.run_id));
 	RETURN NULL;
 END $$;
 CREATE TRIGGER chaos_completions AFTER INSERT OR UPDATE ON tool_calls
 	FOR EACH ROW WHEN (NEW.status = 'completed') EXECUTE FUNCTION chaos_note_completion();
+
+CREATE TABLE chaos_leases (run_id uuid NOT NULL, epoch bigint NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
+CREATE FUNCTION chaos_note_lease() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO chaos_leases (run_id, epoch) VALUES (NEW.id, NEW.lease_epoch);
+	RETURN NULL;
+END $$;
+CREATE TRIGGER chaos_leases_acquired AFTER UPDATE ON runs FOR EACH ROW
+	WHEN (NEW.lease_epoch IS DISTINCT FROM OLD.lease_epoch) EXECUTE FUNCTION chaos_note_lease();
+CREATE TRIGGER chaos_leases_started AFTER INSERT ON runs FOR EACH ROW
+	WHEN (NEW.lease_epoch > 0) EXECUTE FUNCTION chaos_note_lease();
 
 CREATE TABLE chaos_reopened (run_id uuid NOT NULL, old_status text NOT NULL, new_status text NOT NULL,
 	old_finished_at timestamptz, new_finished_at timestamptz, at timestamptz NOT NULL DEFAULT clock_timestamp());
@@ -164,6 +162,7 @@ type report struct {
 	byStatus       map[string]int
 	executions     int         // tool starts in the effects log
 	reexecutions   int         // starts of a call beyond its first: in flight at a crash
+	lateActs       int         // starts after the call was completed, by an execution admitted before it lost the run
 	superseded     int         // results refused because their execution had lost the run
 	supersededLate int         // of which arrived after the run had finished
 	violations     []violation // every violation found
@@ -300,11 +299,13 @@ func (c *checker) checkTotals(ctx context.Context, r *report) error {
 
 // effectLine is one line of the demo tools' effects log (internal/demo/effects.go).
 type effectLine struct {
-	Key   string `json:"key"`
-	Tool  string `json:"tool"`
-	Event string `json:"event"`
-	At    int64  `json:"at"`
-	PID   int    `json:"pid"`
+	Key      string `json:"key"`
+	Tool     string `json:"tool"`
+	Event    string `json:"event"`
+	At       int64  `json:"at"`
+	PID      int    `json:"pid"`
+	Epoch    int64  `json:"epoch"`    // the lease epoch of the execution that dispatched the call
+	Admitted int64  `json:"admitted"` // when that execution last knew it held the run
 }
 
 func (c *checker) readEffects() ([]effectLine, error) {
@@ -328,33 +329,97 @@ func (c *checker) readEffects() ([]effectLine, error) {
 	return out, sc.Err()
 }
 
-// checkEffects: a tool call the ledger completed (by running it, or by a reviewer's answer)
-// never started again after that; every tool that acted had its intent in the ledger first;
-// every call the ledger holds as completed by running acted. And a paused worker acted in none of
-// the runs taken over from it.
+// leaseHistory is every acquisition of each run's lease, by run and epoch.
+type leaseHistory map[string]map[int64]time.Time
+
+func (c *checker) leaseHistory(ctx context.Context) (leaseHistory, error) {
+	rows, err := c.pool.Query(ctx, `SELECT run_id::text, epoch, min(at) FROM chaos_leases GROUP BY run_id, epoch`)
+	if err != nil {
+		return nil, fmt.Errorf("lease acquisitions: %w", err)
+	}
+	type acquisition struct {
+		Run   string
+		Epoch int64
+		At    time.Time
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[acquisition])
+	if err != nil {
+		return nil, fmt.Errorf("lease acquisitions: %w", err)
+	}
+	h := leaseHistory{}
+	for _, a := range list {
+		if h[a.Run] == nil {
+			h[a.Run] = map[int64]time.Time{}
+		}
+		h[a.Run][a.Epoch] = a.At
+	}
+	return h, nil
+}
+
+// lostAt is when an execution of run with epoch lost it: the first acquisition of a later epoch.
+func (h leaseHistory) lostAt(run string, epoch int64) (time.Time, int64, bool) {
+	var at time.Time
+	var by int64
+	for e, t := range h[run] {
+		if e > epoch && (by == 0 || e < by) {
+			at, by = t, e
+		}
+	}
+	return at, by, by != 0
+}
+
+// checkEffects, from the effects log and the ledger:
+//   - every tool that acted was dispatched by a durable execution's lease check (its admission),
+//     made before any other execution took the run over;
+//   - a tool call the ledger completed (by running it, or by a reviewer's answer) was never
+//     dispatched again: no start after the first completion by the execution that completed it or
+//     by a later one. A start after it by an earlier execution is a late act: admitted while that
+//     execution held the run, the process paused before the tool acted (SIGSTOP just after the
+//     check); it carries the same idempotency key, and its result is superseded. They are counted;
+//   - every tool that acted had its intent in the ledger first; every call the ledger holds as
+//     completed by running acted.
 func (c *checker) checkEffects(ctx context.Context, r *report) error {
 	lines, err := c.readEffects()
 	if err != nil {
 		return fmt.Errorf("effects log: %w", err)
 	}
+	leases, err := c.leaseHistory(ctx)
+	if err != nil {
+		return err
+	}
 	starts := map[string][]effectLine{}
 	for _, l := range lines {
-		if l.Event == "start" {
-			starts[l.Key] = append(starts[l.Key], l)
-			r.executions++
+		if l.Event != "start" {
+			continue
+		}
+		starts[l.Key] = append(starts[l.Key], l)
+		r.executions++
+		run, at := runOf(l.Key), time.Unix(0, l.At)
+		if l.Epoch == 0 {
+			r.violations = append(r.violations, violation{"acted without admission", run, l.Key + fmt.Sprint(l.At), fmt.Sprintf(
+				"%s (%s) started at %s in pid %d with no lease check of a durable execution before it", l.Tool, l.Key, stamp(at), l.PID)})
+			continue
+		}
+		if lost, by, ok := leases.lostAt(run, l.Epoch); ok && time.Unix(0, l.Admitted).After(lost.Add(c.tolerance)) {
+			r.violations = append(r.violations, violation{"admitted after losing the run", run, l.Key + fmt.Sprint(l.At), fmt.Sprintf(
+				"%s (%s) was admitted at %s by the execution of lease epoch %d in pid %d, after epoch %d took the run over at %s",
+				l.Tool, l.Key, stamp(time.Unix(0, l.Admitted)), l.Epoch, l.PID, by, stamp(lost))})
 		}
 	}
 	for _, ls := range starts {
 		r.reexecutions += len(ls) - 1
 	}
-	// The first completion of each call, from the history the ledger overwrites.
-	rows, err := c.pool.Query(ctx, `SELECT key, run_id::text, tool, min(finished_at) FROM chaos_completions GROUP BY key, run_id, tool`)
+	// The first completion of each call, from the history the ledger overwrites, and the epoch
+	// of the execution that completed it.
+	rows, err := c.pool.Query(ctx, `SELECT DISTINCT ON (key) key, run_id::text, tool, finished_at, epoch
+		FROM chaos_completions ORDER BY key, finished_at`)
 	if err != nil {
 		return fmt.Errorf("tool call completions: %w", err)
 	}
 	type completion struct {
 		Key, Run, Tool string
 		First          time.Time
+		Epoch          int64
 	}
 	completions, err := pgx.CollectRows(rows, pgx.RowToStructByPos[completion])
 	if err != nil {
@@ -362,11 +427,17 @@ func (c *checker) checkEffects(ctx context.Context, r *report) error {
 	}
 	for _, tc := range completions {
 		for _, l := range starts[tc.Key] {
-			if at := time.Unix(0, l.At); at.After(tc.First.Add(c.tolerance)) {
-				r.violations = append(r.violations, violation{"completed tool call executed again", tc.Run, tc.Key + fmt.Sprint(l.At), fmt.Sprintf(
-					"%s (%s) started at %s in pid %d, %s after the ledger first completed it at %s",
-					tc.Tool, tc.Key, stamp(at), l.PID, at.Sub(tc.First).Round(time.Microsecond), stamp(tc.First))})
+			at := time.Unix(0, l.At)
+			if !at.After(tc.First.Add(c.tolerance)) {
+				continue
 			}
+			if l.Epoch != 0 && l.Epoch < tc.Epoch {
+				r.lateActs++
+				continue
+			}
+			r.violations = append(r.violations, violation{"completed tool call executed again", tc.Run, tc.Key + fmt.Sprint(l.At), fmt.Sprintf(
+				"%s (%s) started at %s in pid %d (lease epoch %d), %s after the execution of epoch %d completed it at %s",
+				tc.Tool, tc.Key, stamp(at), l.PID, l.Epoch, at.Sub(tc.First).Round(time.Microsecond), tc.Epoch, stamp(tc.First))})
 		}
 	}
 	rows, err = c.pool.Query(ctx, `SELECT idempotency_key, run_id::text, tool, status, source, finished_at FROM tool_calls`)
@@ -393,25 +464,6 @@ func (c *checker) checkEffects(ctx context.Context, r *report) error {
 		if !ledger[key] {
 			r.violations = append(r.violations, violation{"acted without a ledger intent", runOf(key), key, fmt.Sprintf(
 				"%s (%s) started %d times (first at %s in pid %d) but the ledger has no such call", ls[0].Tool, key, len(ls), stamp(time.Unix(0, ls[0].At)), ls[0].PID)})
-		}
-	}
-	c.mu.Lock()
-	pauses := append([]pauseWindow(nil), c.pauses...)
-	c.mu.Unlock()
-	for _, w := range pauses {
-		for _, run := range w.runs {
-			for key, ls := range starts {
-				if runOf(key) != run {
-					continue
-				}
-				for _, l := range ls {
-					if at := time.Unix(0, l.At); l.PID == w.pid && !at.Before(w.from) && !at.After(w.to) {
-						r.violations = append(r.violations, violation{"paused worker acted in a run taken over", run, key + fmt.Sprint(l.At), fmt.Sprintf(
-							"pid %d, paused until %s while another execution took the run over, started %s (%s) at %s",
-							w.pid, stamp(w.from), l.Tool, key, stamp(at))})
-					}
-				}
-			}
 		}
 	}
 	return nil

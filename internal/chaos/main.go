@@ -4,9 +4,10 @@
 // workers, the serve and the postmaster, pauses workers past their lease, and lets the processes
 // kill themselves at fault points (LOUPE_FAULTS). After each round it lets the runs settle and
 // checks from the database and the demo tools' effects log that durability held: every run is
-// finished or waits for a reviewer, none failed, no completed tool call ran again, nothing was
-// written into a finished run, every interrupted tool call has its interrupt, and every run's
-// outcome and token totals equal its clean run's. It exits 1 on any violation.
+// finished or waits for a reviewer, none failed, no completed tool call was dispatched again, no
+// tool was admitted by an execution that had lost its run, nothing was written into a finished
+// run, every interrupted tool call has its interrupt, and every run's outcome and token totals
+// equal its clean run's. It exits 1 on any violation.
 //
 //	go run ./internal/chaos -rounds 5 -runs-per-round 16 -seed 42
 package main
@@ -43,6 +44,7 @@ type options struct {
 	workers              int
 	workerFaults         string
 	serveFaults          string
+	mix                  string
 	devui                string
 	keep, verbose        bool
 }
@@ -62,6 +64,7 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 2, "devui worker processes")
 	flag.StringVar(&o.workerFaults, "worker-faults", "after-fetch=0.02,mid-model=0.02,mid-tool=0.02,interrupted-checkpoint=0.05", "LOUPE_FAULTS of the workers")
 	flag.StringVar(&o.serveFaults, "serve-faults", "after-resolve=0.05", "LOUPE_FAULTS of the serve")
+	flag.StringVar(&o.mix, "mix", "kill-worker,kill-worker,pause-worker,kill-serve", "the random events after each round's first of each kind, picked evenly from this list")
 	flag.StringVar(&o.devui, "devui", "", "a devui binary to use instead of building ./cmd/devui")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (data, logs, effects log); it is kept anyway on a violation")
 	flag.BoolVar(&o.verbose, "v", false, "log every kill, pause, restart and slow takeover")
@@ -174,8 +177,12 @@ func (h *harness) run(ctx context.Context) (int, error) {
 		h.workers = append(h.workers, h.process(devui, fmt.Sprintf("worker-%d", i+1), "worker", []string{"worker"}))
 	}
 	h.takes.workers = h.workers
+	mix, err := parseMix(o.mix)
+	if err != nil {
+		return 0, err
+	}
 	h.chaos = &chaos{rng: rand.New(rand.NewPCG(o.seed, 2)), log: h.log, pool: h.pool, cluster: h.cluster, serve: h.serve, workers: h.workers,
-		pause: [2]time.Duration{o.pause, o.pause + 2*time.Second}, stats: h.stats, checks: h.checks, effects: h.checks.effects}
+		pause: [2]time.Duration{o.pause, o.pause + 2*time.Second}, mix: mix, stats: h.stats, effects: h.checks.effects}
 	go h.work.review(ctx)
 
 	// The clean runs: no faults, no chaos.
@@ -354,8 +361,8 @@ func (h *harness) round(ctx context.Context, n int) (*report, error) {
 		fmt.Print(" (NOT within the bound)")
 	}
 	fmt.Println()
-	fmt.Printf("  runs %d (%s) · tool executions %d (re-executed %d) · superseded results %d · new violations %d\n",
-		r.runs, statusLine(r.byStatus), r.executions, r.reexecutions, r.superseded, len(r.fresh))
+	fmt.Printf("  runs %d (%s) · tool executions %d (re-executed %d, late acts %d) · superseded results %d · new violations %d\n",
+		r.runs, statusLine(r.byStatus), r.executions, r.reexecutions, r.lateActs, r.superseded, len(r.fresh))
 	sortViolations(r.fresh)
 	for _, v := range r.fresh {
 		fmt.Println("  VIOLATION", v)
@@ -441,6 +448,7 @@ func (h *harness) summary(last *report, all []violation) []violation {
 		fmt.Printf("  runs            %d (%s)\n", last.runs, statusLine(last.byStatus))
 		fmt.Printf("  tool executions %d, re-executions %d (in flight at a crash), superseded results %d (%d after the run finished)\n",
 			last.executions, last.reexecutions, last.superseded, last.supersededLate)
+		fmt.Printf("  late acts       %d (admitted before their execution lost the run, acting after another completed the call)\n", last.lateActs)
 	}
 	fmt.Printf("  takeover        %s\n", h.takes.report())
 	fmt.Printf("  violations      %d\n", len(all))

@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/internal/runs"
 )
 
 // effects records each time a demo tool acts (a transfer sent, a flight booked, a search run):
 // one JSON line when it starts and one when it ends, appended to Config.EffectsLog. The crash
-// harness (make chaos) counts them to prove that no tool call the ledger holds as completed ever
-// runs again. Several processes may append to one file: each line is one write to a file opened
+// harness (make chaos) counts them to prove that no tool call the ledger holds as completed is
+// ever dispatched again, and that every start was admitted by its execution's lease check before
+// another execution took the run over (the start carries the admission). Several processes may append to one file: each line is one write to a file opened
 // with O_APPEND. With no log and no delay, acting costs nothing.
 type effects struct {
 	delay time.Duration
@@ -27,6 +29,10 @@ type effectLine struct {
 	Event string `json:"event"` // start or end
 	At    int64  `json:"at"`    // Unix nanoseconds
 	PID   int    `json:"pid"`
+	// Epoch and Admitted are the call's admission (runs.Admission), for a call a durable run's
+	// execution dispatched: its lease epoch, and when it was known to hold the run (Unix ns).
+	Epoch    int64 `json:"epoch,omitempty"`
+	Admitted int64 `json:"admitted,omitempty"`
 }
 
 func newEffects(cfg Config) (*effects, error) {
@@ -58,7 +64,11 @@ func (fx *effects) write(tc *loupe.ToolContext, event string) {
 	if fx.f == nil {
 		return
 	}
-	line, _ := json.Marshal(effectLine{Key: tc.IdempotencyKey, Tool: tc.Name, Event: event, At: time.Now().UnixNano(), PID: os.Getpid()})
+	l := effectLine{Key: tc.IdempotencyKey, Tool: tc.Name, Event: event, At: time.Now().UnixNano(), PID: os.Getpid()}
+	if a, ok := runs.AdmissionOf(tc); ok {
+		l.Epoch, l.Admitted = a.Epoch, a.At.UnixNano()
+	}
+	line, _ := json.Marshal(l)
 	fx.mu.Lock()
 	defer fx.mu.Unlock()
 	_, _ = fx.f.Write(append(line, '\n'))

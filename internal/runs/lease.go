@@ -52,23 +52,25 @@ func (l *lease) renew(ctx context.Context) (string, error) {
 }
 
 // confirm returns nil when the execution still holds a running run, from memory when the last
-// renewal is recent enough, else from the database.
-func (l *lease) confirm(ctx context.Context) error {
+// renewal is recent enough, else from the database, and the moment at which it was known to hold
+// it (no later than the check, on this process's clock).
+func (l *lease) confirm(ctx context.Context) (time.Time, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return time.Time{}, err
 	}
+	now := time.Now()
 	l.mu.Lock()
-	held := time.Now().Before(l.until)
+	held := now.Before(l.until)
 	l.mu.Unlock()
 	if held {
-		return nil
+		return now, nil
 	}
 	status, err := l.renew(ctx)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	if status != store.RunRunning {
-		return fmt.Errorf("run %s is %s: %w", l.fence.RunID, status, store.ErrLeaseLost)
+		return time.Time{}, fmt.Errorf("run %s is %s: %w", l.fence.RunID, status, store.ErrLeaseLost)
 	}
-	return nil
+	return now, nil
 }

@@ -390,10 +390,13 @@ func (r *recorder) toolCall(ctx context.Context, call *engine.ToolCall, next eng
 		return &out, nil
 	}
 	// The last look before the tool acts: this execution must still hold the run. A worker that
-	// was paused past its lease learns here that another took the run over, and runs nothing.
-	if err := r.lease.confirm(ctx); err != nil {
+	// was paused past its lease learns here that another took the run over, and runs nothing. One
+	// paused just after this look acts late (see Admission).
+	admitted, err := r.lease.confirm(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("run tool %s (ref %s): %w", call.Name, call.Ref, err)
 	}
+	ctx = withAdmission(ctx, Admission{Epoch: r.lease.fence.Epoch, At: admitted})
 	r.svc.publish(r.run.ID, event.RunToolCallData{Turn: turn, Ref: call.Ref, Tool: call.Name, Status: store.ToolCallStarted})
 	out, err := next(ctx, call)
 	r.svc.fault(FaultMidTool)
