@@ -414,8 +414,8 @@ func TestAnswerGivenAsTheAppDiesWaitsForItsReturn(t *testing.T) {
 		r, err := st.RunGet(ctx, run.ID)
 		require.NoError(t, err)
 		require.NotEqual(t, store.RunFailed, r.Status, "the run failed: %s", r.Error)
-		return r.LeaseEpoch > interrupted.LeaseEpoch
-	}, 8*time.Second, 20*time.Millisecond, "the app's run service tried the resume")
+		return r.LeaseEpoch > interrupted.LeaseEpoch && r.Status == store.RunQueued
+	}, 8*time.Second, 20*time.Millisecond, "the app's run service tried the resume, and queued the run again to wait for the app")
 	// Once the app is seen gone, its run service has stopped: whatever it tried is over.
 	require.Eventually(t, func() bool { return !live() }, 30*time.Second, 50*time.Millisecond)
 	r, err := st.RunGet(ctx, run.ID)

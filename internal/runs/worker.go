@@ -189,14 +189,18 @@ func (s *Service) executeOnce(jobCtx context.Context, run *store.Run, l *lease) 
 		s.release(l)
 		return fmt.Errorf("run %s stopped before it finished: %w", run.ID, jobCtx.Err())
 	}
-	// What executes the action is away (not cancelled by a user): the run waits, and its job is
-	// tried again after a lease's time, when the program that has the action may be back.
+	// What executes the action is away (not cancelled by a user): the run is queued again, and
+	// its job is tried again after a lease's time, when the program that has the action may be
+	// back.
 	if errors.Is(runErr, ErrUnreachable) && ctx.Err() == nil {
 		if err := rec.checkpoint(ctx, nil); err != nil {
 			return err
 		}
-		s.release(l)
-		s.log.Info("run waits: its action cannot be reached", "run", run.ID, "err", runErr)
+		if err := s.store.RunReleaseToQueue(ctx, l.fence); err != nil {
+			return err
+		}
+		s.publish(run.ID, event.RunStatusData{Status: store.RunQueued})
+		s.log.Info("run queued again: its action cannot be reached", "run", run.ID, "retry_in", s.cfg.LeaseTTL, "err", runErr)
 		return river.JobSnooze(s.cfg.LeaseTTL)
 	}
 	finish := &store.RunFinishParams{ID: run.ID, Epoch: l.fence.Epoch}

@@ -575,6 +575,18 @@ func (s *Store) RunReleaseLease(ctx context.Context, f Fence) error {
 	return nil
 }
 
+// RunReleaseToQueue puts the run that the execution fenced by f holds back in the queue and gives up
+// its lease: what executes the run's action cannot be reached for now, and its job is tried
+// again later. A run that is no longer running (cancelled meanwhile) is left as it is.
+func (s *Store) RunReleaseToQueue(ctx context.Context, f Fence) error {
+	if _, err := s.db.Exec(ctx, `UPDATE runs SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL,
+			updated_at = now(), version = version + 1
+		WHERE id = $1 AND lease_epoch = $2 AND status = 'running'`, f.RunID, f.Epoch); err != nil {
+		return fmt.Errorf("requeue run %s: %w", f.RunID, err)
+	}
+	return nil
+}
+
 // RunLock locks a run's row until the transaction ends and returns it.
 func (s *Store) RunLock(ctx context.Context, id uuid.UUID) (*Run, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 FOR UPDATE`, id)
