@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -215,8 +216,6 @@ func (c *chaos) waitToolStart(ctx context.Context, pid int, max time.Duration) b
 	if _, err := f.Seek(0, io.SeekEnd); err != nil {
 		return false
 	}
-	needle := []byte(`"event":"start"`)
-	suffix := []byte(`"pid":` + strconv.Itoa(pid) + `}`)
 	var buf []byte
 	chunk := make([]byte, 64<<10)
 	for deadline := time.Now().Add(max); time.Now().Before(deadline); {
@@ -233,9 +232,10 @@ func (c *chaos) waitToolStart(ctx context.Context, pid int, max time.Duration) b
 			if i < 0 {
 				break
 			}
-			line := buf[:i]
+			var l effectLine
+			err := json.Unmarshal(buf[:i], &l)
 			buf = buf[i+1:]
-			if bytes.Contains(line, needle) && bytes.HasSuffix(line, suffix) {
+			if err == nil && l.Event == "start" && l.PID == pid {
 				return true
 			}
 		}

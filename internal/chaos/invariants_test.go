@@ -87,3 +87,27 @@ func TestCheckEffectsTellsALateActFromADispatchAgain(t *testing.T) {
 	require.Equal(t, 7, r.executions)
 	require.Equal(t, 3, r.reexecutions)
 }
+
+// TestWaitToolStartSeesAStartOfThePidAsTheDemoToolsWriteIt: the pause lands just after a tool of
+// the paused worker starts, recognised from the effects log's lines whatever fields they carry.
+func TestWaitToolStartSeesAStartOfThePidAsTheDemoToolsWriteIt(t *testing.T) {
+	effects := filepath.Join(t.TempDir(), "effects.log")
+	f, err := os.OpenFile(effects, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	require.NoError(t, err)
+	defer f.Close()
+	c := &chaos{effects: effects}
+	write := func(l effectLine) {
+		b, err := json.Marshal(l)
+		require.NoError(t, err)
+		_, err = f.Write(append(b, '\n'))
+		require.NoError(t, err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		write(effectLine{Key: "r:a", Tool: "search", Event: "start", PID: 7, Epoch: 1, Admitted: 1}) // another worker
+		write(effectLine{Key: "r:a", Tool: "search", Event: "end", PID: 42, Epoch: 1, Admitted: 1})   // an end
+		write(effectLine{Key: "r:b", Tool: "search", Event: "start", PID: 42, Epoch: 3, Admitted: 1})
+	}()
+	require.True(t, c.waitToolStart(context.Background(), 42, 5*time.Second))
+	require.False(t, c.waitToolStart(context.Background(), 42, 100*time.Millisecond), "no new start")
+}
