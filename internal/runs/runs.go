@@ -63,7 +63,7 @@ type Service struct {
 	publisher Publisher
 
 	mu      sync.Mutex
-	active  map[uuid.UUID]context.CancelFunc
+	active  map[uuid.UUID]context.CancelFunc // the runs this process executes, with their cancel (nil: claimed, not yet started)
 	stopped chan struct{}
 	sweepWG sync.WaitGroup
 	started bool

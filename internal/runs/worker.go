@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/attribute"
 	oteltrace "go.opentelemetry.io/otel/trace"
@@ -28,30 +29,58 @@ type runWorker struct {
 // for reviewers needs nothing; a run leased by a live worker is snoozed until the lease may expire.
 func (w *runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
 	s := w.svc
-	s.mu.Lock()
-	_, running := s.active[job.Args.RunID]
-	s.mu.Unlock()
-	if running {
-		// A second job of a run this process executes now (the sweep's, say): taking the lease
-		// again would supersede the live execution.
+	// One execution of a run per process: a second job of a run this process executes now (the
+	// sweep's, say) is snoozed. The claim is taken before the lease, since the lease's owner is
+	// this process and taking it again would supersede the live execution while that one still
+	// counts on its lease (a tool it admitted would act for a superseded execution).
+	if !s.claim(job.Args.RunID) {
 		return river.JobSnooze(s.cfg.LeaseTTL)
 	}
-	if moved, err := s.routeOn(ctx, job); moved || err != nil {
+	run, l, err := s.acquire(ctx, job)
+	if run == nil {
+		s.unclaim(job.Args.RunID)
 		return err
+	}
+	return s.execute(ctx, run, l) // the execution holds the claim from here, and drops it when it ends
+}
+
+// acquire takes the lease of the job's run, and returns the run and the lease, or nil and what the
+// job returns: nil for a run that needs nothing (finished, gone, or routed to another program), a
+// snooze for a run another execution holds.
+func (s *Service) acquire(ctx context.Context, job *river.Job[RunArgs]) (*store.Run, *lease, error) {
+	if moved, err := s.routeOn(ctx, job); moved || err != nil {
+		return nil, nil, err
 	}
 	s.fault(FaultAfterFetch)
 	sent := time.Now()
 	run, err := s.store.RunAcquire(ctx, job.Args.RunID, s.owner, s.cfg.LeaseTTL)
 	switch {
 	case errors.Is(err, store.ErrRunFinished), errors.Is(err, store.ErrNotFound):
-		return nil
+		return nil, nil, nil
 	case errors.Is(err, store.ErrLeaseHeld):
-		return river.JobSnooze(s.cfg.LeaseTTL)
+		return nil, nil, river.JobSnooze(s.cfg.LeaseTTL)
 	case err != nil:
-		return err
+		return nil, nil, err
 	}
 	s.publish(run.ID, event.RunStatusData{Status: store.RunRunning})
-	return s.execute(ctx, run, newLease(s, run, sent))
+	return run, newLease(s, run, sent), nil
+}
+
+// claim reserves a run for one execution in this process, and reports false when one has it.
+func (s *Service) claim(id uuid.UUID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, taken := s.active[id]; taken {
+		return false
+	}
+	s.active[id] = nil // no execution to cancel yet: executeOnce sets it
+	return true
+}
+
+func (s *Service) unclaim(id uuid.UUID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.active, id)
 }
 
 // routeOn puts back a job of an action this program lacks, instead of failing its run: it inserts
