@@ -88,7 +88,8 @@ type EffectIn struct {
 //   - approve1: one confirm call that interrupts; approve2: two in the same turn;
 //   - pair: two effect calls in parallel, the second of which blocks when block is "tool";
 //   - slow: the model blocks on its first call when block is "model";
-//   - pause: the model's first call stalls for two seconds when block is "pause-model".
+//   - pause: the model's first call stalls for two seconds when block is "pause-model";
+//   - late: one effect call, which stalls for two seconds before it acts when block is "late-tool".
 //
 // Every real execution of a tool inserts a row in test_effects, so tests count side effects.
 // When a blocking point is reached, a marker file is written to markers.
@@ -129,6 +130,10 @@ func defineTestAgent(r *engine.Registry, pool *pgxpool.Pool, block, markers stri
 				<-tc.Done()
 				return "", tc.Err()
 			}
+			if in.Name == "late" && block == "late-tool" {
+				mark("late-tool")
+				time.Sleep(2 * time.Second) // admitted, not yet acting: the test SIGSTOPs the process here
+			}
 			if err := effect(tc); err != nil {
 				return "", err
 			}
@@ -158,6 +163,8 @@ func defineTestAgent(r *engine.Registry, pool *pgxpool.Pool, block, markers stri
 		case "pair":
 			return scripted.Reply(scripted.ToolCall("effect", "a", map[string]any{"name": "a"}),
 				scripted.ToolCall("effect", "b", map[string]any{"name": "b", "block": true})).WithUsage(10, 5), nil
+		case "late":
+			return scripted.Reply(scripted.ToolCall("effect", "l", map[string]any{"name": "late"})).WithUsage(10, 5), nil
 		case "first-effect":
 			return scripted.Reply(scripted.ToolCall("effect", "e1", map[string]any{"name": "e1"})).WithUsage(10, 5), nil
 		case "second-slow":

@@ -196,6 +196,45 @@ func TestPausedWorkerWritesNothingAfterTakeover(t *testing.T) {
 	require.Zero(t, late, "rows written into the run after it finished")
 }
 
+// TestPausedWorkersAdmittedToolActsLateAndIsSuperseded freezes a real worker process (SIGSTOP)
+// after its lease check admitted a tool and before the tool acts: the limit the README states
+// under "A lost execution writes nothing". Another worker takes the run over, runs the tool and
+// finishes the run. Woken, the frozen worker's tool acts once more, late, under the same
+// idempotency key (no check inside the process can stop it; the system the tool acts on can, by
+// that key), and its result is kept as superseded: the run and its ledger stay as the second
+// worker finished them.
+func TestPausedWorkersAdmittedToolActsLateAndIsSuperseded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 0)
+	ctx := context.Background()
+	run := b.start(t, "late")
+	proc := b.startWorkerProcess(t, "late-tool")
+	require.NoError(t, proc.Process.Signal(syscall.SIGSTOP))
+	b.newService(t, 1)
+	done := b.wait(t, run.ID, store.RunSucceeded)
+	require.Equal(t, map[string]int{"l": 1}, b.effects(t, run.ID), "the execution that took over ran the tool")
+	first, err := b.store.ToolCallGet(ctx, run.ID, 0, "l")
+	require.NoError(t, err)
+
+	require.NoError(t, proc.Process.Signal(syscall.SIGCONT))
+	require.NoError(t, proc.Process.Signal(syscall.SIGTERM))
+	_ = proc.Wait()
+
+	require.Equal(t, map[string]int{"l": 2}, b.effects(t, run.ID), "the admitted tool acted late, once")
+	superseded, err := b.store.ToolCallListSuperseded(ctx, run.ID)
+	require.NoError(t, err)
+	require.Len(t, superseded, 1, "the late act's result is kept apart")
+	require.Equal(t, "l", superseded[0].Ref)
+	require.Less(t, superseded[0].LeaseEpoch, done.LeaseEpoch, "from the execution that lost the run")
+	after, err := b.store.ToolCallGet(ctx, run.ID, 0, "l")
+	require.NoError(t, err)
+	require.Equal(t, first, after, "the ledger keeps the result of the execution that took over")
+	require.Equal(t, store.ToolSourceReexecuted, after.Source)
+	cur, err := b.store.RunGet(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, done.Version, cur.Version, "the woken worker changed the finished run")
+}
+
 // TestQueuedRunWhoseWorkerDiedAfterFetchIsPickedUp kills a real worker process right after River
 // handed it a run's job and before it took the run's lease (fault point after-fetch). River does
 // not rescue that job; the run must not stay queued: the recovery sweep of another worker takes it
