@@ -105,7 +105,7 @@ func TestWaitToolStartSeesAStartOfThePidAsTheDemoToolsWriteIt(t *testing.T) {
 	go func() {
 		time.Sleep(50 * time.Millisecond)
 		write(effectLine{Key: "r:a", Tool: "search", Event: "start", PID: 7, Epoch: 1, Admitted: 1}) // another worker
-		write(effectLine{Key: "r:a", Tool: "search", Event: "end", PID: 42, Epoch: 1, Admitted: 1})   // an end
+		write(effectLine{Key: "r:a", Tool: "search", Event: "end", PID: 42, Epoch: 1, Admitted: 1})  // an end
 		write(effectLine{Key: "r:b", Tool: "search", Event: "start", PID: 42, Epoch: 3, Admitted: 1})
 	}()
 	require.True(t, c.waitToolStart(context.Background(), 42, 5*time.Second))
