@@ -37,23 +37,9 @@ func TestToolsCarryTheAdmissionOfTheExecutionThatDispatchedThem(t *testing.T) {
 		mu.Unlock()
 		return "noted", nil
 	})
-	scripted.DefineFunc(reg, "probe/model", func(req *engine.ModelRequest) (scripted.Turn, error) {
-		if scripted.ModelTurns(req.Messages) == 0 {
-			return scripted.Reply(scripted.ToolCall("probe", "p1", map[string]any{}), scripted.ToolCall("probe", "p2", map[string]any{})), nil
-		}
-		return scripted.Text("done"), nil
-	})
-	engine.DefineFlow(reg, "probeAgent", func(ctx context.Context, _ struct{}) (string, error) {
-		resp, err := engine.Generate(ctx, reg, engine.WithModelName("probe/model"), engine.WithPrompt("go"), engine.WithTools(probe))
-		if err != nil {
-			return "", err
-		}
-		return resp.Text(), nil
-	})
-	svc, err := runs.New(runs.Config{Workers: 1, LeaseTTL: time.Second, Logger: testLogger()}, b.store, reg)
-	require.NoError(t, err)
-	require.NoError(t, svc.Start(context.Background()))
-	t.Cleanup(svc.Stop)
+	defineOneTurnAgent(reg, "probeAgent", []engine.Tool{probe},
+		scripted.ToolCall("probe", "p1", map[string]any{}), scripted.ToolCall("probe", "p2", map[string]any{}))
+	svc := b.serve(t, reg, runs.Config{Workers: 1, LeaseTTL: time.Second})
 	before := time.Now()
 	run, err := svc.StartRun(context.Background(), runs.StartParams{Action: "probeAgent", Input: json.RawMessage(`{}`)})
 	require.NoError(t, err)
@@ -69,7 +55,7 @@ func TestToolsCarryTheAdmissionOfTheExecutionThatDispatchedThem(t *testing.T) {
 		require.False(t, s.admission.At.After(s.started), "admitted before the tool started")
 	}
 
-	_, err = engine.Generate(context.Background(), reg, engine.WithModelName("probe/model"), engine.WithPrompt("go"), engine.WithTools(probe))
+	_, err = engine.Generate(context.Background(), reg, engine.WithModelName("probeAgent/model"), engine.WithPrompt("go"), engine.WithTools(probe))
 	require.NoError(t, err)
 	mu.Lock()
 	defer mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/loupe-dev/loupe/internal/engine"
@@ -208,4 +209,34 @@ func defineTestAgent(r *engine.Registry, pool *pgxpool.Pool, block, markers stri
 		}
 		return resp.Text(), nil
 	})
+}
+
+// defineOneTurnAgent registers flow name, whose model (name + "/model") asks for calls in its
+// first turn and says "done" once it has their results; tools are its generate's.
+func defineOneTurnAgent(reg *engine.Registry, name string, tools []engine.Tool, calls ...*engine.Part) {
+	model := name + "/model"
+	scripted.DefineFunc(reg, model, func(req *engine.ModelRequest) (scripted.Turn, error) {
+		if scripted.ModelTurns(req.Messages) == 0 {
+			return scripted.Reply(calls...), nil
+		}
+		return scripted.Text("done"), nil
+	})
+	engine.DefineFlow(reg, name, func(ctx context.Context, _ struct{}) (string, error) {
+		resp, err := engine.Generate(ctx, reg, engine.WithModelName(model), engine.WithPrompt("go"), engine.WithTools(tools...))
+		if err != nil {
+			return "", err
+		}
+		return resp.Text(), nil
+	})
+}
+
+// serve starts a run service with cfg (and the test logger) over b's store, for the actions of reg.
+func (b *bundle) serve(t *testing.T, reg *engine.Registry, cfg runs.Config) *runs.Service {
+	t.Helper()
+	cfg.Logger = testLogger()
+	svc, err := runs.New(cfg, b.store, reg)
+	require.NoError(t, err)
+	require.NoError(t, svc.Start(context.Background()))
+	t.Cleanup(svc.Stop)
+	return svc
 }

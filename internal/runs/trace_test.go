@@ -105,23 +105,8 @@ func TestTakeoverContinuesTheRunsTraceUnderOneRoot(t *testing.T) {
 		}
 		return "went on", nil
 	})
-	scripted.DefineFunc(reg, "takeover/model", func(req *engine.ModelRequest) (scripted.Turn, error) {
-		if scripted.ModelTurns(req.Messages) == 0 {
-			return scripted.Reply(scripted.ToolCall("stall", "s1", map[string]any{})), nil
-		}
-		return scripted.Text("done"), nil
-	})
-	engine.DefineFlow(reg, "takeoverAgent", func(ctx context.Context, _ struct{}) (string, error) {
-		resp, err := engine.Generate(ctx, reg, engine.WithModelName("takeover/model"), engine.WithPrompt("go"), engine.WithTools(stall))
-		if err != nil {
-			return "", err
-		}
-		return resp.Text(), nil
-	})
-	svc, err := runs.New(runs.Config{Workers: 1, LeaseTTL: 600 * time.Millisecond, Logger: testLogger()}, b.store, reg)
-	require.NoError(t, err)
-	require.NoError(t, svc.Start(context.Background()))
-	t.Cleanup(svc.Stop)
+	defineOneTurnAgent(reg, "takeoverAgent", []engine.Tool{stall}, scripted.ToolCall("stall", "s1", map[string]any{}))
+	svc := b.serve(t, reg, runs.Config{Workers: 1, LeaseTTL: 600 * time.Millisecond})
 	ctx := context.Background()
 	run, err := svc.StartRun(ctx, runs.StartParams{Action: "takeoverAgent", Input: json.RawMessage(`{}`)})
 	require.NoError(t, err)

@@ -33,23 +33,8 @@ func TestTwoJobsOfARunInOneProcessMakeOneExecution(t *testing.T) {
 		<-release
 		return "held", nil
 	})
-	scripted.DefineFunc(reg, "hold/model", func(req *engine.ModelRequest) (scripted.Turn, error) {
-		if scripted.ModelTurns(req.Messages) == 0 {
-			return scripted.Reply(scripted.ToolCall("hold", "h1", map[string]any{})), nil
-		}
-		return scripted.Text("done"), nil
-	})
-	engine.DefineFlow(reg, "holdAgent", func(ctx context.Context, _ struct{}) (string, error) {
-		resp, err := engine.Generate(ctx, reg, engine.WithModelName("hold/model"), engine.WithPrompt("go"), engine.WithTools(hold))
-		if err != nil {
-			return "", err
-		}
-		return resp.Text(), nil
-	})
-	svc, err := runs.New(runs.Config{Workers: 0, LeaseTTL: 5 * time.Second, Logger: testLogger()}, b.store, reg)
-	require.NoError(t, err)
-	require.NoError(t, svc.Start(context.Background()))
-	t.Cleanup(svc.Stop)
+	defineOneTurnAgent(reg, "holdAgent", []engine.Tool{hold}, scripted.ToolCall("hold", "h1", map[string]any{}))
+	svc := b.serve(t, reg, runs.Config{Workers: 0, LeaseTTL: 5 * time.Second})
 	run, err := svc.StartRun(context.Background(), runs.StartParams{Action: "holdAgent", Input: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 
