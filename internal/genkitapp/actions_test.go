@@ -139,6 +139,9 @@ func TestGoPromptRendersThenGenerates(t *testing.T) {
 	var mu sync.Mutex
 	var calls []RunRequest
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/__health" {
+			return // the runtime is the one asked about
+		}
 		var req RunRequest
 		require.NoError(t, json.NewDecoder(r.Body).Decode(&req))
 		mu.Lock()
@@ -155,7 +158,7 @@ func TestGoPromptRendersThenGenerates(t *testing.T) {
 	var actions map[string]*RemoteAction
 	require.NoError(t, json.Unmarshal(testdata(t, "genkit-go-1.4.0-actions.json"), &actions))
 	normalizeActions(actions)
-	c := &conn{name: "gk", client: &Client{BaseURL: srv.URL}, actions: actions, goApp: true}
+	c := &conn{name: "gk", client: &Client{BaseURL: srv.URL}, runtime: &Runtime{ID: "gk-1", GenkitVersion: "go/1.4.0"}, actions: actions, goApp: true}
 	var prompt *proxy
 	for _, px := range c.proxies() {
 		if px.desc.Key == "gk:/prompt/transferPrompt" {

@@ -4,9 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -423,6 +428,84 @@ func TestAnswerGivenAsTheAppDiesWaitsForItsReturn(t *testing.T) {
 	require.NotEqual(t, store.RunFailed, r.Status, "a resume that cannot reach the app waits for it: %s", r.Error)
 
 	genkitapptest.Start(t, dir, "lazarus")
+	b.wait(t, run.ID, store.RunSucceeded)
+	require.Equal(t, `Done: approveTransfer={"approved":true}`, b.lastText(t, run.ID))
+}
+
+// TestAnotherAppOnTheDeadAppsPortIsNotSentItsRuns answers an interrupt after the app died and
+// another program took its port, as the next Genkit app started anywhere on the machine does
+// (each takes the first free port from 3100): the program there says it is another runtime, so
+// the resume is not sent to it; the run waits queued for its own app, which takes it on when it
+// is back.
+func TestAnotherAppOnTheDeadAppsPortIsNotSentItsRuns(t *testing.T) {
+	dir := genkitapptest.Project(t)
+	first := genkitapptest.Start(t, dir, "dorian")
+	st := storetest.New(t)
+	svc, err := runs.New(runs.Config{Program: "devui", Workers: 0}, st, engine.NewRegistry())
+	require.NoError(t, err)
+	// The watcher's next look (20 s after its first, in Start) comes after the resume is tried:
+	// the app is still taken as live then, and only the run's own check keeps the run from the
+	// other program.
+	m := genkitapp.New(genkitapp.Config{Projects: []string{dir}, Store: st, LeaseTTL: time.Second, Interval: 20 * time.Second})
+	require.NoError(t, m.Start(context.Background()))
+	t.Cleanup(m.Stop)
+	b := &bundle{store: st, runs: svc, apps: m, project: dir}
+	b.waitLive(t, "dorian")
+	var appURL string
+	for _, a := range m.Apps() {
+		if a.Name == "dorian" {
+			appURL = a.URL
+		}
+	}
+	u, err := url.Parse(appURL)
+	require.NoError(t, err)
+
+	run := b.start(t, genkitapp.Key("dorian", "/prompt/transferPrompt"), `{"to":"Bob","amount":50}`)
+	interrupted := b.wait(t, run.ID, store.RunInterrupted)
+	it := b.pending(t, run.ID)
+	first.Kill(t)
+	var mu sync.Mutex
+	var asked []string
+	ln, err := net.Listen("tcp", ":"+u.Port())
+	require.NoError(t, err, "take the dead app's port")
+	other := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		if r.URL.Path == "/api/__health" && r.URL.Query().Get("id") != "" && r.URL.Query().Get("id") != "other-1" {
+			http.Error(w, "Invalid runtime ID", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, `{"result":{"finishReason":"stop","message":{"role":"model","content":[{"text":"the other app answered"}]}},"telemetry":{"traceId":"0af7651916cd43dd8448eb211c80319c"}}`)
+	})}
+	go func() { _ = other.Serve(ln) }()
+	closed := false
+	closeOther := func() {
+		if !closed {
+			closed = true
+			_ = other.Close()
+		}
+	}
+	t.Cleanup(closeOther)
+
+	_, err = b.runs.Resolve(context.Background(), runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionRespond, Output: json.RawMessage(`{"approved":true}`), Actor: "rita"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		r, err := st.RunGet(context.Background(), run.ID)
+		require.NoError(t, err)
+		require.NotEqual(t, store.RunFailed, r.Status, "the run failed: %s", r.Error)
+		require.NotEqual(t, store.RunSucceeded, r.Status, "the run was resumed in the other app")
+		return r.LeaseEpoch > interrupted.LeaseEpoch && r.Status == store.RunQueued
+	}, 15*time.Second, 20*time.Millisecond, "the resume was tried, and the run queued again to wait for its app")
+	mu.Lock()
+	require.NotEmpty(t, asked, "the other program was asked who it is")
+	for _, a := range asked {
+		require.Equal(t, "GET /api/__health", a, "only asked who it is, never sent the run")
+	}
+	mu.Unlock()
+
+	closeOther()
+	genkitapptest.Start(t, dir, "dorian")
 	b.wait(t, run.ID, store.RunSucceeded)
 	require.Equal(t, `Done: approveTransfer={"approved":true}`, b.lastText(t, run.ID))
 }

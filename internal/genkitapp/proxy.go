@@ -45,10 +45,12 @@ const (
 	finishedInterrupted = "interrupted"
 )
 
-// conn is what the proxies of one app share: its client and its actions.
+// conn is what the proxies of one app share: its client, the runtime it was made for, and its
+// actions.
 type conn struct {
 	name    string
 	client  *Client
+	runtime *Runtime
 	actions map[string]*RemoteAction
 	// defaultModel is the app's default model (genkit({model})), for a flow's response that
 	// names none.
@@ -123,6 +125,11 @@ func (c *conn) call(ctx context.Context, ext *runs.External, key string, input j
 	var onChunk func(json.RawMessage) error
 	if cb != nil {
 		onChunk = func(chunk json.RawMessage) error { return cb(ctx, chunk) }
+	}
+	// The app at the address must still be this runtime: once it died, another Genkit app (they
+	// take the first free port from 3100) may answer there, and must not be sent this run.
+	if err := health(ctx, c.client, c.runtime); err != nil {
+		return nil, fmt.Errorf("%w: app %s (runtime %s) is not at %s: %w", runs.ErrUnreachable, c.name, c.runtime.ID, c.client.BaseURL, err)
 	}
 	res, err := c.client.RunAction(ctx, req, onChunk)
 	if ext != nil {
