@@ -46,10 +46,17 @@ type bundle struct {
 
 func setup(t *testing.T, project string) *bundle {
 	t.Helper()
+	return setupWatching(t, project, 3*time.Second, 100*time.Millisecond)
+}
+
+// setupWatching is setup with the app run services' lease TTL and the watcher's interval (its
+// first look is in Start).
+func setupWatching(t *testing.T, project string, leaseTTL, interval time.Duration) *bundle {
+	t.Helper()
 	st := storetest.New(t)
 	svc, err := runs.New(runs.Config{Program: "devui", Workers: 0}, st, engine.NewRegistry())
 	require.NoError(t, err)
-	m := genkitapp.New(genkitapp.Config{Projects: []string{project}, Store: st, LeaseTTL: 3 * time.Second, Interval: 100 * time.Millisecond})
+	m := genkitapp.New(genkitapp.Config{Projects: []string{project}, Store: st, LeaseTTL: leaseTTL, Interval: interval})
 	require.NoError(t, m.Start(context.Background()))
 	t.Cleanup(m.Stop)
 	return &bundle{store: st, runs: svc, apps: m, project: project}
@@ -389,14 +396,9 @@ func TestAnswerGivenAsTheAppDiesWaitsForItsReturn(t *testing.T) {
 	t.Parallel()
 	dir := genkitapptest.Project(t)
 	first := genkitapptest.Start(t, dir, "lazarus")
-	st := storetest.New(t)
-	svc, err := runs.New(runs.Config{Program: "devui", Workers: 0}, st, engine.NewRegistry())
-	require.NoError(t, err)
 	// The watcher's first look is in Start: the next is 10 s away, long after the resume is tried.
-	m := genkitapp.New(genkitapp.Config{Projects: []string{dir}, Store: st, LeaseTTL: time.Second, Interval: 10 * time.Second})
-	require.NoError(t, m.Start(context.Background()))
-	t.Cleanup(m.Stop)
-	b := &bundle{store: st, runs: svc, apps: m, project: dir}
+	b := setupWatching(t, dir, time.Second, 10*time.Second)
+	st, m := b.store, b.apps
 	b.waitLive(t, "lazarus")
 	ctx := context.Background()
 	live := func() bool {
@@ -412,7 +414,7 @@ func TestAnswerGivenAsTheAppDiesWaitsForItsReturn(t *testing.T) {
 	interrupted := b.wait(t, run.ID, store.RunInterrupted)
 	it := b.pending(t, run.ID)
 	first.Kill(t)
-	_, err = b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionRespond, Output: json.RawMessage(`{"approved":true}`), Actor: "rita"})
+	_, err := b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionRespond, Output: json.RawMessage(`{"approved":true}`), Actor: "rita"})
 	require.NoError(t, err)
 	require.True(t, live(), "Loupe has not seen the app go yet")
 	require.Eventually(t, func() bool {
@@ -440,16 +442,11 @@ func TestAnswerGivenAsTheAppDiesWaitsForItsReturn(t *testing.T) {
 func TestAnotherAppOnTheDeadAppsPortIsNotSentItsRuns(t *testing.T) {
 	dir := genkitapptest.Project(t)
 	first := genkitapptest.Start(t, dir, "dorian")
-	st := storetest.New(t)
-	svc, err := runs.New(runs.Config{Program: "devui", Workers: 0}, st, engine.NewRegistry())
-	require.NoError(t, err)
 	// The watcher's next look (20 s after its first, in Start) comes after the resume is tried:
 	// the app is still taken as live then, and only the run's own check keeps the run from the
 	// other program.
-	m := genkitapp.New(genkitapp.Config{Projects: []string{dir}, Store: st, LeaseTTL: time.Second, Interval: 20 * time.Second})
-	require.NoError(t, m.Start(context.Background()))
-	t.Cleanup(m.Stop)
-	b := &bundle{store: st, runs: svc, apps: m, project: dir}
+	b := setupWatching(t, dir, time.Second, 20*time.Second)
+	st, m := b.store, b.apps
 	b.waitLive(t, "dorian")
 	var appURL string
 	for _, a := range m.Apps() {
