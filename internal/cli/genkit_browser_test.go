@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"regexp"
@@ -28,22 +27,8 @@ func TestBrowserGenkitJSDeveloperJourney(t *testing.T) {
 	// Port 0: a port picked beforehand can be taken by an outgoing connection before devui
 	// binds it; devui says where it listens.
 	addr := "127.0.0.1:0"
-	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
-	cmd := newRootCommand(demoProgram())
-	cmd.SetOut(&logs)
-	cmd.SetErr(&logs)
-	cmd.SetArgs([]string{"start", "--addr", addr, "--database-url", storetest.NewURL(t), "--data-dir", t.TempDir(), "--log-level", "error",
-		"--genkit-project", dir, "--", "sh", "-c", "cd '" + dir + "' && APP_NAME=journey exec node app.mjs"})
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-		if t.Failed() {
-			t.Logf("devui start's output:\n%s", logs.String())
-		}
-	})
+	logs := runStart(t, "--addr", addr, "--database-url", storetest.NewURL(t), "--data-dir", t.TempDir(), "--log-level", "error",
+		"--genkit-project", dir, "--", "sh", "-c", "cd '"+dir+"' && APP_NAME=journey exec node app.mjs")
 	var base string
 	require.Eventually(t, func() bool {
 		m := regexp.MustCompile(`Loupe is at (http://[0-9.:]+)`).FindStringSubmatch(logs.String())

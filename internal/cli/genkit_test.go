@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -88,23 +87,9 @@ func TestStartRunsAGenkitAppAndResumesItsInterrupt(t *testing.T) {
 	t.Parallel()
 	dir := genkitapptest.Project(t)
 	addr := freePort(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
-	cmd := newRootCommand(demoProgram())
-	cmd.SetOut(&logs)
-	cmd.SetErr(&logs)
 	// The app runs in its own folder, where Genkit JS finds its package.json.
-	cmd.SetArgs([]string{"start", "--addr", addr, "--database-url", storetest.NewURL(t), "--data-dir", t.TempDir(), "--log-level", "error",
-		"--genkit-project", dir, "--", "sh", "-c", "cd '" + dir + "' && APP_NAME=started exec node app.mjs"})
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-		if t.Failed() {
-			t.Logf("devui start's output:\n%s", logs.String())
-		}
-	})
+	runStart(t, "--addr", addr, "--database-url", storetest.NewURL(t), "--data-dir", t.TempDir(), "--log-level", "error",
+		"--genkit-project", dir, "--", "sh", "-c", "cd '"+dir+"' && APP_NAME=started exec node app.mjs")
 	base := "http://" + addr
 	listed := func() bool {
 		var list struct {

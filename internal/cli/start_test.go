@@ -38,21 +38,7 @@ func TestStartRunsTheProgramBesideTheUIAndRestartsIt(t *testing.T) {
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
 
-	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
-	cmd := newRootCommand(demoProgram())
-	cmd.SetOut(&logs)
-	cmd.SetErr(&logs)
-	cmd.SetArgs([]string{"start", "--addr", addr, "--database-url", storetest.NewURL(t), "--log-level", "error", "--", bin})
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-		if t.Failed() {
-			t.Logf("devui start's output:\n%s", logs.String())
-		}
-	})
+	logs := runStart(t, "--addr", addr, "--database-url", storetest.NewURL(t), "--log-level", "error", "--", bin)
 	base := "http://" + addr
 
 	runTrip := func() {
@@ -151,22 +137,8 @@ func TestStartGivesTheCommandGenkitDevModeAndLoupesTelemetryAddress(t *testing.T
 	t.Setenv("GENKIT_ENV", "prod")
 	t.Setenv("GENKIT_TELEMETRY_SERVER", "http://127.0.0.1:9")
 	envFile := filepath.Join(t.TempDir(), "env")
-	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
-	cmd := newRootCommand(demoProgram())
-	cmd.SetOut(&logs)
-	cmd.SetErr(&logs)
-	cmd.SetArgs([]string{"start", "--addr", "127.0.0.1:0", "--database-url", storetest.NewURL(t), "--data-dir", t.TempDir(), "--log-level", "error",
-		"--", "sh", "-c", `env > "$0.tmp" && mv "$0.tmp" "$0" && exec sleep 600`, envFile})
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-		if t.Failed() {
-			t.Logf("devui start's output:\n%s", logs.String())
-		}
-	})
+	logs := runStart(t, "--addr", "127.0.0.1:0", "--database-url", storetest.NewURL(t), "--data-dir", t.TempDir(), "--log-level", "error",
+		"--", "sh", "-c", `env > "$0.tmp" && mv "$0.tmp" "$0" && exec sleep 600`, envFile)
 	var base string
 	require.Eventually(t, func() bool {
 		m := regexp.MustCompile(`Loupe is at (http://[0-9.:]+);`).FindStringSubmatch(logs.String())
@@ -217,4 +189,26 @@ func TestStartGivesTheCommandGenkitDevModeAndLoupesTelemetryAddress(t *testing.T
 	getJSON(t, base+"/api/v1/traces/"+traceID, &tree)
 	require.Len(t, tree.Roots, 1, "the trace sent to GENKIT_TELEMETRY_SERVER is Loupe's")
 	require.Equal(t, "envFlow", tree.Roots[0].Name)
+}
+
+// runStart runs devui start with args until the test ends, and returns what it prints (logged
+// when the test fails).
+func runStart(t *testing.T, args ...string) *syncBuffer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &syncBuffer{}
+	cmd := newRootCommand(demoProgram())
+	cmd.SetOut(logs)
+	cmd.SetErr(logs)
+	cmd.SetArgs(append([]string{"start"}, args...))
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+		if t.Failed() {
+			t.Logf("devui start's output:\n%s", logs.String())
+		}
+	})
+	return logs
 }
