@@ -102,3 +102,23 @@ func RespondPart(toolName, ref string, output any) *Part {
 func RestartPart(toolName, ref string, replaceInput any, resumed map[string]any) *Part {
 	return engine.RestartPart(toolName, ref, replaceInput, resumed)
 }
+
+// ErrInterrupted is in the chain of the error a Generate call of a durable run returns when a
+// tool interrupted to ask a person (errors.Is(err, loupe.ErrInterrupted)). Return it from the
+// flow as any error: the run waits in the inbox, and once the reviewers have decided, the flow
+// runs again and the interrupted call continues where it stopped. Nothing after an interrupted
+// call runs meanwhile, even in a flow that ignores the error: every later Generate call and step
+// of the run returns it too. Outside a durable run (Flow.Run in your own process) Generate keeps
+// Genkit's behaviour: no error, and a response whose FinishReason is FinishReasonInterrupted.
+var ErrInterrupted = engine.ErrInterrupted
+
+// Run runs fn as a step named name, as Genkit Go's genkit.Run does: a span of its own in the
+// flow's trace. In a durable run it is also a journaled step: its result is stored, as JSON, the
+// first time, and returned from the store without calling fn when the run resumes, is taken over
+// after a crash, or is replayed exactly. Code that reads the clock, draws random numbers or calls
+// an API belongs in a step. A durable flow makes its steps and Generate calls one at a time and
+// in the same order on every execution; one that differs from the recording fails the run with a
+// non-determinism error naming the step.
+func Run[Out any](ctx context.Context, name string, fn func() (Out, error)) (Out, error) {
+	return engine.Run(ctx, name, fn)
+}

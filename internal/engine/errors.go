@@ -59,7 +59,10 @@ func StatusOf(err error) Status {
 	if errors.As(err, &e) {
 		return e.Status
 	}
+	var nd *NonDeterminismError
 	switch {
+	case errors.Is(err, ErrInterrupted), errors.As(err, &nd):
+		return StatusFailedPrecondition
 	case errors.Is(err, context.Canceled):
 		return StatusCancelled
 	case errors.Is(err, context.DeadlineExceeded):

@@ -73,6 +73,7 @@ func (f *Flow[In, Out, Stream]) Run(ctx context.Context, in In) (Out, error) {
 // Stream runs the flow, delivering its chunks to cb (which may be nil).
 func (f *Flow[In, Out, Stream]) Stream(ctx context.Context, in In, cb func(Stream) error) (Out, error) {
 	ctx, span := f.r.startSpan(ctx, f.desc.Name, "action", "flow", attribute.String(AttrGenAIOp, "invoke_agent"))
+	ctx = withRegistry(ctx, f.r)
 	f.r.setJSONAttr(span, AttrInput, in)
 	send := func(s Stream) error {
 		if cb == nil {

@@ -42,22 +42,28 @@ type generation struct {
 
 // Generate runs the generate loop: it calls the model, runs the tools it asks for (in parallel),
 // feeds the results back and repeats until the model answers without tool requests, a tool
-// interrupts, or the turn limit is reached (ABORTED, with the last response).
+// interrupts, or the turn limit is reached (ABORTED, with the last response). A tool's interrupt
+// ends it with FinishReasonInterrupted; in a durable flow (WithJournal) it also returns an
+// *InterruptedError, with the response, so that the flow stops there.
 func Generate(ctx context.Context, r *Registry, opts ...GenerateOption) (*ModelResponse, error) {
 	cfg := &generateConfig{}
 	for _, o := range opts {
 		o(cfg)
 	}
-	if co, ok := ctx.Value(contextOptionsKey{}).(*contextOptions); ok {
+	if co, _ := ctx.Value(contextOptionsKey{}).(*contextOptions); co != nil {
 		if n := co.apply(cfg); n > 0 {
 			ctx = context.WithValue(ctx, generateIndexKey{}, n)
 		}
 	}
-	g, err := r.newGeneration(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return g.run(ctx)
+	// In a durable flow the call is an op of its journal: served from it when an earlier
+	// execution finished it, and an interrupt stops the flow (durable.go).
+	return generateOp(ctx, func() (*ModelResponse, error) {
+		g, err := r.newGeneration(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return g.run(ctx)
+	})
 }
 
 func (r *Registry) newGeneration(cfg *generateConfig) (*generation, error) {

@@ -110,6 +110,11 @@ func (r *ModelResponse) Output(v any) error {
 	if r == nil || r.Message == nil {
 		return Errorf(StatusFailedPrecondition, "output: response has no message")
 	}
+	if r.FinishReason == FinishReasonInterrupted {
+		// No output yet: the tools wait for a person. In a durable flow, returning this error
+		// parks the run like the generate's own.
+		return &InterruptedError{Response: r}
+	}
 	for _, p := range r.Message.Content {
 		if p.Kind == PartData {
 			b, err := json.Marshal(p.Data)

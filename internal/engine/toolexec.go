@@ -215,7 +215,7 @@ func (rs *toolResults) transfer() (*GenerateActionOptions, error) {
 // runTool is the end of the tool middleware chain.
 func runTool(ctx context.Context, call *ToolCall) (*ToolOutput, error) {
 	return call.Tool.RunTool(&ToolContext{
-		Context: ctx, Name: call.Name, Ref: call.Ref, IdempotencyKey: call.IdempotencyKey,
+		Context: inTool(ctx), Name: call.Name, Ref: call.Ref, IdempotencyKey: call.IdempotencyKey,
 		Turn: call.Turn, Resumed: call.Resumed, OriginalInput: call.OriginalInput,
 	}, call.Input)
 }

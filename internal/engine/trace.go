@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"unsafe"
 
@@ -13,15 +14,17 @@ import (
 
 // Span attribute keys: Genkit's, OTel GenAI semantic conventions, and Loupe's own.
 const (
-	AttrName          = "genkit:name"
-	AttrType          = "genkit:type"
-	AttrSubtype       = "genkit:metadata:subtype"
-	AttrPath          = "genkit:path"
-	AttrInput         = "genkit:input"
-	AttrOutput        = "genkit:output"
-	AttrState         = "genkit:state"
-	AttrIsRoot        = "genkit:isRoot"
-	AttrRunID         = "loupe.run.id"
+	AttrName    = "genkit:name"
+	AttrType    = "genkit:type"
+	AttrSubtype = "genkit:metadata:subtype"
+	AttrPath    = "genkit:path"
+	AttrInput   = "genkit:input"
+	AttrOutput  = "genkit:output"
+	AttrState   = "genkit:state"
+	AttrIsRoot  = "genkit:isRoot"
+	AttrRunID   = "loupe.run.id"
+	// AttrStepJournaled marks a step (Run) whose result came from the durable flow's journal.
+	AttrStepJournaled = "loupe.step.journaled"
 	AttrTurnIndex     = "loupe.turn.index"
 	AttrGenAIOp       = "gen_ai.operation.name"
 	AttrGenAIModel    = "gen_ai.request.model"
@@ -149,6 +152,9 @@ func (r *Registry) endSpan(span trace.Span, err error) {
 		switch {
 		case err == nil:
 			span.SetAttributes(attribute.String(AttrState, StateSuccess))
+		case errors.Is(err, ErrInterrupted):
+			// A durable flow stopped by an interrupt is waiting, not failed.
+			span.SetAttributes(attribute.String(AttrState, StateInterrupted))
 		case asInterrupt(err, &ie):
 			span.SetAttributes(attribute.String(AttrState, StateInterrupted))
 			md, _ := json.Marshal(ie.Metadata)

@@ -15,6 +15,8 @@ import (
 type forkPlan struct {
 	turn      int
 	beforeSeq int
+	// beforeStep bounds the copied journal: the ops before the generate call the fork cuts.
+	beforeStep int
 	messages  map[int]json.RawMessage // seq -> replacement content
 	roles     map[int]string
 	turns     map[int]int
@@ -53,6 +55,9 @@ func (s *Service) planFork(ctx context.Context, orig *store.Run, turn int, edits
 	bySeq := map[int]*store.RunMessage{}
 	for _, m := range msgs {
 		bySeq[m.Seq] = m
+	}
+	if plan.beforeStep, err = s.stepCut(ctx, orig.ID, bySeq[plan.beforeSeq].Generation); err != nil {
+		return nil, err
 	}
 	for i, e := range edits {
 		field := fmt.Sprintf("edits/%d", i)
@@ -96,9 +101,9 @@ func (s *Service) planCopy(ctx context.Context, run *store.Run, turn int) (*fork
 		return nil, err
 	}
 	plan := &forkPlan{turn: turn, messages: map[int]json.RawMessage{}, roles: map[int]string{}, turns: map[int]int{}}
-	models := 0
+	models, gen := 0, 0
 	for _, m := range msgs {
-		plan.beforeSeq = m.Seq + 1
+		plan.beforeSeq, gen = m.Seq+1, m.Generation
 		if m.Role == string(engine.RoleModel) {
 			if models == turn {
 				plan.beforeSeq = m.Seq
@@ -107,7 +112,28 @@ func (s *Service) planCopy(ctx context.Context, run *store.Run, turn int) (*fork
 			models++
 		}
 	}
+	if plan.beforeStep, err = s.stepCut(ctx, run.ID, gen); err != nil {
+		return nil, err
+	}
 	return plan, nil
+}
+
+// stepCut is where a copy of a run's journal ends when the copy cuts its generate call number
+// gen: at that call's op, which the copy runs again; the whole journal when the call never
+// finished (every op of the journal came before it).
+func (s *Service) stepCut(ctx context.Context, runID uuid.UUID, gen int) (int, error) {
+	steps, err := s.store.StepList(ctx, runID)
+	if err != nil {
+		return 0, err
+	}
+	cut := 0
+	for _, st := range steps {
+		if st.Kind == store.StepKindGenerate && st.Generation != nil && *st.Generation >= gen {
+			return st.Seq, nil
+		}
+		cut = st.Seq + 1
+	}
+	return cut, nil
 }
 
 // editToolOutput replaces the output of the tool response with the edit's ref in the tool message
@@ -156,7 +182,8 @@ func (p *forkPlan) editToolOutput(msgs []*store.RunMessage, e Edit, field string
 
 // apply copies the history and applies the edits, in the fork's transaction.
 func (p *forkPlan) apply(ctx context.Context, tx *store.Store, from, to uuid.UUID) error {
-	if err := tx.RunCopyHistory(ctx, store.RunCopyHistoryParams{From: from, To: to, BeforeSeq: p.beforeSeq, BeforeTurn: p.turn}); err != nil {
+	if err := tx.RunCopyHistory(ctx, store.RunCopyHistoryParams{From: from, To: to, BeforeSeq: p.beforeSeq, BeforeTurn: p.turn,
+		BeforeStep: p.beforeStep}); err != nil {
 		return err
 	}
 	for seq, content := range p.messages {

@@ -48,6 +48,7 @@ type recorder struct {
 	chunkSeq    int64 // last chunk sequence number used
 	pending     []store.RunChunk
 	messages    []store.RunMessage // history messages not yet checkpointed
+	steps       []store.RunStep    // journal rows not yet checkpointed (journal.go)
 	model       string
 	maxTurn     int
 	recorded    map[int]*store.ModelCall
@@ -519,7 +520,8 @@ func (r *recorder) drain(call *store.ModelCall, intents []store.ToolCallStartPar
 		call, r.lastCall = r.lastCall, nil
 	}
 	p := store.CheckpointParams{
-		RunID: r.run.ID, Fence: r.lease.fence, Messages: r.messages, Chunks: r.pending, ModelCall: call, Intents: intents, Finish: finish,
+		RunID: r.run.ID, Fence: r.lease.fence, Messages: r.messages, Chunks: r.pending, ModelCall: call, Intents: intents,
+		Steps: r.steps, Finish: finish,
 	}
 	// The run row's progress (turns, tokens, model, trace) is for display: it is written with the
 	// outcome, and meanwhile at most once a second, so that short runs do not rewrite their row
@@ -529,8 +531,16 @@ func (r *recorder) drain(call *store.ModelCall, intents []store.ToolCallStartPar
 		p.Progress = &store.RunProgressParams{ID: r.run.ID, Turns: r.maxTurn, Model: r.model, TraceID: r.traceID}
 		r.progressAt = now
 	}
-	r.messages, r.pending = nil, nil
+	r.messages, r.pending, r.steps = nil, nil, nil
 	return p
+}
+
+// journal holds a row of the flow's journal for the next checkpoint.
+func (r *recorder) journal(row store.RunStep) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	row.RunID = r.run.ID
+	r.steps = append(r.steps, row)
 }
 
 // published announces a checkpoint's messages and chunks once they are durable.

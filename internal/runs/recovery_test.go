@@ -29,12 +29,7 @@ func (b *bundle) startWorkerProcess(t *testing.T, block string) *exec.Cmd {
 // reaches its blocking point.
 func (b *bundle) spawnWorkerProcess(t *testing.T, block string) (*exec.Cmd, func()) {
 	t.Helper()
-	markers := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "LOUPE_RUNS_WORKER_DB="+b.dsn, "LOUPE_RUNS_BLOCK="+block, "LOUPE_RUNS_MARKERS="+markers)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	cmd, markers := b.workerProcess(t, block)
 	return cmd, func() {
 		t.Helper()
 		require.Eventually(t, func() bool {
@@ -42,6 +37,19 @@ func (b *bundle) spawnWorkerProcess(t *testing.T, block string) (*exec.Cmd, func
 			return err == nil
 		}, 60*time.Second, 10*time.Millisecond, "the worker process never reached %s", block)
 	}
+}
+
+// workerProcess starts the worker process, which writes a marker file named after its blocking
+// point in the returned directory when it gets there.
+func (b *bundle) workerProcess(t *testing.T, block string) (*exec.Cmd, string) {
+	t.Helper()
+	markers := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "LOUPE_RUNS_WORKER_DB="+b.dsn, "LOUPE_RUNS_BLOCK="+block, "LOUPE_RUNS_MARKERS="+markers)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, markers
 }
 
 func kill(t *testing.T, cmd *exec.Cmd) {

@@ -28,6 +28,8 @@ type replayer struct {
 	chunks     map[int][]*store.RunChunk
 	tools      map[toolKey]*store.ToolCall
 	interrupts map[toolKey]*store.Interrupt
+	// steps is the original's journal, which serves the replay's steps (journal.go).
+	steps []*store.RunStep
 
 	mu       sync.Mutex
 	diverged bool
@@ -77,6 +79,9 @@ func (s *Service) loadReplay(ctx context.Context, run *store.Run, rec *recorder)
 		return nil, fmt.Errorf("exact replay %s: its original run was deleted: %w", run.ID, ErrInvalid)
 	}
 	p.source = *settings.SourceRunID
+	if p.steps, err = s.store.StepList(ctx, p.source); err != nil {
+		return nil, err
+	}
 	calls, err := s.store.ModelCallList(ctx, p.source)
 	if err != nil {
 		return nil, err
@@ -306,4 +311,13 @@ func (p *replayer) finish(ctx context.Context, out json.RawMessage, runErr error
 		return p.diverge(ctx, *d)
 	}
 	return nil
+}
+
+// sourceSteps is the journal that serves an exact replay's steps: its original's (nil for any
+// other run).
+func (p *replayer) sourceSteps() []*store.RunStep {
+	if p == nil {
+		return nil
+	}
+	return p.steps
 }

@@ -37,7 +37,8 @@ func setup(t *testing.T, workers int) *bundle {
 	pool, err := pgxpool.New(ctx, dsn)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	_, err = pool.Exec(ctx, `CREATE TABLE test_effects (run_id text, ref text, at timestamptz DEFAULT now())`)
+	_, err = pool.Exec(ctx, `CREATE TABLE test_effects (run_id text, ref text, at timestamptz DEFAULT now());
+		CREATE TABLE test_blocks (run_id text, point text, PRIMARY KEY (run_id, point))`)
 	require.NoError(t, err)
 	b := &bundle{store: store.New(pool), pool: pool, dsn: dsn}
 	b.svc = b.newService(t, workers)

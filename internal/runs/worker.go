@@ -198,6 +198,7 @@ func (s *Service) executeOnce(jobCtx context.Context, run *store.Run, l *lease) 
 		runCtx = engine.WithRootSpan(runCtx, run.Labels, nil)
 	}
 	runCtx = engine.WithContextOptionsFor(runCtx, resumeGen, opts...)
+	runCtx = engine.WithJournal(runCtx, newJournal(rec, state.Steps, replay.sourceSteps()))
 	runCtx = withExternal(runCtx, ext)
 	out, runErr := s.registry.Run(runCtx, run.Action, run.Input, rec.recordStream)
 	stopFlush()
@@ -234,7 +235,13 @@ func (s *Service) executeOnce(jobCtx context.Context, run *store.Run, l *lease) 
 	}
 	finish := &store.RunFinishParams{ID: run.ID, Epoch: l.fence.Epoch}
 	switch {
-	case rec.interrupted != nil && runErr == nil:
+	case rec.interrupted != nil && ctx.Err() == nil:
+		// A generate call stopped on interrupts, and nothing of the flow ran after it (the engine
+		// refuses every later op), whatever the flow returned: the run waits for its reviewers.
+		if runErr != nil && !errors.Is(runErr, engine.ErrInterrupted) {
+			s.log.Info("the flow returned an error after its generate was interrupted; the run waits for its reviewers",
+				"run", run.ID, "err", runErr)
+		}
 		return s.finishInterrupted(ctx, run, l, rec)
 	case runErr == nil:
 		finish.Status, finish.Output = store.RunSucceeded, out

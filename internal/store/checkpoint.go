@@ -25,6 +25,9 @@ type CheckpointParams struct {
 	// Intents are the tool calls the model call asks for, recorded before any of them runs. An
 	// intent whose (turn, ref) is already in the ledger is left as it is.
 	Intents []ToolCallStartParams
+	// Steps are ops of the flow's journal (a step, or a generate call's final response); a seq
+	// already journaled is kept.
+	Steps []RunStep
 	// Finish, when set, ends the execution in the same round trip (see RunFinish).
 	Finish *RunFinishParams
 }
@@ -45,7 +48,7 @@ type CheckpointResult struct {
 func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*CheckpointResult, error) {
 	res := &CheckpointResult{}
 	if len(p.Messages) == 0 && len(p.Chunks) == 0 && p.ModelCall == nil && p.Progress == nil &&
-		len(p.Intents) == 0 && p.Finish == nil {
+		len(p.Intents) == 0 && len(p.Steps) == 0 && p.Finish == nil {
 		return res, nil
 	}
 	b := &pgx.Batch{}
@@ -70,6 +73,9 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*Checkpoint
 			SELECT $1, * FROM unnest($2::bigint[], $3::int[], $4::int[], $5::text[], $6::json[])
 			ON CONFLICT (run_id, seq) DO NOTHING`,
 			p.RunID, seqs, turns, idxs, roles, contents)
+	}
+	if len(p.Steps) > 0 {
+		queueSteps(b, p.RunID, p.Steps)
 	}
 	if c := p.ModelCall; c != nil {
 		b.Queue(`INSERT INTO model_calls (run_id, turn, model, request, response, latency_ms)
@@ -151,6 +157,7 @@ type ExecutionState struct {
 	Messages   []*RunMessage
 	ChunkSeq   int64
 	ModelCalls []*ModelCall
+	Steps      []*RunStep
 }
 
 // RunExecutionState loads a run's execution state in one round trip.
@@ -169,6 +176,11 @@ func (s *Store) RunExecutionState(ctx context.Context, runID uuid.UUID) (*Execut
 	b.Queue(`SELECT `+modelCallColumns+` FROM model_calls WHERE run_id = $1 ORDER BY turn`, runID).Query(func(rows pgx.Rows) error {
 		var err error
 		st.ModelCalls, err = pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[ModelCall])
+		return err
+	})
+	b.Queue(`SELECT `+stepColumns+` FROM run_steps WHERE run_id = $1 ORDER BY seq`, runID).Query(func(rows pgx.Rows) error {
+		var err error
+		st.Steps, err = pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[RunStep])
 		return err
 	})
 	if err := s.db.SendBatch(ctx, b).Close(); err != nil {

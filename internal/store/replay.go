@@ -94,6 +94,9 @@ type RunCopyHistoryParams struct {
 	BeforeSeq int
 	// BeforeTurn bounds the copied model calls, tool calls and chunks: those of earlier turns.
 	BeforeTurn int
+	// BeforeStep bounds the copied journal (run_steps): the ops with a lower seq, those the flow
+	// finished before the generate call the copy cuts.
+	BeforeStep int
 }
 
 // RunCopyHistory copies the history of a run up to a turn into another run, as stored (jsonb to
@@ -115,6 +118,9 @@ func (s *Store) RunCopyHistory(ctx context.Context, p RunCopyHistoryParams) erro
 				idempotency_key, started_at, finished_at)
 			SELECT $2, turn, ref, tool, input, status, source, output, error, attempt, idempotency_key, started_at,
 				finished_at FROM tool_calls WHERE run_id = $1 AND turn < $3`, turnArgs},
+		{"journal", `INSERT INTO run_steps (run_id, seq, kind, name, generation, output, error, created_at)
+			SELECT $2, seq, kind, name, generation, output, error, created_at FROM run_steps WHERE run_id = $1 AND seq < $3`,
+			[]any{p.From, p.To, p.BeforeStep}},
 		{"chunks", `INSERT INTO run_chunks (run_id, seq, turn, idx, role, content)
 			SELECT $2, seq, turn, idx, role, content FROM run_chunks WHERE run_id = $1 AND turn < $3`, turnArgs},
 		{"usage", `UPDATE runs SET turns = $3, updated_at = now(),
