@@ -185,4 +185,3 @@ func TestDurableFlowsSurviveKillsBetweenTheirSteps(t *testing.T) {
 		})
 	}
 }
-

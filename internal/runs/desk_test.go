@@ -198,7 +198,7 @@ func deskScript(req *engine.ModelRequest) (scripted.Turn, error) {
 		if prompt == "typed" {
 			return scripted.Text(fmt.Sprintf(`{"refunded": %t, "order": 7}`, strings.Contains(outs[0], "refunded 7"))), nil
 		}
-		return scripted.Text(prompt + " => " + strings.Join(outs, ",")).WithUsage(10, 5), nil
+		return scripted.Text(prompt+" => "+strings.Join(outs, ",")).WithUsage(10, 5), nil
 	}
 	call := func(tool, ref string, in any) scripted.Turn {
 		return scripted.Reply(scripted.ToolCall(tool, ref, in)).WithUsage(10, 5)

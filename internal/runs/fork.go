@@ -17,10 +17,10 @@ type forkPlan struct {
 	beforeSeq int
 	// beforeStep bounds the copied journal: the ops before the generate call the fork cuts.
 	beforeStep int
-	messages  map[int]json.RawMessage // seq -> replacement content
-	roles     map[int]string
-	turns     map[int]int
-	outputs   []toolOutputEdit
+	messages   map[int]json.RawMessage // seq -> replacement content
+	roles      map[int]string
+	turns      map[int]int
+	outputs    []toolOutputEdit
 }
 
 type toolOutputEdit struct {
