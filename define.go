@@ -3,62 +3,64 @@ package loupe
 import (
 	"context"
 
+	"github.com/loupe-dev/loupe/ai"
 	"github.com/loupe-dev/loupe/internal/engine"
 )
 
 // DefineFlow registers a flow under /flow/<name>. Its input and output schemas come from In and
 // Out. Run it with Flow.Run, or durably through Loupe's run service. It panics on a duplicate name.
 func DefineFlow[In, Out any](app *App, name string, fn func(ctx context.Context, in In) (Out, error)) *Flow[In, Out, struct{}] {
-	return engine.DefineFlow(app.reg, name, engine.FlowFunc[In, Out](fn))
+	return &Flow[In, Out, struct{}]{f: engine.DefineFlow(app.reg, name, engine.FlowFunc[In, Out](fn))}
 }
 
-// DefineStreamingFlow registers a flow that sends chunks of type Stream as it goes; send delivers
-// one to the caller (and, in a durable run, to the run's live stream).
+// DefineStreamingFlow registers a flow that sends chunks of type Stream as it goes; sendChunk
+// delivers one to the caller (and, in a durable run, to the run's live stream and its record). A
+// flow that streams its generate's chunks passes sendChunk to ai.WithStreaming, with Stream
+// *ai.ModelResponseChunk.
 func DefineStreamingFlow[In, Out, Stream any](app *App, name string,
-	fn func(ctx context.Context, in In, send func(Stream) error) (Out, error)) *Flow[In, Out, Stream] {
-	return engine.DefineStreamingFlow(app.reg, name, engine.StreamingFlowFunc[In, Out, Stream](fn))
+	fn func(ctx context.Context, in In, sendChunk func(context.Context, Stream) error) (Out, error)) *Flow[In, Out, Stream] {
+	return &Flow[In, Out, Stream]{f: engine.DefineStreamingFlow(app.reg, name, engine.StreamingFlowFunc[In, Out, Stream](fn))}
 }
 
 // DefineTool registers a tool under /tool/<name>. The model sees its description and the JSON
-// schema of In; the output is validated against Out's. A tool asks a person by returning
-// tc.Interrupt(metadata), and acts when it is restarted (tc.IsResumed). It panics on a duplicate
-// name or a bad schema.
-func DefineTool[In, Out any](app *App, name, description string, fn func(tc *ToolContext, in In) (Out, error), opts ...ToolOption) *TypedTool[In, Out] {
-	return engine.DefineTool(app.reg, name, description, engine.ToolFunc[In, Out](fn), opts...)
+// schema of In; its output is checked against Out's. A tool asks a person by returning
+// tc.Interrupt(&ai.InterruptOptions{Metadata: …}), and acts when it is restarted (tc.IsResumed).
+// It panics, naming the tool, on a duplicate name or a type no JSON schema can describe.
+func DefineTool[In, Out any](app *App, name, description string, fn ai.ToolFunc[In, Out], opts ...ai.ToolOption) *ai.ToolDef[In, Out] {
+	return engine.DefineTool(app.reg, name, description, fn, opts...)
 }
 
 // DefineMultipartTool registers a tool that answers with content parts (media, say) besides its
 // output.
-func DefineMultipartTool[In any](app *App, name, description string, fn func(tc *ToolContext, in In) (*ToolOutput, error), opts ...ToolOption) *TypedTool[In, any] {
-	return engine.DefineMultipartTool(app.reg, name, description, engine.MultipartToolFunc[In](fn), opts...)
+func DefineMultipartTool[In any](app *App, name, description string, fn ai.MultipartToolFunc[In], opts ...ai.ToolOption) *ai.ToolDef[In, *ai.MultipartToolResponse] {
+	return engine.DefineMultipartTool(app.reg, name, description, fn, opts...)
 }
 
-// DefineInterrupt registers a tool that always asks a person: the model's call stops the loop, and
-// the reviewer's answer (of type Out) becomes the tool's output.
-func DefineInterrupt[In, Out any](app *App, name, description string, opts ...ToolOption) *TypedTool[In, Out] {
+// DefineInterrupt registers a tool that always asks a person: the model's call stops the generate,
+// and the reviewer's answer (of type Out) becomes the tool's output. It cannot be approved or
+// restarted, only answered or denied.
+func DefineInterrupt[In, Out any](app *App, name, description string, opts ...ai.ToolOption) *ai.ToolDef[In, Out] {
 	return engine.DefineInterrupt[In, Out](app.reg, name, description, opts...)
 }
 
-// DefinePrompt registers a prompt under /prompt/<name>: render turns the input into the user's
-// message, and cfg gives the model, system instruction and tools. A prompt is also a tool (pass it
-// to WithTools, or its name to WithToolNames): as in Genkit, a model that calls it transfers the
-// conversation to it, and the next turns run with its rendered messages in front of the history
-// (tagged metadata.preamble) and with its model, tools and config.
-func DefinePrompt[In any](app *App, name, description string, render func(In) (string, error), cfg PromptConfig) *Prompt[In] {
-	return engine.DefinePrompt(app.reg, name, description, render, cfg)
+// DefineModel registers a model under /model/<name>; opts (which may be nil) label it and say
+// what it supports.
+func DefineModel(app *App, name string, opts *ai.ModelOptions, fn ai.ModelFunc) ai.Model {
+	return engine.DefineModel(app.reg, name, opts, fn)
 }
 
-// DefineModel registers a model under /model/<name>.
-func DefineModel(app *App, name string, info ModelInfo, fn ModelFunc) Model {
-	return engine.DefineModel(app.reg, name, info, fn)
+// LookupTool returns the registered tool of that name (or key), or nil.
+func LookupTool(app *App, name string) ai.Tool {
+	t, _ := app.reg.LookupTool(name)
+	return t
 }
 
-// WithDenial gives a tool its own answer for a reviewer's denial (what the model reads), instead
-// of the standard {"denied": true, "by", "reason", "message"}.
-func WithDenial(f func(by, reason string) any) ToolOption { return engine.WithDenial(f) }
-
-// WithToolInputSchema gives a tool an explicit input JSON schema instead of the one derived from In.
-func WithToolInputSchema(schema any) ToolOption { return engine.WithToolInputSchema(schema) }
-
-// WithToolOutputSchema gives a tool an explicit output JSON schema.
-func WithToolOutputSchema(schema any) ToolOption { return engine.WithToolOutputSchema(schema) }
+// LookupModel returns the registered model of that name (or key), or nil.
+func LookupModel(app *App, name string) ai.Model {
+	for _, k := range engine.ModelKeys(name) {
+		if m, ok := app.reg.Lookup(k).(ai.Model); ok {
+			return m
+		}
+	}
+	return nil
+}

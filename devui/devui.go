@@ -24,13 +24,15 @@ import (
 )
 
 // Option configures the commands.
-type Option func(*cli.Program)
+type Option func(*settings)
+
+type settings struct{ name, version string }
 
 // WithName names the command in help and messages (default: the binary's name).
-func WithName(name string) Option { return func(p *cli.Program) { p.Name = name } }
+func WithName(name string) Option { return func(s *settings) { s.name = name } }
 
 // WithVersion sets the version the version command prints and spans report.
-func WithVersion(v string) Option { return func(p *cli.Program) { p.Version = v } }
+func WithVersion(v string) Option { return func(s *settings) { s.version = v } }
 
 // Main runs the command the process's arguments name, for app's actions, and exits with its exit
 // code (0 on success). SIGINT and SIGTERM stop it gracefully: runs in progress keep their
@@ -46,9 +48,9 @@ func Run(ctx context.Context, app *loupe.App, args []string, opts ...Option) err
 }
 
 func program(app *loupe.App, opts []Option) *cli.Program {
-	p := &cli.Program{Registry: bridge.AppRegistry(app)}
+	var s settings
 	for _, o := range opts {
-		o(p)
+		o(&s)
 	}
-	return p
+	return &cli.Program{Registry: bridge.AppRegistry(app), Name: s.name, Version: s.version}
 }

@@ -16,3 +16,13 @@ func ExampleRun() {
 	_ = devui.Run(context.Background(), app, []string{"version"}, devui.WithName("myagent"), devui.WithVersion("1.2.3"))
 	// Output: myagent 1.2.3
 }
+
+// A program of your own agents: `go run . serve --dev` serves the UI with them, `go run . worker`
+// executes their runs, `go run . run greet --input '"Ada"' --wait` runs one from the shell.
+func ExampleMain() {
+	app := loupe.New()
+	loupe.DefineFlow(app, "greet", func(ctx context.Context, name string) (string, error) {
+		return "Hello, " + name, nil
+	})
+	devui.Main(app)
+}

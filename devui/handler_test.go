@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/ai"
 	"github.com/loupe-dev/loupe/devui"
 	"github.com/loupe-dev/loupe/internal/store/storetest"
 	"github.com/loupe-dev/loupe/scripted"
@@ -24,11 +25,11 @@ import (
 func TestHandlerServesTheUIAndRunsTheAppsFlowsInAnotherServer(t *testing.T) {
 	t.Parallel()
 	app := loupe.New()
-	scripted.Define(app, "echo", func(req *loupe.ModelRequest) (scripted.Turn, error) {
+	scripted.Define(app, "echo", func(req *ai.ModelRequest) (scripted.Turn, error) {
 		return scripted.Text("echo: " + req.Messages[len(req.Messages)-1].Text()), nil
 	})
 	loupe.DefineFlow(app, "echo", func(ctx context.Context, in string) (string, error) {
-		return loupe.GenerateText(ctx, app, loupe.WithModelName("echo"), loupe.WithPrompt(in))
+		return loupe.GenerateText(ctx, app, ai.WithModelName("echo"), ai.WithPrompt(in))
 	})
 	h := devui.NewHandler(app, devui.HandlerOptions{DatabaseURL: storetest.NewURL(t), Dev: true, Workers: 2, LogLevel: "error"})
 	srv := httptest.NewServer(h)

@@ -6,6 +6,7 @@ import (
 	"log"
 
 	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/ai"
 	"github.com/loupe-dev/loupe/openai"
 	"github.com/loupe-dev/loupe/scripted"
 )
@@ -22,11 +23,11 @@ func ExampleDefine() {
 		}
 		model = m.Name()
 	} else {
-		scripted.Define(app, model, func(req *loupe.ModelRequest) (scripted.Turn, error) {
+		scripted.Define(app, model, func(req *ai.ModelRequest) (scripted.Turn, error) {
 			return scripted.Text("offline"), nil
 		})
 	}
-	text, err := loupe.GenerateText(context.Background(), app, loupe.WithModelName(model),
-		loupe.WithPrompt("Say hi"), loupe.WithConfig(openai.GenerationConfig{MaxOutputTokens: 20}))
+	text, err := loupe.GenerateText(context.Background(), app, ai.WithModelName(model),
+		ai.WithPrompt("Say hi"), ai.WithConfig(openai.GenerationConfig{MaxOutputTokens: 20}))
 	fmt.Println(text, err)
 }

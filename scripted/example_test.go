@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/ai"
 	"github.com/loupe-dev/loupe/scripted"
 )
 
@@ -12,10 +13,10 @@ import (
 // runs share it.
 func ExampleDefine() {
 	app := loupe.New()
-	scripted.Define(app, "greeter", func(req *loupe.ModelRequest) (scripted.Turn, error) {
+	scripted.Define(app, "greeter", func(req *ai.ModelRequest) (scripted.Turn, error) {
 		return scripted.Text("Hello, "+req.Messages[len(req.Messages)-1].Text()+"!").WithUsage(3, 2), nil
 	})
-	resp, err := loupe.Generate(context.Background(), app, loupe.WithModelName("greeter"), loupe.WithPrompt("Ada"))
+	resp, err := loupe.Generate(context.Background(), app, ai.WithModelName("greeter"), ai.WithPrompt("Ada"))
 	fmt.Println(resp.Text(), resp.Usage.InputTokens, err)
 	// Output: Hello, Ada! 3 <nil>
 }
@@ -25,7 +26,7 @@ func ExampleDefineTurns() {
 	app := loupe.New()
 	scripted.DefineTurns(app, "twice", scripted.Text("one"), scripted.Text("two"))
 	for range 2 {
-		text, _ := loupe.GenerateText(context.Background(), app, loupe.WithModelName("twice"), loupe.WithPrompt("go"))
+		text, _ := loupe.GenerateText(context.Background(), app, ai.WithModelName("twice"), ai.WithPrompt("go"))
 		fmt.Println(text)
 	}
 	// Output:

@@ -10,6 +10,7 @@ import (
 	"log"
 
 	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/ai"
 	"github.com/loupe-dev/loupe/devui"
 	"github.com/loupe-dev/loupe/openai"
 	"github.com/loupe-dev/loupe/scripted"
@@ -22,9 +23,9 @@ type Booking struct {
 func main() {
 	app := loupe.New()
 	book := loupe.DefineTool(app, "bookFlight", "Books a flight to a city.",
-		func(tc *loupe.ToolContext, in Booking) (string, error) {
+		func(tc *ai.ToolContext, in Booking) (string, error) {
 			if !tc.IsResumed() { // ask a person first; the run waits in the inbox
-				return "", tc.Interrupt(map[string]any{"message": "Book a flight to " + in.City + "?"})
+				return "", tc.Interrupt(&ai.InterruptOptions{Metadata: map[string]any{"message": "Book a flight to " + in.City + "?"}})
 			}
 			return "booked " + in.City, nil
 		})
@@ -36,7 +37,7 @@ func main() {
 		}
 		model = m.Name()
 	} else {
-		scripted.Define(app, model, func(req *loupe.ModelRequest) (scripted.Turn, error) {
+		scripted.Define(app, model, func(req *ai.ModelRequest) (scripted.Turn, error) {
 			if scripted.ModelTurns(req.Messages) == 0 {
 				return scripted.Reply(scripted.ToolCall("bookFlight", "b1", Booking{City: "Lisbon"})), nil
 			}
@@ -44,8 +45,8 @@ func main() {
 		})
 	}
 	loupe.DefineFlow(app, "trip", func(ctx context.Context, city string) (string, error) {
-		return loupe.GenerateText(ctx, app, loupe.WithModelName(model), loupe.WithTools(book),
-			loupe.WithPrompt(fmt.Sprintf("Book me a flight to %s.", city)))
+		return loupe.GenerateText(ctx, app, ai.WithModelName(model), ai.WithTools(book),
+			ai.WithPrompt(fmt.Sprintf("Book me a flight to %s.", city)))
 	})
 	devui.Main(app)
 }

@@ -18,11 +18,11 @@ type Tick struct {
 }
 
 func defineCountdown(app *loupe.App) {
-	loupe.DefineStreamingFlow(app, "countdown", func(ctx context.Context, in CountdownInput, send func(Tick) error) (string, error) {
+	loupe.DefineStreamingFlow(app, "countdown", func(ctx context.Context, in CountdownInput, send func(context.Context, Tick) error) (string, error) {
 		t := time.NewTicker(200 * time.Millisecond)
 		defer t.Stop()
 		for n := in.From; n > 0; n-- {
-			if err := send(Tick{N: n}); err != nil {
+			if err := send(ctx, Tick{N: n}); err != nil {
 				return "", err
 			}
 			select {

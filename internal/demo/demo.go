@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/ai"
 	"github.com/loupe-dev/loupe/openai"
 	"github.com/loupe-dev/loupe/scripted"
 )
@@ -62,11 +63,11 @@ func Register(app *loupe.App, cfg Config) error {
 }
 
 // words streams a text as one chunk per word, as a real model does.
-func words(text string) [][]*loupe.Part {
-	var chunks [][]*loupe.Part
+func words(text string) [][]*ai.Part {
+	var chunks [][]*ai.Part
 	fields := strings.SplitAfter(text, " ")
 	for _, w := range fields {
-		chunks = append(chunks, []*loupe.Part{loupe.NewTextPart(w)})
+		chunks = append(chunks, []*ai.Part{ai.NewTextPart(w)})
 	}
 	return chunks
 }
@@ -77,11 +78,11 @@ func say(text string) scripted.Turn {
 }
 
 // toolResponses returns the tool responses in the last message of a request.
-func toolResponses(req *loupe.ModelRequest) []*loupe.ToolResponse {
+func toolResponses(req *ai.ModelRequest) []*ai.ToolResponse {
 	if len(req.Messages) == 0 {
 		return nil
 	}
-	var out []*loupe.ToolResponse
+	var out []*ai.ToolResponse
 	for _, p := range req.Messages[len(req.Messages)-1].Content {
 		if p.ToolResponse != nil {
 			out = append(out, p.ToolResponse)
@@ -108,7 +109,7 @@ func asMap(v any) (map[string]any, bool) {
 }
 
 // denied reports whether a tool response is a reviewer's denial.
-func denied(resp *loupe.ToolResponse) (string, bool) {
+func denied(resp *ai.ToolResponse) (string, bool) {
 	m, ok := asMap(resp.Output)
 	if !ok || m["denied"] != true {
 		return "", false
@@ -118,9 +119,9 @@ func denied(resp *loupe.ToolResponse) (string, bool) {
 }
 
 // firstUserText is the prompt of a conversation.
-func firstUserText(req *loupe.ModelRequest) string {
+func firstUserText(req *ai.ModelRequest) string {
 	for _, m := range req.Messages {
-		if m.Role == loupe.RoleUser {
+		if m.Role == ai.RoleUser {
 			return m.Text()
 		}
 	}

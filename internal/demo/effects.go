@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/ai"
 	"github.com/loupe-dev/loupe/internal/runs"
 )
 
@@ -49,7 +49,7 @@ func newEffects(cfg Config) (*effects, error) {
 
 // act records that tc's tool starts acting, waits the configured delay (a tool takes time, and a
 // crash may land in the middle of it), and returns what records the end.
-func (fx *effects) act(tc *loupe.ToolContext) (end func()) {
+func (fx *effects) act(tc *ai.ToolContext) (end func()) {
 	fx.write(tc, "start")
 	if fx.delay > 0 {
 		select {
@@ -60,7 +60,7 @@ func (fx *effects) act(tc *loupe.ToolContext) (end func()) {
 	return func() { fx.write(tc, "end") }
 }
 
-func (fx *effects) write(tc *loupe.ToolContext, event string) {
+func (fx *effects) write(tc *ai.ToolContext, event string) {
 	if fx.f == nil {
 		return
 	}

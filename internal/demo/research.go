@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/ai"
 	"github.com/loupe-dev/loupe/scripted"
 )
 
@@ -27,7 +28,7 @@ const researchFanout = 6
 
 func defineResearch(app *loupe.App, model string, fx *effects) {
 	search := loupe.DefineTool(app, "search", "Searches the library for a query.",
-		func(tc *loupe.ToolContext, in struct {
+		func(tc *ai.ToolContext, in struct {
 			Query string `json:"query"`
 		}) (Finding, error) {
 			defer fx.act(tc)()
@@ -36,11 +37,11 @@ func defineResearch(app *loupe.App, model string, fx *effects) {
 		})
 	loupe.DefineFlow(app, "researchAgent", func(ctx context.Context, in ResearchInput) (string, error) {
 		resp, err := loupe.Generate(ctx, app,
-			loupe.WithModelName(model),
-			loupe.WithSystem("You are a researcher. Search in rounds, then write a summary."),
-			loupe.WithPrompt(fmt.Sprintf("Research %q in %d rounds.", in.Topic, in.Depth)),
-			loupe.WithTools(search),
-			loupe.WithMaxTurns(in.Depth+1),
+			ai.WithModelName(model),
+			ai.WithSystem("You are a researcher. Search in rounds, then write a summary."),
+			ai.WithPrompt(fmt.Sprintf("Research %q in %d rounds.", in.Topic, in.Depth)),
+			ai.WithTools(search),
+			ai.WithMaxTurns(in.Depth+1),
 		)
 		if err != nil {
 			return "", err
@@ -50,7 +51,7 @@ func defineResearch(app *loupe.App, model string, fx *effects) {
 }
 
 // researchScript searches researchFanout queries in parallel for depth rounds, then summarises.
-func researchScript(req *loupe.ModelRequest) (scripted.Turn, error) {
+func researchScript(req *ai.ModelRequest) (scripted.Turn, error) {
 	var topic string
 	var depth int
 	if _, err := fmt.Sscanf(firstUserText(req), "Research %q in %d rounds.", &topic, &depth); err != nil {
@@ -58,7 +59,7 @@ func researchScript(req *loupe.ModelRequest) (scripted.Turn, error) {
 	}
 	turn := scripted.ModelTurns(req.Messages)
 	if turn < depth {
-		parts := []*loupe.Part{loupe.NewTextPart(fmt.Sprintf("Round %d: searching.", turn+1))}
+		parts := []*ai.Part{ai.NewTextPart(fmt.Sprintf("Round %d: searching.", turn+1))}
 		for i := range researchFanout {
 			parts = append(parts, scripted.ToolCall("search", fmt.Sprintf("r%d-%d", turn, i),
 				map[string]any{"query": fmt.Sprintf("%s, angle %d.%d", topic, turn+1, i+1)}))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/ai"
 	"github.com/loupe-dev/loupe/scripted"
 )
 
@@ -28,31 +29,31 @@ var symbols = map[string]string{"CNY": "¥", "JPY": "¥", "EUR": "€", "USD": "
 
 func defineTransfer(app *loupe.App, model string, fx *effects) {
 	transfer := loupe.DefineTool(app, "transfer", "Transfers money. It asks for confirmation, and executes when restarted.",
-		func(tc *loupe.ToolContext, in TransferInput) (TransferResult, error) {
+		func(tc *ai.ToolContext, in TransferInput) (TransferResult, error) {
 			if !tc.IsResumed() {
 				sym := symbols[in.Currency]
 				if sym == "" {
 					sym = in.Currency + " "
 				}
-				return TransferResult{}, tc.Interrupt(map[string]any{
+				return TransferResult{}, tc.Interrupt(&ai.InterruptOptions{Metadata: map[string]any{
 					"message": fmt.Sprintf("Confirm transfer of %s%g to %s?", sym, in.Amount, in.To),
-				})
+				}})
 			}
 			defer fx.act(tc)()
 			return TransferResult{
 				Status: "sent", Confirmation: fmt.Sprintf("TX-%08d", hash(tc.IdempotencyKey)%100000000),
 				To: in.To, Amount: in.Amount, Currency: in.Currency,
 			}, nil
-		}, loupe.WithDenial(func(by, reason string) any {
+		}, ai.WithDenial(func(by, reason string) any {
 			// The transfer's own denial shape: what the bank would say.
 			return map[string]any{"denied": true, "status": "not sent", "reason": reason, "declined_by": by}
 		}))
 	loupe.DefineFlow(app, "transferMoney", func(ctx context.Context, in TransferInput) (string, error) {
 		resp, err := loupe.Generate(ctx, app,
-			loupe.WithModelName(model),
-			loupe.WithSystem("You move money for the user with the transfer tool, then confirm what happened."),
-			loupe.WithPrompt(fmt.Sprintf("Send %g %s to %s.", in.Amount, in.Currency, in.To)),
-			loupe.WithTools(transfer),
+			ai.WithModelName(model),
+			ai.WithSystem("You move money for the user with the transfer tool, then confirm what happened."),
+			ai.WithPrompt(fmt.Sprintf("Send %g %s to %s.", in.Amount, in.Currency, in.To)),
+			ai.WithTools(transfer),
 		)
 		if err != nil {
 			return "", err
@@ -62,7 +63,7 @@ func defineTransfer(app *loupe.App, model string, fx *effects) {
 }
 
 // transferScript: one transfer call, then an answer from its result.
-func transferScript(req *loupe.ModelRequest) (scripted.Turn, error) {
+func transferScript(req *ai.ModelRequest) (scripted.Turn, error) {
 	if scripted.ModelTurns(req.Messages) == 0 {
 		var to, cur string
 		var amount float64

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/ai"
 	"github.com/loupe-dev/loupe/scripted"
 )
 
@@ -40,7 +41,7 @@ type Booking struct {
 
 func defineTravel(app *loupe.App, model string, fx *effects) {
 	weather := loupe.DefineTool(app, "getWeather", "Looks up the current weather of a city.",
-		func(tc *loupe.ToolContext, in struct {
+		func(tc *ai.ToolContext, in struct {
 			City string `json:"city"`
 		}) (Weather, error) {
 			defer fx.act(tc)()
@@ -49,12 +50,12 @@ func defineTravel(app *loupe.App, model string, fx *effects) {
 			return Weather{City: in.City, Conditions: conditions[h%4], TempC: 8 + int(h%20)}, nil
 		})
 	book := loupe.DefineTool(app, "bookFlight", "Books a flight. A person must approve each booking.",
-		func(tc *loupe.ToolContext, in FlightRequest) (Booking, error) {
+		func(tc *ai.ToolContext, in FlightRequest) (Booking, error) {
 			if !tc.IsResumed() {
-				return Booking{}, tc.Interrupt(map[string]any{
+				return Booking{}, tc.Interrupt(&ai.InterruptOptions{Metadata: map[string]any{
 					"message": fmt.Sprintf("Approve booking a %s flight to %s on %s for €%d?", in.Class, in.Destination, in.Date, price(in)),
 					"price":   price(in),
-				})
+				}})
 			}
 			defer fx.act(tc)()
 			return Booking{
@@ -64,10 +65,10 @@ func defineTravel(app *loupe.App, model string, fx *effects) {
 		})
 	loupe.DefineFlow(app, "travelAgent", func(ctx context.Context, in TravelInput) (string, error) {
 		resp, err := loupe.Generate(ctx, app,
-			loupe.WithModelName(model),
-			loupe.WithSystem("You are a travel agent. Check the weather at the destination, then book a flight, then answer briefly."),
-			loupe.WithPrompt("Plan a trip to "+in.Destination+" next Friday."),
-			loupe.WithTools(weather, book),
+			ai.WithModelName(model),
+			ai.WithSystem("You are a travel agent. Check the weather at the destination, then book a flight, then answer briefly."),
+			ai.WithPrompt("Plan a trip to "+in.Destination+" next Friday."),
+			ai.WithTools(weather, book),
 		)
 		if err != nil {
 			return "", err
@@ -77,11 +78,11 @@ func defineTravel(app *loupe.App, model string, fx *effects) {
 }
 
 // travelScript: weather, then booking, then an answer that reads the booking (or its denial).
-func travelScript(req *loupe.ModelRequest) (scripted.Turn, error) {
+func travelScript(req *ai.ModelRequest) (scripted.Turn, error) {
 	dest := strings.TrimSuffix(strings.TrimPrefix(firstUserText(req), "Plan a trip to "), " next Friday.")
 	switch scripted.ModelTurns(req.Messages) {
 	case 0:
-		return scripted.Reply(loupe.NewTextPart("Let me check the weather first."),
+		return scripted.Reply(ai.NewTextPart("Let me check the weather first."),
 			scripted.ToolCall("getWeather", "weather-1", map[string]any{"city": dest})).WithUsage(120, 18), nil
 	case 1:
 		return scripted.Reply(scripted.ToolCall("bookFlight", "book-1",

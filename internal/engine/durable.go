@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -27,15 +26,6 @@ import (
 //
 // Ops are the flow's own: a Generate or Run called inside a tool's execution is part of that tool
 // (whose result the runner records as a whole), not an op of the flow.
-
-// OpKind says what an op is.
-type OpKind string
-
-// Op kinds.
-const (
-	OpGenerate OpKind = "generate"
-	OpStep     OpKind = "step"
-)
 
 // OpResult is what an op ended with: a Generate call's final response (a *ModelResponse as JSON)
 // or a step's result as JSON, or its error.
@@ -61,55 +51,6 @@ type Journal interface {
 	// Finish journals the result of op seq, which ran in this execution. It is not called for an
 	// op that was interrupted, nor for a Generate call that failed (a re-execution runs it again).
 	Finish(ctx context.Context, seq int, kind OpKind, name string, res *OpResult) error
-}
-
-// ErrInterrupted is in the chain of every *InterruptedError: errors.Is(err, ErrInterrupted) tells
-// that a durable flow stopped to wait for a person.
-var ErrInterrupted = errors.New("interrupted: waiting for a person's decision")
-
-// InterruptedError is what a Generate call in a durable flow returns when a tool interrupted, and
-// what every later op of the same execution returns. Pass it up: the runner parks the run until
-// the reviewers have decided, then runs the flow again and the interrupted call continues.
-type InterruptedError struct {
-	// Response is the interrupted response (FinishReasonInterrupted): its Interrupts are the tool
-	// calls that wait.
-	Response *ModelResponse
-}
-
-// Error implements error, naming the tool calls that wait.
-func (e *InterruptedError) Error() string {
-	var calls []string
-	for _, p := range e.Response.Interrupts() {
-		calls = append(calls, fmt.Sprintf("%s (ref %s)", p.ToolRequest.Name, p.ToolRequest.Ref))
-	}
-	if len(calls) == 0 {
-		return ErrInterrupted.Error()
-	}
-	return ErrInterrupted.Error() + " on " + strings.Join(calls, ", ")
-}
-
-// Is makes errors.Is(err, ErrInterrupted) true.
-func (e *InterruptedError) Is(target error) bool { return target == ErrInterrupted }
-
-// Interrupts returns the interrupted tool request parts.
-func (e *InterruptedError) Interrupts() []*Part { return e.Response.Interrupts() }
-
-// NonDeterminismError is a durable flow's op that differs from what the recorded execution did at
-// that point: the flow's code made other calls, or made them in another order, than it did before.
-type NonDeterminismError struct {
-	Seq int
-	// Kind and Name are what the flow called; RecordedKind and RecordedName what the recording
-	// holds there.
-	Kind, RecordedKind OpKind
-	Name, RecordedName string
-}
-
-// Error implements error.
-func (e *NonDeterminismError) Error() string {
-	return fmt.Sprintf("non-deterministic flow: its op %d is %s, where the recorded execution made %s: "+
-		"a durable flow must make the same generate calls and steps in the same order each time it runs "+
-		"(put what varies, such as the clock, random numbers or an API call, inside loupe.Run)",
-		e.Seq, describeOp(e.Kind, e.Name), describeOp(e.RecordedKind, e.RecordedName))
 }
 
 func describeOp(kind OpKind, name string) string {

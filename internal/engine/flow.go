@@ -12,7 +12,7 @@ import (
 type Flow[In, Out, Stream any] struct {
 	r    *Registry
 	desc ActionDesc
-	fn   func(ctx context.Context, in In, send func(Stream) error) (Out, error)
+	fn   func(ctx context.Context, in In, send func(context.Context, Stream) error) (Out, error)
 }
 
 // FlowFunc is a plain flow.
@@ -20,12 +20,12 @@ type FlowFunc[In, Out any] func(ctx context.Context, in In) (Out, error)
 
 // StreamingFlowFunc is a streaming flow; send delivers a chunk to the caller, and its error
 // should end the flow.
-type StreamingFlowFunc[In, Out, Stream any] func(ctx context.Context, in In, send func(Stream) error) (Out, error)
+type StreamingFlowFunc[In, Out, Stream any] func(ctx context.Context, in In, send func(context.Context, Stream) error) (Out, error)
 
 // DefineFlow registers a plain flow under /flow/<name>. It panics on a duplicate name or a bad
 // schema.
 func DefineFlow[In, Out any](r *Registry, name string, fn FlowFunc[In, Out]) *Flow[In, Out, struct{}] {
-	return defineFlow[In, Out, struct{}](r, name, func(ctx context.Context, in In, _ func(struct{}) error) (Out, error) {
+	return defineFlow[In, Out, struct{}](r, name, func(ctx context.Context, in In, _ func(context.Context, struct{}) error) (Out, error) {
 		return fn(ctx, in)
 	}, false)
 }
@@ -36,7 +36,7 @@ func DefineStreamingFlow[In, Out, Stream any](r *Registry, name string, fn Strea
 	return defineFlow(r, name, fn, true)
 }
 
-func defineFlow[In, Out, Stream any](r *Registry, name string, fn func(context.Context, In, func(Stream) error) (Out, error), streaming bool) *Flow[In, Out, Stream] {
+func defineFlow[In, Out, Stream any](r *Registry, name string, fn func(context.Context, In, func(context.Context, Stream) error) (Out, error), streaming bool) *Flow[In, Out, Stream] {
 	// An unconstrained type has a nil schema, which accepts everything.
 	in, _, err := SchemaFor[In]()
 	if err != nil {
@@ -71,15 +71,15 @@ func (f *Flow[In, Out, Stream]) Run(ctx context.Context, in In) (Out, error) {
 }
 
 // Stream runs the flow, delivering its chunks to cb (which may be nil).
-func (f *Flow[In, Out, Stream]) Stream(ctx context.Context, in In, cb func(Stream) error) (Out, error) {
+func (f *Flow[In, Out, Stream]) Stream(ctx context.Context, in In, cb func(context.Context, Stream) error) (Out, error) {
 	ctx, span := f.r.startSpan(ctx, f.desc.Name, "action", "flow", attribute.String(AttrGenAIOp, "invoke_agent"))
 	ctx = withRegistry(ctx, f.r)
 	f.r.setJSONAttr(span, AttrInput, in)
-	send := func(s Stream) error {
+	send := func(ctx context.Context, s Stream) error {
 		if cb == nil {
 			return nil
 		}
-		return cb(s)
+		return cb(ctx, s)
 	}
 	out, err := f.fn(ctx, in, send)
 	if err != nil {
@@ -104,9 +104,9 @@ func (f *Flow[In, Out, Stream]) RunJSON(ctx context.Context, input json.RawMessa
 	if err := json.Unmarshal(input, &in); err != nil {
 		return nil, Errorf(StatusInvalidArgument, "flow %s: decode input: %w", f.desc.Name, err)
 	}
-	var scb func(Stream) error
+	var scb func(context.Context, Stream) error
 	if cb != nil {
-		scb = func(s Stream) error {
+		scb = func(ctx context.Context, s Stream) error {
 			b, err := json.Marshal(s)
 			if err != nil {
 				return err

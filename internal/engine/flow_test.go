@@ -52,16 +52,16 @@ func TestStreamingFlowSendsChunksToItsCaller(t *testing.T) {
 	type CountIn struct {
 		From int `json:"from"`
 	}
-	f := engine.DefineStreamingFlow(b.r, "countdown", func(ctx context.Context, in CountIn, send func(int) error) (string, error) {
+	f := engine.DefineStreamingFlow(b.r, "countdown", func(ctx context.Context, in CountIn, send func(context.Context, int) error) (string, error) {
 		for i := in.From; i > 0; i-- {
-			if err := send(i); err != nil {
+			if err := send(ctx, i); err != nil {
 				return "", err
 			}
 		}
 		return "liftoff", nil
 	})
 	var got []int
-	out, err := f.Stream(context.Background(), CountIn{From: 3}, func(i int) error { got = append(got, i); return nil })
+	out, err := f.Stream(context.Background(), CountIn{From: 3}, func(_ context.Context, i int) error { got = append(got, i); return nil })
 	require.NoError(t, err)
 	require.Equal(t, "liftoff", out)
 	require.Equal(t, []int{3, 2, 1}, got)
@@ -76,7 +76,7 @@ func TestStreamingFlowSendsChunksToItsCaller(t *testing.T) {
 	require.Equal(t, []string{"2", "1"}, raw)
 	require.Equal(t, true, f.Desc().Metadata["streaming"])
 
-	_, err = f.Stream(context.Background(), CountIn{From: 3}, func(int) error { return fmt.Errorf("stop") })
+	_, err = f.Stream(context.Background(), CountIn{From: 3}, func(context.Context, int) error { return fmt.Errorf("stop") })
 	require.Error(t, err)
 }
 

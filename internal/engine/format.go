@@ -1,7 +1,7 @@
 package engine
 
 import (
-	"bytes"
+	"github.com/loupe-dev/loupe/ai"
 )
 
 // Output formats.
@@ -61,10 +61,6 @@ func (f *outputFormat) requestOutput() *OutputConfig {
 	return oc
 }
 
-func isOutputPart(p *Part) bool {
-	return p.Metadata != nil && p.Metadata["purpose"] == "output"
-}
-
 // inject returns msgs with the format instructions added, as Genkit's injectInstructions does: to
 // the system message, or else the last user message, unless an output part is already there. It
 // copies only the message it changes.
@@ -75,7 +71,7 @@ func (f *outputFormat) inject(msgs []*Message) []*Message {
 	target := -1
 	for i, m := range msgs {
 		for _, p := range m.Content {
-			if isOutputPart(p) {
+			if ai.IsOutputPart(p) {
 				return msgs
 			}
 		}
@@ -113,7 +109,12 @@ func (f *outputFormat) validate(resp *ModelResponse) error {
 	if d := dataPart(resp.Message); d != nil {
 		err = f.schema.Validate(d.Data)
 	} else {
-		err = f.schema.ValidateJSON(extractJSON(resp.Text()))
+		var v any
+		if err = resp.Output(&v); err != nil {
+			err = &ValidationError{Fields: []FieldError{{Message: "invalid JSON: " + err.Error()}}}
+		} else {
+			err = f.schema.Validate(v)
+		}
 	}
 	if err != nil {
 		e := Errorf(StatusInvalidArgument, "output does not match schema: %w", err)
@@ -133,24 +134,4 @@ func dataPart(m *Message) *Part {
 		}
 	}
 	return nil
-}
-
-// extractJSON returns the JSON in a model's text: the body of a ``` fence if there is one, else the
-// text from the first { or [ on.
-func extractJSON(s string) []byte {
-	b := bytes.TrimSpace([]byte(s))
-	if i := bytes.Index(b, []byte("```")); i >= 0 {
-		rest := b[i+3:]
-		if nl := bytes.IndexByte(rest, '\n'); nl >= 0 {
-			rest = rest[nl+1:]
-		}
-		if j := bytes.Index(rest, []byte("```")); j >= 0 {
-			rest = rest[:j]
-		}
-		return bytes.TrimSpace(rest)
-	}
-	if i := bytes.IndexAny(b, "{["); i > 0 {
-		return b[i:]
-	}
-	return b
 }

@@ -7,13 +7,15 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/loupe-dev/loupe/ai"
 )
 
 // generation is the state of one Generate call, shared by its turns.
 type generation struct {
 	r        *Registry
 	cfg      *generateConfig
-	model    Model
+	model    ai.Model
 	tools    map[string]Tool
 	toolDefs []*ToolDefinition
 	format   *outputFormat
@@ -84,9 +86,15 @@ func (r *Registry) newGeneration(cfg *generateConfig) (*generation, error) {
 		}
 		cfg.opts.Messages = msgs
 	}
+	if cfg.opts.Config == nil && cfg.refConfig != nil {
+		cfg.opts.Config = cfg.refConfig
+	}
 	if g.model == nil {
 		if cfg.opts.Model == "" {
-			return nil, Errorf(StatusInvalidArgument, "generate: no model given")
+			cfg.opts.Model = r.defaultModel
+		}
+		if cfg.opts.Model == "" {
+			return nil, Errorf(StatusInvalidArgument, "generate: no model given: pass ai.WithModel or ai.WithModelName, or give the app a default (loupe.WithDefaultModel)")
 		}
 		m, err := r.lookupModel(cfg.opts.Model)
 		if err != nil {
@@ -362,8 +370,11 @@ func (g *generation) turnBody(ctx context.Context, t *GenerateTurn) (*ModelRespo
 // toolRef is the action ref of a tool given as an object, as Genkit's toolsToActionRefs writes it
 // ("/<action type>/<name>"): its registry key, /tool/<name> for a tool without one.
 func toolRef(t Tool) string {
-	if d := t.Desc(); d != nil && d.Key != "" {
-		return d.Key
+	if a, ok := t.(Action); ok {
+		return a.Desc().Key
+	}
+	if multipart(t) {
+		return ActionKey(ActionTypeToolV2, t.Name())
 	}
 	return ActionKey(ActionTypeTool, t.Name())
 }

@@ -5,37 +5,6 @@ import (
 	"encoding/json"
 )
 
-// History returns the conversation after this response: the request's messages followed by the
-// response message. Pass it to WithMessages (with WithRespond/WithRestart) to resume.
-func (r *ModelResponse) History() []*Message {
-	if r == nil {
-		return nil
-	}
-	var msgs []*Message
-	if r.Request != nil {
-		msgs = append(msgs, r.Request.Messages...)
-	}
-	if r.Message != nil {
-		msgs = append(msgs, r.Message)
-	}
-	return stripOutputParts(msgs)
-}
-
-// stripOutputParts drops format instructions injected into request messages.
-func stripOutputParts(msgs []*Message) []*Message {
-	for i, m := range msgs {
-		for j, p := range m.Content {
-			if isOutputPart(p) {
-				cp := *m
-				cp.Content = append(append([]*Part(nil), m.Content[:j]...), m.Content[j+1:]...)
-				msgs[i] = &cp
-				break
-			}
-		}
-	}
-	return msgs
-}
-
 // generateAction is /util/generate: Generate with GenerateActionOptions as JSON input.
 type generateAction struct{ r *Registry }
 

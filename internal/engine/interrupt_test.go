@@ -41,7 +41,7 @@ func setupHITL(t *testing.T) *hitl {
 		cp := *tc
 		h.lastCtx.Store(&cp)
 		if !tc.IsResumed() || (h.reinterru && tc.Resumed["again"] == nil) {
-			return TransferOut{}, tc.Interrupt(map[string]any{"reason": "confirm", "amount": in.Amount})
+			return TransferOut{}, tc.Interrupt(&engine.InterruptOptions{Metadata: map[string]any{"reason": "confirm", "amount": in.Amount}})
 		}
 		return TransferOut{Done: true}, nil
 	})
@@ -88,7 +88,7 @@ func TestInterruptOnlyToolAlwaysInterruptsAndCannotBeRestarted(t *testing.T) {
 	t.Parallel()
 	h := setupHITL(t)
 	require.False(t, h.confirm.Restartable())
-	require.Equal(t, map[string]any{"restartable": false}, h.confirm.Desc().Metadata["tool"])
+	require.Equal(t, map[string]any{"restartable": false}, engine.ToolDesc(h.confirm).Metadata["tool"])
 	resp, _ := h.interrupted(t, call("confirm", "c1", map[string]any{"to": "bob", "amount": 1}))
 	require.Equal(t, map[string]any{"to": "bob"}, resp.Interrupts()[0].Metadata[engine.MetaInterrupt])
 
@@ -99,8 +99,7 @@ func TestInterruptOnlyToolAlwaysInterruptsAndCannotBeRestarted(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, true, resp.Interrupts()[0].Metadata[engine.MetaInterrupt])
 
-	restart, err := bare.Restart(resp.Interrupts()[0], nil)
-	require.NoError(t, err)
+	restart := bare.Restart(resp.Interrupts()[0], nil)
 	m2 := scripted.New("m", scripted.Text("x"))
 	_, err = engine.Generate(context.Background(), h.r, engine.WithModel(m2), engine.WithMessages(resp.History()...), engine.WithTools(bare), engine.WithRestart(restart))
 	require.Equal(t, engine.StatusFailedPrecondition, statusOf(t, err), "interrupt-only tools are answered, not restarted")
@@ -117,8 +116,7 @@ func TestResumeRespondIsValidatedAndResolvesTheInterrupt(t *testing.T) {
 	require.Equal(t, engine.StatusInvalidArgument, statusOf(t, err), "respond output is validated against the output schema")
 	require.Contains(t, err.Error(), `"done"`)
 
-	answer, err := h.transfer.Respond(itp, TransferOut{Done: true})
-	require.NoError(t, err)
+	answer := h.transfer.Respond(itp, TransferOut{Done: true}, nil)
 	m := scripted.New("m", scripted.Text("sent"))
 	out, err := engine.Generate(context.Background(), h.r, engine.WithModel(m), engine.WithMessages(resp.History()...),
 		engine.WithTools(h.transfer, h.balance), engine.WithRespond(answer))
@@ -144,10 +142,9 @@ func TestResumeRestartSeesResumedMetadataAndOriginalInput(t *testing.T) {
 	t.Parallel()
 	h := setupHITL(t)
 	resp, _ := h.interrupted(t, call("transferMoney", "t1", map[string]any{"to": "bob", "amount": 500}))
-	restart, err := h.transfer.Restart(resp.Interrupts()[0], &engine.RestartOptions{
+	restart := h.transfer.Restart(resp.Interrupts()[0], &engine.RestartOptions{
 		ReplaceInput: TransferIn{To: "bob", Amount: 400}, ResumedMetadata: map[string]any{"by": "alice"},
 	})
-	require.NoError(t, err)
 	m := scripted.New("m", scripted.Text("sent 400"))
 	out, err := engine.Generate(engine.WithRunID(context.Background(), "run-7"), h.r, engine.WithModel(m),
 		engine.WithMessages(resp.History()...), engine.WithTools(h.transfer), engine.WithRestart(restart))
@@ -221,10 +218,8 @@ func TestRestartedToolThatInterruptsAgainIsANewPendingInterrupt(t *testing.T) {
 	h := setupHITL(t)
 	h.reinterru = true
 	resp, _ := h.interrupted(t, call("transferMoney", "t1", map[string]any{"to": "bob", "amount": 500}), call("confirm", "c1", map[string]any{"to": "bob", "amount": 1}))
-	answer, err := h.confirm.Respond(resp.Interrupts()[1], TransferOut{Done: true})
-	require.NoError(t, err)
-	restart, err := h.transfer.Restart(resp.Interrupts()[0], &engine.RestartOptions{ResumedMetadata: map[string]any{"first": true}})
-	require.NoError(t, err)
+	answer := h.confirm.Respond(resp.Interrupts()[1], TransferOut{Done: true}, nil)
+	restart := h.transfer.Restart(resp.Interrupts()[0], &engine.RestartOptions{ResumedMetadata: map[string]any{"first": true}})
 	m := scripted.New("m", scripted.Text("sent"))
 	again, err := engine.Generate(context.Background(), h.r, engine.WithModel(m), engine.WithMessages(resp.History()...),
 		engine.WithTools(h.transfer, h.confirm), engine.WithRespond(answer), engine.WithRestart(restart))
@@ -233,13 +228,14 @@ func TestRestartedToolThatInterruptsAgainIsANewPendingInterrupt(t *testing.T) {
 	require.Zero(t, m.Calls(), "the model is not called")
 	require.Len(t, again.Interrupts(), 1)
 	require.Equal(t, "t1", again.Interrupts()[0].ToolRequest.Ref)
-	require.JSONEq(t, `{"done":true}`, string(again.Message.Content[1].Metadata[engine.MetaPendingOutput].(json.RawMessage)), "the answered sibling is kept")
+	kept, err := json.Marshal(again.Message.Content[1].Metadata[engine.MetaPendingOutput])
+	require.NoError(t, err)
+	require.JSONEq(t, `{"done":true}`, string(kept), "the answered sibling is kept")
 	hist := again.History()
 	require.Len(t, hist, 2, "the revised model message replaces the last one")
 
 	// Resume again: only the new interrupt needs an answer; the answered sibling is not asked again.
-	restart2, err := h.transfer.Restart(again.Interrupts()[0], &engine.RestartOptions{ResumedMetadata: map[string]any{"again": true}})
-	require.NoError(t, err)
+	restart2 := h.transfer.Restart(again.Interrupts()[0], &engine.RestartOptions{ResumedMetadata: map[string]any{"again": true}})
 	done, err := engine.Generate(context.Background(), h.r, engine.WithModel(m), engine.WithMessages(hist...),
 		engine.WithTools(h.transfer, h.confirm), engine.WithRestart(restart2))
 	require.NoError(t, err)

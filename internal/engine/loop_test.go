@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/loupe-dev/loupe/ai"
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/engine/scripted"
 )
@@ -81,7 +82,7 @@ func TestLoopStopsAtMaxTurnsWhichDefaultsTo5(t *testing.T) {
 			var ee *engine.Error
 			require.True(t, errors.As(err, &ee))
 			require.NotNil(t, ee.Response, "ABORTED carries the last response")
-			require.Equal(t, "r5", ee.Response.ToolRequests()[0].ToolRequest.Ref)
+			require.Equal(t, "r5", ee.Response.ToolRequests()[0].Ref)
 		})
 	}
 }
@@ -160,8 +161,7 @@ func TestMiddlewareWrapsModelAndToolsAsAnOnion(t *testing.T) {
 	var mu sync.Mutex
 	var trail []string
 	log := func(s string) { mu.Lock(); trail = append(trail, s); mu.Unlock() }
-	extra, err := engine.NewTool("clock", "d", func(tc *engine.ToolContext, in struct{}) (string, error) { log("tool"); return "noon", nil })
-	require.NoError(t, err)
+	extra := ai.NewTool("clock", "d", func(tc *engine.ToolContext, in struct{}) (string, error) { log("tool"); return "noon", nil })
 	mk := func(name string) *engine.Middleware {
 		return &engine.Middleware{
 			Name: name,
@@ -182,7 +182,7 @@ func TestMiddlewareWrapsModelAndToolsAsAnOnion(t *testing.T) {
 	outer, inner := mk("A"), mk("B")
 	inner.Tools = []engine.Tool{extra}
 	m := scripted.New("m", scripted.Reply(call("clock", "c1", nil)), scripted.Text("done"))
-	_, err = engine.Generate(context.Background(), b.r, engine.WithModel(m), engine.WithPrompt("q"), engine.WithMiddleware(outer, inner))
+	_, err := engine.Generate(context.Background(), b.r, engine.WithModel(m), engine.WithPrompt("q"), engine.WithMiddleware(outer, inner))
 	require.NoError(t, err)
 	require.Equal(t, []string{
 		"A.gen0>", "B.gen0>", "A.model>", "B.model>", "<B.model", "<A.model", "tool",

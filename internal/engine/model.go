@@ -3,37 +3,14 @@ package engine
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/loupe-dev/loupe/ai"
 )
 
-// ModelStreamFunc receives the chunks a model streams during one call.
-type ModelStreamFunc func(ctx context.Context, chunk *ModelResponseChunk) error
-
-// ModelFunc is a model implementation. cb is nil when the caller does not stream.
-type ModelFunc func(ctx context.Context, req *ModelRequest, cb ModelStreamFunc) (*ModelResponse, error)
-
-// ModelSupports lists what a model can do, as in Genkit's ModelInfo.supports.
-type ModelSupports struct {
-	Multiturn   bool `json:"multiturn,omitempty"`
-	Tools       bool `json:"tools,omitempty"`
-	SystemRole  bool `json:"systemRole,omitempty"`
-	Media       bool `json:"media,omitempty"`
-	Constrained bool `json:"constrained,omitempty"`
-	ToolChoice  bool `json:"toolChoice,omitempty"`
-}
-
-// ModelInfo describes a model.
-type ModelInfo struct {
-	Label    string        `json:"label,omitempty"`
-	Supports ModelSupports `json:"supports"`
-}
-
-// Model is a registered model action.
+// Model is a registered model: a model of package ai that the registry lists and runs by key.
 type Model interface {
 	Action
-	// Name is the model's registered name ("provider/model").
-	Name() string
-	// Generate performs one model call.
-	Generate(ctx context.Context, req *ModelRequest, cb ModelStreamFunc) (*ModelResponse, error)
+	ai.Model
 }
 
 type model struct {
@@ -41,20 +18,23 @@ type model struct {
 	fn   ModelFunc
 }
 
-// NewModel makes a model without registering it.
-func NewModel(name string, info ModelInfo, fn ModelFunc) Model {
+// NewModel makes a model without registering it. opts may be nil.
+func NewModel(name string, opts *ModelOptions, fn ModelFunc) Model {
+	if opts == nil {
+		opts = &ModelOptions{}
+	}
 	return &model{
 		desc: ActionDesc{
 			Key: ActionKey(ActionTypeModel, name), Name: name, Type: ActionTypeModel,
-			Metadata: map[string]any{"model": info},
+			Metadata: map[string]any{"model": opts},
 		},
 		fn: fn,
 	}
 }
 
 // DefineModel makes a model and registers it under /model/<name>. It panics on a duplicate name.
-func DefineModel(r *Registry, name string, info ModelInfo, fn ModelFunc) Model {
-	m := NewModel(name, info, fn)
+func DefineModel(r *Registry, name string, opts *ModelOptions, fn ModelFunc) Model {
+	m := NewModel(name, opts, fn)
 	r.mustRegister(m)
 	return m
 }

@@ -2,16 +2,19 @@ package engine
 
 import (
 	"context"
-	"reflect"
 	"sync"
+
+	"github.com/loupe-dev/loupe/ai"
 )
 
 // GenerateOption configures one Generate call.
 type GenerateOption func(*generateConfig)
 
 type generateConfig struct {
-	opts       GenerateActionOptions
-	model      Model
+	opts  GenerateActionOptions
+	model ai.Model
+	// refConfig is the configuration of a ModelRef, used when no option sets one.
+	refConfig  any
 	system     string
 	prompt     []*Part
 	tools      []Tool
@@ -35,123 +38,168 @@ func WithActionOptions(o *GenerateActionOptions) GenerateOption {
 	}
 }
 
-// WithModel sets the model.
-func WithModel(m Model) GenerateOption { return func(c *generateConfig) { c.model = m } }
-
-// WithModelName sets the model by registry name or key.
-func WithModelName(name string) GenerateOption {
-	return func(c *generateConfig) { c.opts.Model = name }
+// Public applies options of package ai, as the user's code gives them to loupe.Generate: each in
+// its turn, so that a later option (the runner's, say) overrides an earlier one.
+func Public(opts ...ai.GenerateOption) GenerateOption {
+	return func(c *generateConfig) {
+		for _, o := range opts {
+			var d ai.GenerateOptions
+			o(&d)
+			c.merge(&d)
+		}
+	}
 }
 
-// WithSystem adds a system message before the history.
-func WithSystem(text string) GenerateOption { return func(c *generateConfig) { c.system = text } }
-
-// WithPrompt adds a user message after the history.
-func WithPrompt(text string) GenerateOption {
-	return func(c *generateConfig) { c.prompt = append(c.prompt, NewTextPart(text)) }
+// merge applies what one option of package ai set.
+func (c *generateConfig) merge(d *ai.GenerateOptions) {
+	switch m := d.Model.(type) {
+	case nil:
+	case ai.Model:
+		c.model, c.opts.Model, c.refConfig = m, "", nil
+	default:
+		c.model, c.opts.Model, c.refConfig = nil, m.Name(), nil
+		if ref, ok := m.(ai.ModelRef); ok {
+			c.refConfig = ref.Config()
+		}
+	}
+	if d.Config != nil {
+		c.opts.Config = d.Config
+	}
+	if d.System != "" {
+		c.system = d.System
+	}
+	c.opts.Messages = append(c.opts.Messages, d.Messages...)
+	c.prompt = append(c.prompt, d.Prompt...)
+	c.opts.Docs = append(c.opts.Docs, d.Docs...)
+	for _, t := range d.Tools {
+		if tool, ok := t.(Tool); ok {
+			c.tools = append(c.tools, tool)
+		} else if t != nil {
+			c.opts.Tools = append(c.opts.Tools, t.Name())
+		}
+	}
+	if d.ToolChoice != "" {
+		c.opts.ToolChoice = d.ToolChoice
+	}
+	if d.MaxTurns != nil {
+		c.opts.SetMaxTurns(*d.MaxTurns)
+	}
+	if d.ReturnToolRequests {
+		c.opts.ReturnToolRequests = true
+	}
+	if o := d.Output; o != nil {
+		out := c.output()
+		if o.Format != "" {
+			out.Format = o.Format
+		}
+		if o.Schema != nil {
+			out.Schema = o.Schema
+		}
+		if o.Instructions != nil {
+			out.Instructions = o.Instructions
+		}
+		if o.ContentType != "" {
+			out.ContentType = o.ContentType
+		}
+		out.Constrained = out.Constrained || o.Constrained
+	}
+	if len(d.ToolResponses) > 0 {
+		c.resume().Respond = append(c.resume().Respond, d.ToolResponses...)
+	}
+	if len(d.ToolRestarts) > 0 {
+		c.resume().Restart = append(c.resume().Restart, d.ToolRestarts...)
+	}
+	if d.Stream != nil {
+		c.stream = d.Stream
+	}
+	c.middleware = append(c.middleware, d.Middleware...)
 }
+
+// WithModel calls m: a model, or a reference to a registered one.
+func WithModel(m ai.ModelArg) GenerateOption { return Public(ai.WithModel(m)) }
+
+// WithModelName calls the model registered under a name or key.
+func WithModelName(name string) GenerateOption { return Public(ai.WithModelName(name)) }
+
+// WithSystem sets the system instruction.
+func WithSystem(text string) GenerateOption { return Public(ai.WithSystem(text)) }
+
+// WithPrompt adds the user's message after the history.
+func WithPrompt(text string) GenerateOption { return Public(ai.WithPrompt(text)) }
 
 // WithPromptParts adds a multipart user message after the history.
-func WithPromptParts(parts ...*Part) GenerateOption {
-	return func(c *generateConfig) { c.prompt = append(c.prompt, parts...) }
-}
+func WithPromptParts(parts ...*Part) GenerateOption { return Public(ai.WithPromptParts(parts...)) }
 
 // WithMessages appends messages to the history.
-func WithMessages(msgs ...*Message) GenerateOption {
-	return func(c *generateConfig) { c.opts.Messages = append(c.opts.Messages, msgs...) }
-}
+func WithMessages(msgs ...*Message) GenerateOption { return Public(ai.WithMessages(msgs...)) }
 
 // WithTools makes tools available to the model. They need not be registered.
 func WithTools(tools ...Tool) GenerateOption {
-	return func(c *generateConfig) { c.tools = append(c.tools, tools...) }
+	refs := make([]ai.ToolRef, len(tools))
+	for i, t := range tools {
+		refs[i] = t
+	}
+	return Public(ai.WithTools(refs...))
 }
 
 // WithToolNames makes registered tools available by name (see Registry.LookupTool).
 func WithToolNames(names ...string) GenerateOption {
-	return func(c *generateConfig) { c.opts.Tools = append(c.opts.Tools, names...) }
+	refs := make([]ai.ToolRef, len(names))
+	for i, n := range names {
+		refs[i] = ai.ToolName(n)
+	}
+	return Public(ai.WithTools(refs...))
 }
 
 // WithToolChoice sets the tool choice.
-func WithToolChoice(tc ToolChoice) GenerateOption {
-	return func(c *generateConfig) { c.opts.ToolChoice = tc }
-}
+func WithToolChoice(tc ToolChoice) GenerateOption { return Public(ai.WithToolChoice(tc)) }
 
 // WithConfig sets the model configuration, passed through to the model.
-func WithConfig(cfg any) GenerateOption { return func(c *generateConfig) { c.opts.Config = cfg } }
+func WithConfig(cfg any) GenerateOption { return Public(ai.WithConfig(cfg)) }
 
 // WithDocs adds context documents.
-func WithDocs(docs ...*Document) GenerateOption {
-	return func(c *generateConfig) { c.opts.Docs = append(c.opts.Docs, docs...) }
-}
+func WithDocs(docs ...*Document) GenerateOption { return Public(ai.WithDocs(docs...)) }
 
-// WithMaxTurns sets the turn limit (default 5): the model is called at most n+1 times and tools run
-// in at most n rounds. n is honoured as given, as Genkit's maxTurns is: with 0 (or less) the first
-// tool request is ABORTED before any tool runs.
-func WithMaxTurns(n int) GenerateOption { return func(c *generateConfig) { c.opts.SetMaxTurns(n) } }
+// WithMaxTurns sets the turn limit (see ai.WithMaxTurns).
+func WithMaxTurns(n int) GenerateOption { return Public(ai.WithMaxTurns(n)) }
 
 // WithReturnToolRequests makes the model's tool requests come back in the response instead of
 // running them.
-func WithReturnToolRequests(v bool) GenerateOption {
-	return func(c *generateConfig) { c.opts.ReturnToolRequests = v }
-}
+func WithReturnToolRequests(v bool) GenerateOption { return Public(ai.WithReturnToolRequests(v)) }
 
 // WithOutputFormat sets the output format: "text" (the default) or "json".
-func WithOutputFormat(format string) GenerateOption {
-	return func(c *generateConfig) { c.output().Format = format }
-}
+func WithOutputFormat(format string) GenerateOption { return Public(ai.WithOutputFormat(format)) }
 
 // WithOutputSchema asks for JSON output conforming to s (format json unless set otherwise).
-func WithOutputSchema(s *Schema) GenerateOption {
-	return func(c *generateConfig) { c.output().Schema = s }
-}
+func WithOutputSchema(s *Schema) GenerateOption { return Public(ai.WithOutputSchema(s)) }
 
 // WithOutputInstructions replaces the format instructions; "" keeps the default.
 func WithOutputInstructions(text string) GenerateOption {
-	return func(c *generateConfig) {
-		if text != "" {
-			c.output().Instructions = text
-		}
-	}
+	return Public(ai.WithOutputInstructions(text))
 }
 
-var typeSchemas sync.Map // reflect.Type -> *Schema
-
-// WithOutputType asks for JSON output conforming to the schema of T. The schema is derived and
-// compiled once per type and cached.
+// WithOutputType asks for JSON output conforming to the schema of T, derived and compiled once
+// per type.
 func WithOutputType[T any]() GenerateOption {
-	t := reflect.TypeFor[T]()
-	s, ok := typeSchemas.Load(t)
-	if !ok {
-		cs, _, err := schemaForType(t) // nil for an unconstrained T: any JSON output
-		if err != nil {
-			return func(*generateConfig) { panic(err) }
-		}
-		s, _ = typeSchemas.LoadOrStore(t, cs)
-	}
-	return WithOutputSchema(s.(*Schema))
+	var zero T
+	return Public(ai.WithOutputType(&zero))
 }
 
 // WithResume answers the interrupts of the last model message of the history.
 func WithResume(r *Resume) GenerateOption { return func(c *generateConfig) { c.opts.Resume = r } }
 
 // WithRespond adds resume.respond parts (from Tool.Respond or RespondPart).
-func WithRespond(parts ...*Part) GenerateOption {
-	return func(c *generateConfig) { c.resume().Respond = append(c.resume().Respond, parts...) }
-}
+func WithRespond(parts ...*Part) GenerateOption { return Public(ai.WithToolResponses(parts...)) }
 
 // WithRestart adds resume.restart parts (from Tool.Restart or RestartPart).
-func WithRestart(parts ...*Part) GenerateOption {
-	return func(c *generateConfig) { c.resume().Restart = append(c.resume().Restart, parts...) }
-}
+func WithRestart(parts ...*Part) GenerateOption { return Public(ai.WithToolRestarts(parts...)) }
 
 // WithStreaming streams chunks of every turn to cb. An error from cb aborts the generate.
-func WithStreaming(cb ModelStreamFunc) GenerateOption {
-	return func(c *generateConfig) { c.stream = cb }
-}
+func WithStreaming(cb ModelStreamFunc) GenerateOption { return Public(ai.WithStreaming(cb)) }
 
 // WithMiddleware adds middleware; the first given is the outermost.
 func WithMiddleware(mws ...*Middleware) GenerateOption {
-	return func(c *generateConfig) { c.middleware = append(c.middleware, mws...) }
+	return Public(ai.WithGenerateMiddleware(mws...))
 }
 
 // WithHooks sets observation hooks, for recording a run as it happens. Given twice (for example by

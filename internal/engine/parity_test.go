@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/loupe-dev/loupe/ai"
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/engine/scripted"
 )
@@ -31,7 +32,7 @@ func TestParity_MaxTurnsZeroAbortsBeforeAnyTool(t *testing.T) {
 		require.Contains(t, err.Error(), "(0)")
 		var ee *engine.Error
 		require.True(t, errors.As(err, &ee))
-		require.Equal(t, "r0", ee.Response.ToolRequests()[0].ToolRequest.Ref, "ABORTED carries the response that asked")
+		require.Equal(t, "r0", ee.Response.ToolRequests()[0].Ref, "ABORTED carries the response that asked")
 		require.Equal(t, 1, m.Calls())
 		require.Zero(t, calls, "no tool runs")
 	})
@@ -101,8 +102,7 @@ func TestParity_ToolObjectsReachGenerateMiddlewareAsActionRefs(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	w := weather(b, nil)
-	dyn, err := engine.NewTool("lookup", "A dynamic tool.", func(tc *engine.ToolContext, in WeatherIn) (string, error) { return in.City, nil })
-	require.NoError(t, err)
+	dyn := ai.NewTool("lookup", "A dynamic tool.", func(tc *engine.ToolContext, in WeatherIn) (string, error) { return in.City, nil })
 	mp := engine.DefineMultipartTool(b.r, "snapshot", "A multipart tool.", func(tc *engine.ToolContext, in WeatherIn) (*engine.ToolOutput, error) {
 		return &engine.ToolOutput{Output: in.City}, nil
 	})
@@ -113,7 +113,7 @@ func TestParity_ToolObjectsReachGenerateMiddlewareAsActionRefs(t *testing.T) {
 		seen = append(seen, append([]string(nil), turn.Request.Tools...))
 		return next(ctx, turn)
 	}}
-	_, err = engine.Generate(context.Background(), b.r, engine.WithModel(m), engine.WithPrompt("q"),
+	_, err := engine.Generate(context.Background(), b.r, engine.WithModel(m), engine.WithPrompt("q"),
 		engine.WithToolNames("named"), engine.WithTools(w, dyn, mp), engine.WithMiddleware(mw))
 	require.NoError(t, err)
 	want := []string{"named", "/tool/getWeather", "/tool/lookup", "/tool.v2/snapshot"}
@@ -150,10 +150,10 @@ func TestParity_NonMultipartToolAlsoUnderToolV2(t *testing.T) {
 
 	got, ok := b.r.LookupTool("getWeather")
 	require.True(t, ok)
-	require.Equal(t, "/tool/getWeather", got.Desc().Key)
+	require.Equal(t, "/tool/getWeather", engine.ToolDesc(got).Key)
 	got, ok = b.r.LookupTool("/tool.v2/getWeather")
 	require.True(t, ok)
-	require.Equal(t, "/tool.v2/getWeather", got.Desc().Key)
+	require.Equal(t, "/tool.v2/getWeather", engine.ToolDesc(got).Key)
 
 	// Generate with the /tool.v2/ ref: the model sees the short name and the plain output.
 	m := scripted.New("m", scripted.Reply(call("getWeather", "r0", map[string]any{"city": "Oslo"})), scripted.Text("done"))
@@ -166,7 +166,7 @@ func TestParity_NonMultipartToolAlsoUnderToolV2(t *testing.T) {
 	mp := engine.DefineMultipartTool(b.r, "snapshot", "Multipart.", func(tc *engine.ToolContext, in WeatherIn) (*engine.ToolOutput, error) {
 		return &engine.ToolOutput{Output: in.City}, nil
 	})
-	require.Equal(t, "/tool.v2/snapshot", mp.Desc().Key)
+	require.Equal(t, "/tool.v2/snapshot", engine.ToolDesc(mp).Key)
 	require.Nil(t, b.r.Lookup("/tool/snapshot"), "a multipart tool is registered once")
 
 	var keys []string
@@ -200,9 +200,8 @@ func TestParity_RestartedToolSpanRecordsResumedMetadata(t *testing.T) {
 			_, ok := attr(first[0], engine.AttrResumed)
 			require.False(t, ok, "the interrupted first run is not resumed")
 
-			restart, err := h.transfer.Restart(resp.Interrupts()[0], &engine.RestartOptions{ResumedMetadata: tt.metadata})
-			require.NoError(t, err)
-			_, err = engine.Generate(context.Background(), h.r, engine.WithModel(scripted.New("m", scripted.Text("sent"))),
+			restart := h.transfer.Restart(resp.Interrupts()[0], &engine.RestartOptions{ResumedMetadata: tt.metadata})
+			_, err := engine.Generate(context.Background(), h.r, engine.WithModel(scripted.New("m", scripted.Text("sent"))),
 				engine.WithMessages(resp.History()...), engine.WithTools(h.transfer), engine.WithRestart(restart))
 			require.NoError(t, err)
 			spans := spanByName(h.exp.GetSpans(), "transferMoney")
@@ -241,7 +240,7 @@ func TestParity_PromptAsToolIsFoundUnderPromptAndTransfers(t *testing.T) {
 
 	got, ok := b.r.LookupTool("billing")
 	require.True(t, ok)
-	require.Equal(t, "/prompt/billing", got.Desc().Key)
+	require.Equal(t, "/prompt/billing", engine.ToolDesc(got).Key)
 	require.Equal(t, "billing", got.Definition().Name)
 
 	front := scripted.New("front", scripted.Reply(call("billing", "b0", map[string]any{"topic": "a refund"})))

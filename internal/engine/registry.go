@@ -65,6 +65,8 @@ type Registry struct {
 	attrLimit int
 	// noGenerate leaves out the /util/generate action (WithoutGenerateAction).
 	noGenerate bool
+	// defaultModel is the model a generate given none calls (WithDefaultModel).
+	defaultModel string
 }
 
 // tracerRef holds the registry's tracer, which SetTracerProvider may replace while actions run.
@@ -91,6 +93,11 @@ func (r *Registry) SetTracerProvider(tp trace.TracerProvider) {
 // values are cut and end with a truncation marker. The default is 32 KiB.
 func WithAttributeLimit(n int) RegistryOption {
 	return func(r *Registry) { r.attrLimit = n }
+}
+
+// WithDefaultModel names the registered model a generate given none calls.
+func WithDefaultModel(name string) RegistryOption {
+	return func(r *Registry) { r.defaultModel = name }
 }
 
 // WithoutGenerateAction leaves the engine's /util/generate out of the registry: a registry that
@@ -148,12 +155,13 @@ func (r *Registry) registerAlias(a Action) {
 	r.aliases[key] = a
 }
 
-// registerTool registers a tool and, for a non-multipart one, its /tool.v2/ form, as Genkit's
-// defineTool does.
-func (r *Registry) registerTool(t Tool) {
-	r.mustRegister(t)
-	if t.Desc().Type == ActionTypeTool {
-		r.registerAlias(newToolV2(t))
+// RegisterTool registers a tool under /tool/<name> and, for a non-multipart one, its /tool.v2/
+// form, as Genkit's defineTool does. It panics on a duplicate name.
+func (r *Registry) RegisterTool(t Tool) {
+	a := newToolAction(t)
+	r.mustRegister(a)
+	if a.desc.Type == ActionTypeTool {
+		r.registerAlias(newToolV2(a))
 	}
 }
 

@@ -29,7 +29,7 @@ func (g *generation) resume(ctx context.Context, raw *GenerateActionOptions) (*G
 			continue
 		}
 		if out, ok := p.Metadata[MetaPendingOutput]; ok {
-			revised[i] = p.withMetadata(nil, MetaPendingOutput)
+			revised[i] = p.WithMetadata(nil, MetaPendingOutput)
 			slots = append(slots, &Part{
 				Kind:         PartToolResponse,
 				ToolResponse: &ToolResponse{Name: tr.Name, Ref: tr.Ref, Output: out},
@@ -151,10 +151,10 @@ func (g *generation) reinterrupt(ctx context.Context, raw *GenerateActionOptions
 			continue
 		}
 		if c, ok := byPos[i]; ok && c.interrupt != nil {
-			np := c.part.withMetadata(map[string]any{MetaInterrupt: c.interrupt.interruptValue()}, MetaResumed, MetaReplacedInput)
+			np := c.part.WithMetadata(map[string]any{MetaInterrupt: interruptValue(c.interrupt)}, MetaResumed, MetaReplacedInput)
 			content[i] = np
 		} else {
-			content[i] = p.withMetadata(map[string]any{MetaPendingOutput: slots[slot].ToolResponse.Output}, MetaInterrupt)
+			content[i] = p.WithMetadata(map[string]any{MetaPendingOutput: slots[slot].ToolResponse.Output}, MetaInterrupt)
 		}
 		slot++
 	}
@@ -178,7 +178,7 @@ func resolved(p *Part) *Part {
 	if !ok {
 		return p
 	}
-	return p.withMetadata(map[string]any{MetaResolvedInterrupt: v}, MetaInterrupt)
+	return p.WithMetadata(map[string]any{MetaResolvedInterrupt: v}, MetaInterrupt)
 }
 
 // findPart finds the respond (toolResponse) or restart (toolRequest) part matching the request by

@@ -244,9 +244,9 @@ func (rs *toolResults) revised(m *Message) *Message {
 	cp.Content = append([]*Part(nil), m.Content...)
 	for _, c := range rs.calls {
 		if c.interrupt != nil {
-			cp.Content[c.pos] = c.part.withMetadata(map[string]any{MetaInterrupt: c.interrupt.interruptValue()})
+			cp.Content[c.pos] = c.part.WithMetadata(map[string]any{MetaInterrupt: interruptValue(c.interrupt)})
 		} else {
-			cp.Content[c.pos] = c.part.withMetadata(map[string]any{MetaPendingOutput: c.out.Output})
+			cp.Content[c.pos] = c.part.WithMetadata(map[string]any{MetaPendingOutput: c.out.Output})
 		}
 	}
 	return &cp

@@ -32,7 +32,7 @@ func defineBenchAgent(r *engine.Registry, onModel func(turn int)) {
 		Q string `json:"q"`
 	}) (string, error) {
 		if !tc.IsResumed() {
-			return "", tc.Interrupt(map[string]any{"message": "approve?"})
+			return "", tc.Interrupt(&engine.InterruptOptions{Metadata: map[string]any{"message": "approve?"}})
 		}
 		return "approved", nil
 	})

@@ -55,7 +55,7 @@ func defineDeskAgent(r *engine.Registry, pool *pgxpool.Pool, block, markers stri
 	refund := engine.DefineTool(r, "deskRefund", "Refunds an order, once a person approved it.",
 		func(tc *engine.ToolContext, in RefundIn) (string, error) {
 			if !tc.IsResumed() {
-				return "", tc.Interrupt(map[string]any{"message": fmt.Sprintf("Refund order %d?", in.Order)})
+				return "", tc.Interrupt(&engine.InterruptOptions{Metadata: map[string]any{"message": fmt.Sprintf("Refund order %d?", in.Order)}})
 			}
 			if err := effect(tc, fmt.Sprintf("refund:%d", in.Order)); err != nil {
 				return "", err
@@ -76,7 +76,7 @@ func defineDeskAgent(r *engine.Registry, pool *pgxpool.Pool, block, markers stri
 			Text string `json:"text"`
 		}) (string, error) {
 			if !tc.IsResumed() {
-				return "", tc.Interrupt(map[string]any{"message": "Send this e-mail?"})
+				return "", tc.Interrupt(&engine.InterruptOptions{Metadata: map[string]any{"message": "Send this e-mail?"}})
 			}
 			if err := effect(tc, "email"); err != nil {
 				return "", err

@@ -38,7 +38,7 @@ func setupTwoGenerates(t *testing.T) *twoGenerates {
 		Q string `json:"q"`
 	}) (string, error) {
 		if !tc.IsResumed() {
-			return "", tc.Interrupt(map[string]any{"message": "approve " + in.Q + "?"})
+			return "", tc.Interrupt(&engine.InterruptOptions{Metadata: map[string]any{"message": "approve " + in.Q + "?"}})
 		}
 		return "approved " + in.Q, nil
 	})

@@ -110,7 +110,7 @@ func defineTestAgent(r *engine.Registry, pool *pgxpool.Pool, block, markers stri
 	confirm := engine.DefineTool(r, "confirm", "Asks a person to confirm, then does it.",
 		func(tc *engine.ToolContext, in ConfirmIn) (ConfirmOut, error) {
 			if !tc.IsResumed() {
-				return ConfirmOut{}, tc.Interrupt(map[string]any{"message": fmt.Sprintf("Confirm %d?", in.Amount)})
+				return ConfirmOut{}, tc.Interrupt(&engine.InterruptOptions{Metadata: map[string]any{"message": fmt.Sprintf("Confirm %d?", in.Amount)}})
 			}
 			if block == "resume" {
 				mark("resume")

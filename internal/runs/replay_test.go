@@ -68,7 +68,7 @@ func (rb *replayBundle) defineReplayAgent(r *engine.Registry) {
 	})
 	confirm := engine.DefineTool(r, "rpConfirm", "Asks a person first.", func(tc *engine.ToolContext, in ConfirmIn) (ConfirmOut, error) {
 		if !tc.IsResumed() {
-			return ConfirmOut{}, tc.Interrupt(map[string]any{"message": fmt.Sprintf("Confirm %d?", in.Amount)})
+			return ConfirmOut{}, tc.Interrupt(&engine.InterruptOptions{Metadata: map[string]any{"message": fmt.Sprintf("Confirm %d?", in.Amount)}})
 		}
 		rb.confirmed.Add(1)
 		return ConfirmOut{OK: true, Amount: in.Amount}, nil

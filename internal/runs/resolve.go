@@ -355,7 +355,7 @@ func storedSchemas(it *store.Interrupt) (in, out *engine.Schema, found bool, err
 // too. found is false when none is found.
 func (s *Service) toolDesc(ctx context.Context, runAction, name string) (d *engine.ActionDesc, found bool, err error) {
 	if t, ok := s.registry.LookupTool(name); ok {
-		return t.Desc(), true, nil
+		return engine.ToolDesc(t), true, nil
 	}
 	keys := make([]string, 0, 2*len(toolPrefixes))
 	if i := strings.Index(runAction, ":/"); i > 0 {

@@ -33,7 +33,7 @@ func setupTransferFlow(t *testing.T) *transferFlow {
 		Ask bool `json:"ask"`
 	}) (string, error) {
 		if in.Ask && !tc.IsResumed() {
-			return "", tc.Interrupt(map[string]any{"message": "refund?"})
+			return "", tc.Interrupt(&engine.InterruptOptions{Metadata: map[string]any{"message": "refund?"}})
 		}
 		return "refunded", nil
 	})

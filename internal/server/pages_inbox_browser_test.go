@@ -357,7 +357,7 @@ func defineDropTable(reg *engine.Registry) {
 	drop := engine.DefineTool(reg, "dropTable", "Drops a table; it cannot be undone.",
 		func(tc *engine.ToolContext, in table) (string, error) {
 			if !tc.IsResumed() {
-				return "", tc.Interrupt(map[string]any{"message": "Drop the table " + in.Table + "?", "irreversible": true})
+				return "", tc.Interrupt(&engine.InterruptOptions{Metadata: map[string]any{"message": "Drop the table " + in.Table + "?", "irreversible": true}})
 			}
 			return "dropped " + in.Table, nil
 		})

@@ -39,7 +39,7 @@ const readTimeline = `(() => {
 	const rb = ruler.getBoundingClientRect();
 	const wf = document.querySelector(".span-row .wf").getBoundingClientRect();
 	const tool = [...document.querySelectorAll(".span-row")].find(r => r.querySelector(".wf.kind-tool"));
-	const wait = document.querySelector(".span-row .wf rect.wait");
+	const wait = tool?.querySelector(".wf rect.wait"); // the flow, which stopped on the interrupt, waits too
 	const gap = document.querySelector('[data-testid="folded-gap"]:not([hidden])');
 	return {
 		ViewportW: innerWidth, WaterfallW: wf.width,

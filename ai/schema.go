@@ -1,4 +1,4 @@
-package engine
+package ai
 
 import (
 	"bytes"
@@ -78,20 +78,28 @@ func MustSchema(v any) *Schema {
 	return s
 }
 
-var reflector = invopop.Reflector{DoNotReference: true, ExpandedStruct: true}
+var (
+	reflector            = invopop.Reflector{DoNotReference: true, ExpandedStruct: true}
+	referencingReflector = invopop.Reflector{}
+)
 
 // SchemaFor derives a schema from the Go type T with invopop/jsonschema and compiles it. For types
 // that carry no constraint (interfaces and struct{}) ok is false and the schema nil, which accepts
 // everything.
 func SchemaFor[T any]() (s *Schema, ok bool, err error) {
-	return schemaForType(reflect.TypeFor[T]())
+	return SchemaForType(reflect.TypeFor[T]())
 }
 
-func schemaForType(t reflect.Type) (s *Schema, ok bool, err error) {
+// SchemaForType is SchemaFor for a reflect.Type.
+func SchemaForType(t reflect.Type) (s *Schema, ok bool, err error) {
 	if t == nil || t.Kind() == reflect.Interface || (t.Kind() == reflect.Struct && t.NumField() == 0) {
 		return nil, false, nil
 	}
-	js := reflector.ReflectFromType(t)
+	r := &reflector
+	if recursion(t, map[reflect.Type]bool{}) != nil {
+		r = &referencingReflector // a type that contains itself is described with $defs and $ref
+	}
+	js := r.ReflectFromType(t)
 	js.Version, js.ID = "", ""
 	b, err := json.Marshal(js)
 	if err != nil {
@@ -101,6 +109,28 @@ func schemaForType(t reflect.Type) (s *Schema, ok bool, err error) {
 		return nil, false, err
 	}
 	return s, true, nil
+}
+
+// recursion returns a struct type that t contains within itself, or nil.
+func recursion(t reflect.Type, open map[reflect.Type]bool) reflect.Type {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		return recursion(t.Elem(), open)
+	case reflect.Struct:
+		if open[t] {
+			return t
+		}
+		open[t] = true
+		defer delete(open, t)
+		for i := range t.NumField() {
+			if f := t.Field(i); f.IsExported() {
+				if r := recursion(f.Type, open); r != nil {
+					return r
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // MarshalJSON returns the schema document as given.
@@ -138,8 +168,8 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
-// ValidationError lists every schema violation of a value. Engine errors wrap it with status
-// INVALID_ARGUMENT; get it back with errors.As.
+// ValidationError lists every schema violation of a value. Errors of a generate or a tool wrap it
+// with status INVALID_ARGUMENT; get it back with errors.As.
 type ValidationError struct {
 	Fields []FieldError
 }

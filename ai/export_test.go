@@ -1,4 +1,4 @@
-package engine
+package ai
 
 // SchemaCompiles exposes the compile counter to the external tests.
 func SchemaCompiles() int64 { return schemaCompiles.Load() }

@@ -13,8 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/loupe-dev/loupe/internal/engine"
-	"github.com/loupe-dev/loupe/internal/engine/openai"
+	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/ai"
+	"github.com/loupe-dev/loupe/openai"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -82,33 +83,39 @@ func fakeServer(t *testing.T) (*httptest.Server, *[]map[string]any) {
 
 func run(t *testing.T, stream bool) {
 	srv, bodies := fakeServer(t)
-	r := engine.NewRegistry()
-	m, err := openai.Define(r, openai.Config{BaseURL: srv.URL + "/v1", APIKey: "sk-test", HTTPClient: srv.Client()}, "gpt-test")
+	app := loupe.New()
+	m, err := openai.Define(app, openai.Config{BaseURL: srv.URL + "/v1", APIKey: "sk-test", HTTPClient: srv.Client()}, "gpt-test")
 	require.NoError(t, err)
 	var cities []string
 	var mu sync.Mutex
-	w := engine.DefineTool(r, "getWeather", "Weather.", func(tc *engine.ToolContext, in WeatherIn) (string, error) {
+	w := loupe.DefineTool(app, "getWeather", "Weather.", func(tc *ai.ToolContext, in WeatherIn) (string, error) {
 		mu.Lock()
 		cities = append(cities, in.City)
 		mu.Unlock()
 		return "sunny in " + in.City, nil
 	})
 	var usages []int
-	var chunks []*engine.ModelResponseChunk
-	opts := []engine.GenerateOption{
-		engine.WithModel(m), engine.WithPrompt("weather?"), engine.WithTools(w), engine.WithConfig(map[string]any{"temperature": 0.1}),
-		engine.WithHooks(&engine.Hooks{OnUsage: func(ctx context.Context, turn int, u *engine.Usage) error {
-			usages = append(usages, u.TotalTokens)
-			return nil
-		}}),
+	var chunks []*ai.ModelResponseChunk
+	usage := func(next ai.ModelFunc) ai.ModelFunc {
+		return func(ctx context.Context, req *ai.ModelRequest, cb ai.ModelStreamCallback) (*ai.ModelResponse, error) {
+			resp, err := next(ctx, req, cb)
+			if err == nil && resp.Usage != nil {
+				usages = append(usages, resp.Usage.TotalTokens)
+			}
+			return resp, err
+		}
+	}
+	opts := []ai.GenerateOption{
+		ai.WithModel(m), ai.WithPrompt("weather?"), ai.WithTools(w), ai.WithConfig(map[string]any{"temperature": 0.1}),
+		ai.WithMiddleware(usage),
 	}
 	if stream {
-		opts = append(opts, engine.WithStreaming(func(ctx context.Context, c *engine.ModelResponseChunk) error {
+		opts = append(opts, ai.WithStreaming(func(ctx context.Context, c *ai.ModelResponseChunk) error {
 			chunks = append(chunks, c)
 			return nil
 		}))
 	}
-	resp, err := engine.Generate(context.Background(), r, opts...)
+	resp, err := loupe.Generate(context.Background(), app, opts...)
 	require.NoError(t, err)
 	require.Equal(t, "Sunny both", resp.Text())
 	require.ElementsMatch(t, []string{"Paris", "Rome"}, cities)
@@ -129,9 +136,9 @@ func run(t *testing.T, stream bool) {
 	require.Equal(t, 0.1, (*bodies)[0]["temperature"])
 	if stream {
 		require.Equal(t, true, (*bodies)[0]["stream_options"].(map[string]any)["include_usage"])
-		require.Equal(t, engine.RoleModel, chunks[0].Role)
+		require.Equal(t, ai.RoleModel, chunks[0].Role)
 		require.Equal(t, "call_a", chunks[0].Content[0].ToolRequest.Ref)
-		require.Equal(t, engine.RoleTool, chunks[1].Role)
+		require.Equal(t, ai.RoleTool, chunks[1].Role)
 		require.Equal(t, 2, chunks[2].Index)
 		require.Equal(t, "Sunny both", chunks[3].Accumulated())
 	}
