@@ -67,7 +67,7 @@ chaos-short: ## crash harness, CI's short form (under 3 minutes)
 	$(GO) run ./internal/chaos -rounds 4 -runs-per-round 16 -round-time 10s -postmaster-every 2
 
 .PHONY: compat
-compat: compat-genkit-go compat-genkit-js compat-genkit-cli compat-otel-js compat-genkit-go-app ## real client programs against a throwaway Loupe: Genkit Go, Genkit JS, the genkit CLI, an OTel exporter, a Genkit Go app under devui start
+compat: compat-genkit-go compat-genkit-js compat-genkit-cli compat-otel-js compat-genkit-go-app compat-genkit-port ## real client programs against a throwaway Loupe: Genkit Go, Genkit JS, the genkit CLI, an OTel exporter, a Genkit Go app under devui start; and the Genkit Go port
 
 .PHONY: compat-genkit-go
 compat-genkit-go: ## a real Genkit Go v1.4.0 app sends its traces to a throwaway Loupe (bench/genkit-telemetry.sh)
@@ -88,6 +88,10 @@ compat-genkit-js: ## a real Genkit JS 1.42 app under devui start, dev and realti
 .PHONY: compat-genkit-go-app
 compat-genkit-go-app: ## a real Genkit Go v1.4.0 app under devui start -- go run .: actions, runs, traces, interrupts resumed in the app (compat/genkit-go.sh)
 	compat/genkit-go.sh
+
+.PHONY: compat-genkit-port
+compat-genkit-port: ## examples/genkit-port is a Genkit Go v1.4.0 program ported by renaming its imports: check the rename, build and run both, compare their output
+	examples/genkit-port/check.sh
 
 .PHONY: bench-jaeger
 bench-jaeger: ## GET of a 10,000-span trace, Loupe against Jaeger v1.76 in the same run (bench/jaeger-compare.sh; builds Jaeger once)
