@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -139,10 +140,17 @@ func CheckLoopback(addr string) error {
 
 // loopbackHostsOnly guards a server bound to loopback against DNS rebinding: a web page whose
 // domain an attacker points at 127.0.0.1 reaches the server as same-origin, with the attacker's
-// domain in Host. Such a server only answers requests addressed to a loopback name.
+// domain in Host. Such a server only answers requests addressed to localhost, 127.0.0.1, ::1 or
+// the address it listens on, as the README says, and not to every address of 127.0.0.0/8.
 func (s *Server) loopbackHostsOnly() echo.MiddlewareFunc {
 	if CheckLoopback(s.cfg.Addr) != nil {
 		return func(next echo.HandlerFunc) echo.HandlerFunc { return next }
+	}
+	allowed, names := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, "localhost, 127.0.0.1 or ::1"
+	if h, _, err := net.SplitHostPort(s.cfg.Addr); err == nil {
+		if ip := net.ParseIP(h); ip != nil && !slices.ContainsFunc(allowed, ip.Equal) {
+			allowed, names = append(allowed, ip), "localhost, 127.0.0.1, ::1 or "+h
+		}
 	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -150,8 +158,9 @@ func (s *Server) loopbackHostsOnly() echo.MiddlewareFunc {
 			if h, _, err := net.SplitHostPort(host); err == nil {
 				host = h
 			}
-			if ip := net.ParseIP(strings.Trim(host, "[]")); !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
-				return Errorf(http.StatusMisdirectedRequest, "misdirected", "this server is bound to loopback and only answers requests addressed to localhost, 127.0.0.1 or ::1, not %q", c.Request().Host)
+			ip := net.ParseIP(strings.Trim(host, "[]"))
+			if !strings.EqualFold(host, "localhost") && !slices.ContainsFunc(allowed, ip.Equal) {
+				return Errorf(http.StatusMisdirectedRequest, "misdirected", "this server is bound to loopback and only answers requests addressed to %s, not %q", names, c.Request().Host)
 			}
 			return next(c)
 		}
