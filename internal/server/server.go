@@ -175,9 +175,12 @@ func (s *Server) routes() {
 
 	e.Pre(middleware.RequestID())
 	e.Use(s.recoverPanics())
-	e.Use(s.logRequests())
+	// The metrics count the status the client got, which the error handler decides: they come
+	// before the request log, which hands errors to it.
 	e.Use(s.metrics.middleware())
+	e.Use(s.logRequests())
 	e.Use(s.loopbackHostsOnly())
+	e.Use(s.readBodies())
 	// Routes marked raw in the table write as they go or compress themselves (see route.raw).
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{Skipper: func(c echo.Context) bool { return s.ruleOf(c).raw }}))
 	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{

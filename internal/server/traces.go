@@ -70,6 +70,9 @@ func (s *Server) readIngestBody(c echo.Context) ([]byte, error) {
 			if errors.As(err, &mbe) {
 				return nil, tooLarge
 			}
+			if bodyErr := s.bodyErrorOf(err); bodyErr != nil {
+				return nil, bodyErr
+			}
 			return nil, Errorf(http.StatusBadRequest, "bad_request", "malformed gzip body: %v", err)
 		}
 		defer gz.Close()
@@ -90,6 +93,9 @@ func (s *Server) readIngestBody(c echo.Context) ([]byte, error) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, tooLarge
+		}
+		if bodyErr := s.bodyErrorOf(err); bodyErr != nil {
+			return nil, bodyErr
 		}
 		if errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, Errorf(http.StatusBadRequest, "bad_request", "malformed gzip body: %v", err)
