@@ -2,6 +2,8 @@ package server
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -12,9 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/loupe-dev/loupe/internal/event"
+	"github.com/loupe-dev/loupe/internal/live"
+	"github.com/loupe-dev/loupe/internal/store"
 )
 
 // tcpClient is one request over its own TCP connection, written by hand, so that a test can send
@@ -120,4 +127,125 @@ func TestRequestBodyCutShortIs400(t *testing.T) {
 	log := b.log.String()
 	require.NotContains(t, log, "level=ERROR")
 	require.Contains(t, log, `level=WARN msg=request method=POST path=/api/v1/runs status=400`)
+}
+
+// TestSlowRequestBodyIs408: a body that arrives too slowly, a byte at a time or not at all after
+// its first bytes, is cut at the body read deadline with a 408 rather than held for as long as
+// the client likes; a client that sends its body in time is served as before.
+func TestSlowRequestBodyIs408(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{dev: true, runs: true, ingest: true, bodyTimeout: 300 * time.Millisecond, log: &syncBuffer{}})
+	body := `{"action":"/flow/countdown","input":{"from":1}}`
+
+	stalled := rawRequest(t, b, "/api/v1/runs", "application/json", len(body), body[:10])
+	resp, out := stalled.response()
+	require.Equal(t, http.StatusRequestTimeout, resp.StatusCode, out)
+	e := apiErrorOf(t, out)
+	require.Equal(t, "body_timeout", e.Error.Code)
+	require.Contains(t, e.Error.Message, "did not arrive within 300ms")
+
+	// A trickle keeps the connection busy but still has to end in time.
+	trickle := rawRequest(t, b, "/v1/traces", "application/x-protobuf", 1000, "")
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for range 1000 {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			if _, err := trickle.conn.Write([]byte{0x0a}); err != nil {
+				return // the server gave up on the body and closed the connection
+			}
+		}
+	}()
+	resp, out = trickle.response()
+	require.Equal(t, http.StatusRequestTimeout, resp.StatusCode, out)
+	var st status.Status
+	require.NoError(t, proto.Unmarshal([]byte(out), &st), "OTLP is answered in OTLP's shape")
+	require.Contains(t, st.GetMessage(), "did not arrive within")
+
+	whole := rawRequest(t, b, "/api/v1/runs", "application/json", len(body), body)
+	resp, out = whole.response()
+	require.Equal(t, http.StatusCreated, resp.StatusCode, out)
+	var run store.Run
+	require.NoError(t, json.Unmarshal([]byte(out), &run))
+	b.waitStatus(t, run.ID, store.RunSucceeded)
+
+	counts := requestCounts(t, b, "POST")
+	require.Equal(t, 1, counts["408 /api/v1/runs"], "%v", counts)
+	require.Equal(t, 1, counts["408 /v1/traces"], "%v", counts)
+	require.NotContains(t, b.log.String(), "level=ERROR")
+}
+
+// TestBodyDeadlineLeavesStreamsAndWebSocketsAlone: the body read deadline ends with the body. A
+// streamed answer, a trace's event stream and a WebSocket that last many times the deadline
+// deliver everything (http.Server's ReadTimeout, which bounds the whole request, cut the trace
+// stream short).
+func TestBodyDeadlineLeavesStreamsAndWebSocketsAlone(t *testing.T) {
+	t.Parallel()
+	const deadline = 100 * time.Millisecond
+	b := setup(t, opts{dev: true, stack: true, ingest: true, bodyTimeout: deadline})
+
+	// countdown streams a tick every 200 ms: 5 ticks outlast the deadline tenfold.
+	req, err := http.NewRequest(http.MethodPost, b.url+"/api/runAction?stream=true", strings.NewReader(`{"key":"/flow/countdown","input":{"from":5}}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	traceID := resp.Header.Get("X-Genkit-Trace-Id")
+	stream, err := http.Get(b.url + "/api/traces/" + traceID + "/stream")
+	require.NoError(t, err)
+	defer stream.Body.Close()
+	require.Equal(t, http.StatusOK, stream.StatusCode)
+	events := make(chan []map[string]any, 1)
+	go func() { events <- readEvents(t, stream.Body) }()
+
+	streamed := readAll(t, resp.Body)
+	require.True(t, strings.HasPrefix(streamed, `{"n":5}`+"\n"+`{"n":4}`+"\n"+`{"n":3}`+"\n"+`{"n":2}`+"\n"+`{"n":1}`+"\n"+`{"result":"liftoff"`), streamed)
+	require.NoError(t, b.prov.ForceFlush(context.Background()))
+	var got []map[string]any
+	select {
+	case got = <-events:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the trace stream did not end after its root span ended")
+	}
+	require.NotEmpty(t, got)
+	last := got[len(got)-1]
+	require.Equal(t, "span_end", last["type"], "the trace stream ran to the root span's end: %v", last)
+	require.NotContains(t, last["span"], "parentSpanId", "the root span")
+
+	// A run of 10 ticks (2 s) followed over the socket, from just after it was started.
+	var run store.Run
+	require.Equal(t, http.StatusCreated, call(t, http.MethodPost, b.url+"/api/v1/runs", `{"action":"/flow/countdown","input":{"from":10}}`, &run))
+	conn, wsResp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(b.url, "http")+"/ws", nil)
+	require.NoError(t, err)
+	wsResp.Body.Close()
+	defer conn.Close()
+	require.NoError(t, conn.WriteJSON(live.Request{Type: "subscribe", Topic: "run:" + run.ID.String()}))
+	ticks, succeeded := 0, false
+	for ticks < 10 || !succeeded {
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(30*time.Second)))
+		var m struct {
+			Kind event.Kind      `json:"kind"`
+			Data json.RawMessage `json:"data"`
+		}
+		require.NoError(t, conn.ReadJSON(&m), "the socket stays open past the body deadline (%d ticks so far)", ticks)
+		switch m.Kind {
+		case event.RunChunks:
+			var d struct {
+				Chunks []live.ChunkData `json:"chunks"`
+			}
+			require.NoError(t, json.Unmarshal(m.Data, &d))
+			ticks += len(d.Chunks)
+		case event.RunStatus, event.Snapshot:
+			succeeded = succeeded || strings.Contains(string(m.Data), `"status":"`+store.RunSucceeded+`"`)
+		}
+	}
+	require.Equal(t, 10, ticks, "every chunk came over the socket")
 }

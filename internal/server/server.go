@@ -37,6 +37,9 @@ type Config struct {
 	// BodyLimit caps request bodies, in bytes; 0 means DefaultBodyLimit. Trace ingest has its own
 	// limit (trace.Config.MaxBodyBytes).
 	BodyLimit int64
+	// BodyReadTimeout bounds how long a client may take to send a request's body (408 beyond);
+	// 0 means DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
 	// ShutdownTimeout bounds how long Stop waits for in-flight requests.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
@@ -102,6 +105,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	if cfg.BodyLimit <= 0 {
 		cfg.BodyLimit = DefaultBodyLimit
+	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 30 * time.Second

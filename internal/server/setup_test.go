@@ -59,6 +59,8 @@ type opts struct {
 	addr, baseHost string
 	// log receives the server's log.
 	log *syncBuffer
+	// bodyTimeout is the server's BodyReadTimeout (its default when 0).
+	bodyTimeout time.Duration
 }
 
 func setup(t testing.TB, o opts) *bundle {
@@ -117,7 +119,7 @@ func setup(t testing.TB, o opts) *bundle {
 		t.Cleanup(svc.Close)
 		b.traces, deps.Traces = svc, svc
 	}
-	cfg := Config{Addr: o.addr, Dev: o.dev, Version: "test", ShutdownTimeout: 5 * time.Second}
+	cfg := Config{Addr: o.addr, Dev: o.dev, Version: "test", ShutdownTimeout: 5 * time.Second, BodyReadTimeout: o.bodyTimeout}
 	if o.log != nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(o.log, nil))
 	}
