@@ -41,7 +41,7 @@ func (s *Server) readyz(c echo.Context) error {
 	}
 	s.outage.recovered()
 	status, err := store.Migrations(ctx, s.store.Pool())
-	if isConnectionError(err) {
+	if kind, _ := classify(err); kind == unreachable {
 		return databaseDown(err)
 	}
 	if err != nil {

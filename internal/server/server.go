@@ -78,7 +78,9 @@ type Server struct {
 	log     *slog.Logger
 	echo    *echo.Echo
 	metrics *metrics
-	outage  outage
+	// outage and shortage are the database outages seen by requests: unreachable, and short of a
+	// resource (unavailable.go).
+	outage, shortage outage
 	// active are the actions that Genkit's /api/runAction runs, for /api/cancelAction.
 	active activeActions
 	// closing is closed by Stop, to end long streams (stopStreams).
