@@ -51,6 +51,13 @@ func (o *outage) failed(now time.Time, reason string) time.Time {
 	return o.since
 }
 
+// current is the outage being recorded: its reason, and when it was first and last seen.
+func (o *outage) current() (reason string, since, last time.Time, ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.reason, o.since, o.last, !o.since.IsZero()
+}
+
 // recovered records that the database answered.
 func (o *outage) recovered() {
 	o.mu.Lock()
