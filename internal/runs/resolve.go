@@ -72,6 +72,10 @@ func (s *Service) Resolve(ctx context.Context, p ResolveParams) (*store.Interrup
 	if err != nil {
 		return nil, err
 	}
+	if p.Version < 0 {
+		// A stale form is a 409, but no interrupt ever had a negative version: that is a bad request.
+		return nil, &ValidationError{Field: "version", Message: fmt.Sprintf("must be ≥ 1 (the interrupt's version), or 0 to skip the check; not %d", p.Version)}
+	}
 	if len(p.Comment) > MaxCommentBytes {
 		// The comment reaches the model as a denial's reason and every page that shows the run.
 		return nil, &ValidationError{Field: "comment", Message: fmt.Sprintf("is %d bytes; at most %d", len(p.Comment), MaxCommentBytes)}

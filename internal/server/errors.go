@@ -67,13 +67,17 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 }
 
-// toError maps any error to an Error: ours as they are, echo's by status, the store's not-found to
-// 404, a cancelled request to 499-style 400, a database that cannot be reached to 503
-// (unavailable.go), and everything else to 500.
+// toError maps any error to an Error: ours as they are, a body the client did not finish sending
+// to 400 or 408 (body.go), echo's by status, the store's not-found to 404, a cancelled request to
+// 499-style 400, a database that cannot be reached to 503 (unavailable.go), and everything else
+// to 500.
 func (s *Server) toError(ctx context.Context, err error) *Error {
 	var apiErr *Error
 	if errors.As(err, &apiErr) {
 		return apiErr
+	}
+	if bodyErr := s.bodyErrorOf(err); bodyErr != nil {
+		return bodyErr
 	}
 	var he *echo.HTTPError
 	if errors.As(err, &he) && he.Code == http.StatusRequestEntityTooLarge {

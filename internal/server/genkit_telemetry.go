@@ -35,9 +35,9 @@ func (s *Server) genkitTraceStream(c echo.Context) error {
 	if err := s.checkTelemetryToken(c, "reading traces"); err != nil {
 		return err
 	}
-	traceID, err := trace.ParseTraceID(c.Param("id"))
+	traceID, err := traceParam(c, "id")
 	if err != nil {
-		return traceError(err)
+		return err
 	}
 	ctx := c.Request().Context()
 	w := c.Response()
@@ -162,9 +162,9 @@ func (s *Server) genkitLogs(c echo.Context) error {
 	if err := s.checkTelemetryToken(c, "reading logs"); err != nil {
 		return err
 	}
-	if id := c.Param("id"); id != "" {
-		if _, err := trace.ParseTraceID(id); err != nil {
-			return traceError(err)
+	if c.Param("id") != "" {
+		if _, err := traceParam(c, "id"); err != nil {
+			return err
 		}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"logs": []any{}})

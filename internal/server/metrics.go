@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -59,19 +58,12 @@ func (m *metrics) middleware() echo.MiddlewareFunc {
 			if route == "" {
 				route = "unmatched"
 			}
-			status := c.Response().Status
-			if err != nil {
-				var he *echo.HTTPError
-				var ae *Error
-				switch {
-				case errorsAs(err, &ae):
-					status = ae.Status
-				case errorsAs(err, &he):
-					status = he.Code
-				default:
-					status = http.StatusInternalServerError
-				}
+			if err != nil && !c.Response().Committed {
+				// A quiet route's error, which the request log did not hand to the error handler:
+				// answer it now, so that what is counted is the status the client gets.
+				c.Error(err)
 			}
+			status := c.Response().Status
 			method := c.Request().Method
 			m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
 			m.latency.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
@@ -116,5 +108,3 @@ func (p *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(p.acquireCount, prometheus.CounterValue, float64(st.AcquireCount()))
 	ch <- prometheus.MustNewConstMetric(p.emptyWait, prometheus.CounterValue, float64(st.EmptyAcquireCount()))
 }
-
-func errorsAs(err error, target any) bool { return errors.As(err, target) }

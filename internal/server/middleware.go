@@ -133,6 +133,9 @@ func (s *Server) csrf() echo.MiddlewareFunc {
 			return s.cfg.Dev && r.Header.Get("Origin") == "" && r.Header.Get("Sec-Fetch-Site") == ""
 		},
 		ErrorHandler: func(err error, c echo.Context) error {
+			if errors.As(err, new(*bodyError)) {
+				return err // reading the form's token failed on the body itself: no CSRF question
+			}
 			return Errorf(http.StatusForbidden, "csrf_failed", "cross-site request refused: reload the page and try again (%v)", err)
 		},
 	})
@@ -165,6 +168,9 @@ func refuseUnstorableText() echo.MiddlewareFunc {
 				return next(c)
 			}
 			if _, err := c.FormParams(); err != nil {
+				if errors.As(err, new(*bodyError)) {
+					return err // the client's body did not arrive: body.go's 400 or 408
+				}
 				return Errorf(http.StatusBadRequest, "bad_request", "cannot read the form: %v", err)
 			}
 			if err := checkParams("form field", r.PostForm); err != nil {

@@ -476,18 +476,10 @@ func spanKind(k int16) string {
 	return "unspecified"
 }
 
-func validTraceParam(c echo.Context) (string, error) {
-	id, err := trace.ParseTraceID(c.Param("trace"))
-	if err != nil {
-		return "", Errorf(http.StatusBadRequest, "bad_id", "%v", err)
-	}
-	return id, nil
-}
-
 // traceChildren is GET /traces/{trace}/children?parent=&offset=&depth=&link=: tree rows of one
 // node's children, as an HTML fragment.
 func (s *Server) traceChildren(c echo.Context) error {
-	traceID, err := validTraceParam(c)
+	traceID, err := traceParam(c, "trace")
 	if err != nil {
 		return err
 	}
@@ -535,7 +527,7 @@ type spanMatch struct {
 // input, output, messages), status message or events contain q, in the tree's order, each with the
 // path that opens to it, since most of them sit inside collapsed rows the page has never loaded.
 func (s *Server) traceSearch(c echo.Context) error {
-	traceID, err := validTraceParam(c)
+	traceID, err := traceParam(c, "trace")
 	if err != nil {
 		return err
 	}
@@ -583,7 +575,7 @@ func (s *Server) traceSearch(c echo.Context) error {
 
 // traceSpan is GET /traces/{trace}/spans/{span}: the span panel as an HTML fragment.
 func (s *Server) traceSpan(c echo.Context) error {
-	traceID, err := validTraceParam(c)
+	traceID, err := traceParam(c, "trace")
 	if err != nil {
 		return err
 	}
@@ -609,7 +601,7 @@ func (s *Server) traceSpan(c echo.Context) error {
 
 // traceSpanPayload is GET /traces/{trace}/spans/{span}/payload?key=: one attribute in full.
 func (s *Server) traceSpanPayload(c echo.Context) error {
-	traceID, err := validTraceParam(c)
+	traceID, err := traceParam(c, "trace")
 	if err != nil {
 		return err
 	}
@@ -712,7 +704,7 @@ func (s *Server) tracesPage(c echo.Context) error {
 
 // tracePageView is the trace page's view of the request's trace, span and tree state.
 func (s *Server) tracePageView(c echo.Context) (*templates.TraceView, error) {
-	traceID, err := validTraceParam(c)
+	traceID, err := traceParam(c, "trace")
 	if err != nil {
 		return nil, err
 	}

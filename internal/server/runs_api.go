@@ -58,15 +58,6 @@ func unstorableJSON(err error) error {
 		Details: map[string]string{"field": te.Field}}
 }
 
-// pathID parses a uuid path parameter.
-func pathID(c echo.Context, name string) (uuid.UUID, error) {
-	id, err := uuid.Parse(c.Param(name))
-	if err != nil {
-		return uuid.Nil, Errorf(http.StatusBadRequest, "bad_id", "%s %q is not a valid id (want a UUID)", name, c.Param(name))
-	}
-	return id, nil
-}
-
 // runsError maps the run service's errors to API errors.
 func runsError(err error) error {
 	var ve *runs.ValidationError

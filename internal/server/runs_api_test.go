@@ -86,6 +86,10 @@ func TestAPIRunLifecycleThroughInterruptResolution(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, call(t, "POST", b.url+"/api/v1/interrupts/"+it.ID.String()+"/resolve",
 		`{"action":"deny","comment":"`+strings.Repeat("x", 17<<10)+`"}`, &e))
 	require.Equal(t, "comment", e.Error.Details["field"])
+	require.Equal(t, http.StatusUnprocessableEntity, call(t, "POST", b.url+"/api/v1/interrupts/"+it.ID.String()+"/resolve",
+		`{"action":"approve","version":-1}`, &e), "no interrupt has a negative version: a bad request, not a stale one")
+	require.Equal(t, "version", e.Error.Details["field"])
+	require.Contains(t, e.Error.Message, "version: must be ≥ 1")
 
 	var resolved store.Interrupt
 	require.Equal(t, http.StatusOK, call(t, "POST", b.url+"/api/v1/interrupts/"+it.ID.String()+"/resolve",

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +37,9 @@ type Config struct {
 	// BodyLimit caps request bodies, in bytes; 0 means DefaultBodyLimit. Trace ingest has its own
 	// limit (trace.Config.MaxBodyBytes).
 	BodyLimit int64
+	// BodyReadTimeout bounds how long a client may take to send a request's body (408 beyond);
+	// 0 means DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
 	// ShutdownTimeout bounds how long Stop waits for in-flight requests.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
@@ -74,7 +78,9 @@ type Server struct {
 	log     *slog.Logger
 	echo    *echo.Echo
 	metrics *metrics
-	outage  outage
+	// outage and shortage are the database outages seen by requests: unreachable, and short of a
+	// resource (unavailable.go).
+	outage, shortage outage
 	// active are the actions that Genkit's /api/runAction runs, for /api/cancelAction.
 	active activeActions
 	// closing is closed by Stop, to end long streams (stopStreams).
@@ -101,6 +107,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	if cfg.BodyLimit <= 0 {
 		cfg.BodyLimit = DefaultBodyLimit
+	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 30 * time.Second
@@ -139,10 +148,17 @@ func CheckLoopback(addr string) error {
 
 // loopbackHostsOnly guards a server bound to loopback against DNS rebinding: a web page whose
 // domain an attacker points at 127.0.0.1 reaches the server as same-origin, with the attacker's
-// domain in Host. Such a server only answers requests addressed to a loopback name.
+// domain in Host. Such a server only answers requests addressed to localhost, 127.0.0.1, ::1 or
+// the address it listens on, as the README says, and not to every address of 127.0.0.0/8.
 func (s *Server) loopbackHostsOnly() echo.MiddlewareFunc {
 	if CheckLoopback(s.cfg.Addr) != nil {
 		return func(next echo.HandlerFunc) echo.HandlerFunc { return next }
+	}
+	allowed, names := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, "localhost, 127.0.0.1 or ::1"
+	if h, _, err := net.SplitHostPort(s.cfg.Addr); err == nil {
+		if ip := net.ParseIP(h); ip != nil && !slices.ContainsFunc(allowed, ip.Equal) {
+			allowed, names = append(allowed, ip), "localhost, 127.0.0.1, ::1 or "+h
+		}
 	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -150,8 +166,9 @@ func (s *Server) loopbackHostsOnly() echo.MiddlewareFunc {
 			if h, _, err := net.SplitHostPort(host); err == nil {
 				host = h
 			}
-			if ip := net.ParseIP(strings.Trim(host, "[]")); !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
-				return Errorf(http.StatusMisdirectedRequest, "misdirected", "this server is bound to loopback and only answers requests addressed to localhost, 127.0.0.1 or ::1, not %q", c.Request().Host)
+			ip := net.ParseIP(strings.Trim(host, "[]"))
+			if !strings.EqualFold(host, "localhost") && !slices.ContainsFunc(allowed, ip.Equal) {
+				return Errorf(http.StatusMisdirectedRequest, "misdirected", "this server is bound to loopback and only answers requests addressed to %s, not %q", names, c.Request().Host)
 			}
 			return next(c)
 		}
@@ -166,9 +183,12 @@ func (s *Server) routes() {
 
 	e.Pre(middleware.RequestID())
 	e.Use(s.recoverPanics())
-	e.Use(s.logRequests())
+	// The metrics count the status the client got, which the error handler decides: they come
+	// before the request log, which hands errors to it.
 	e.Use(s.metrics.middleware())
+	e.Use(s.logRequests())
 	e.Use(s.loopbackHostsOnly())
+	e.Use(s.readBodies())
 	// Routes marked raw in the table write as they go or compress themselves (see route.raw).
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{Skipper: func(c echo.Context) bool { return s.ruleOf(c).raw }}))
 	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{

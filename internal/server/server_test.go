@@ -262,27 +262,41 @@ func TestStopDrainsInFlightRequests(t *testing.T) {
 }
 
 // TestLoopbackServerRefusesOtherHosts: DNS rebinding lets a web page reach a loopback server as
-// same-origin under the attacker's domain; a loopback server answers only loopback names.
+// same-origin under the attacker's domain; a loopback server answers only the names the README
+// gives (localhost, 127.0.0.1, ::1) and the address it listens on, not every loopback address.
 func TestLoopbackServerRefusesOtherHosts(t *testing.T) {
 	t.Parallel()
-	b := setup(t, opts{dev: true})
-	req, err := http.NewRequest(http.MethodGet, b.url+"/api/v1/dashboard", nil)
-	require.NoError(t, err)
-	req.Host = "attacker.example:4000"
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, http.StatusMisdirectedRequest, resp.StatusCode, string(body))
-	require.Contains(t, string(body), `not \"attacker.example:4000\"`)
-	for _, host := range []string{"localhost:4000", "LOCALHOST", "127.0.0.1:4000", "[::1]:4000"} {
+	status := func(url, host string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, url+"/api/v1/dashboard", nil)
+		require.NoError(t, err)
 		req.Host = host
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusOK, resp.StatusCode, host)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
 	}
+	b := setup(t, opts{dev: true})
+	code, body := status(b.url, "attacker.example:4000")
+	require.Equal(t, http.StatusMisdirectedRequest, code, body)
+	require.Contains(t, body, `localhost, 127.0.0.1 or ::1, not \"attacker.example:4000\"`)
+	for _, host := range []string{"127.0.0.2", "127.0.0.2:4000", "127.1.2.3:4000", "[::2]:4000", "localhost.example:4000", "0.0.0.0:4000"} {
+		code, body := status(b.url, host)
+		require.Equal(t, http.StatusMisdirectedRequest, code, "%s: %s", host, body)
+	}
+	for _, host := range []string{"localhost:4000", "LOCALHOST", "127.0.0.1:4000", "127.0.0.1", "[::1]:4000", "[::1]", "[0:0:0:0:0:0:0:1]:4000"} {
+		code, body := status(b.url, host)
+		require.Equal(t, http.StatusOK, code, "%s: %s", host, body)
+	}
+
+	// A server that listens on another loopback address answers requests addressed to it.
+	other := setup(t, opts{dev: true, addr: "127.0.0.2:0"})
+	code, body = status(other.url, other.srv.Addr())
+	require.Equal(t, http.StatusOK, code, body)
+	code, body = status(other.url, "127.0.0.3:4000")
+	require.Equal(t, http.StatusMisdirectedRequest, code, body)
+	require.Contains(t, body, `localhost, 127.0.0.1, ::1 or 127.0.0.2, not`)
 }
 
 func TestSafeNextKeepsRedirectsOnThisSite(t *testing.T) {

@@ -34,6 +34,8 @@ type bundle struct {
 	prov   *trace.Provider
 	traces *trace.Service
 	log    *syncBuffer // the server's log, when opts.log was given
+	// runsLog is the run service's log, when opts.runsLog was given.
+	runsLog *syncBuffer
 }
 
 // opts says what a test's server has besides the store.
@@ -57,8 +59,12 @@ type opts struct {
 	// addr is where the server listens (default 127.0.0.1:0); baseHost, where clients connect when
 	// addr is not loopback.
 	addr, baseHost string
-	// log receives the server's log.
-	log *syncBuffer
+	// log receives the server's log; runsLog, the run service's (River's with it).
+	log, runsLog *syncBuffer
+	// dbURL is the database to serve over, instead of a fresh one.
+	dbURL string
+	// bodyTimeout is the server's BodyReadTimeout (its default when 0).
+	bodyTimeout time.Duration
 }
 
 func setup(t testing.TB, o opts) *bundle {
@@ -67,12 +73,19 @@ func setup(t testing.TB, o opts) *bundle {
 	if o.addr == "" {
 		o.addr = "127.0.0.1:0"
 	}
-	dbURL := storetest.NewURL(t)
+	dbURL := o.dbURL
+	if dbURL == "" {
+		dbURL = storetest.NewURL(t)
+	}
 	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	b := &bundle{store: store.New(pool), dbURL: dbURL, log: o.log}
+	b := &bundle{store: store.New(pool), dbURL: dbURL, log: o.log, runsLog: o.runsLog}
 	deps := Deps{Store: b.store}
+	var runsLog *slog.Logger
+	if o.runsLog != nil {
+		runsLog = slog.New(slog.NewTextHandler(o.runsLog, nil))
+	}
 	registry := func() *engine.Registry {
 		reg := engine.NewRegistry()
 		require.NoError(t, demo.Register(bridge.NewApp(reg).(*loupe.App), demo.Config{}))
@@ -95,7 +108,7 @@ func setup(t testing.TB, o opts) *bundle {
 			in = &services.Ingest{IngestToken: o.token, MaxBodyBytes: o.maxBody}
 		}
 		svcs, err := services.Start(ctx, services.Config{Pool: pool, Registry: registry(),
-			Runs: runs.Config{Workers: workers, LeaseTTL: 5 * time.Second}, Ingest: in,
+			Runs: runs.Config{Workers: workers, LeaseTTL: 5 * time.Second, Logger: runsLog}, Ingest: in,
 			Tracing: services.Tracing{NoForward: true, FlushInterval: 50 * time.Millisecond}})
 		require.NoError(t, err)
 		t.Cleanup(svcs.Stop)
@@ -105,7 +118,7 @@ func setup(t testing.TB, o opts) *bundle {
 			b.runs, b.prov, deps.Runs = svcs.Runs, svcs.Provider, svcs.Runs
 		}
 	case o.runs:
-		svc, err := runs.New(runs.Config{Workers: 2, LeaseTTL: time.Second}, b.store, registry())
+		svc, err := runs.New(runs.Config{Workers: 2, LeaseTTL: time.Second, Logger: runsLog}, b.store, registry())
 		require.NoError(t, err)
 		require.NoError(t, svc.Start(ctx))
 		t.Cleanup(svc.Stop)
@@ -117,7 +130,7 @@ func setup(t testing.TB, o opts) *bundle {
 		t.Cleanup(svc.Close)
 		b.traces, deps.Traces = svc, svc
 	}
-	cfg := Config{Addr: o.addr, Dev: o.dev, Version: "test", ShutdownTimeout: 5 * time.Second}
+	cfg := Config{Addr: o.addr, Dev: o.dev, Version: "test", ShutdownTimeout: 5 * time.Second, BodyReadTimeout: o.bodyTimeout}
 	if o.log != nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(o.log, nil))
 	}

@@ -70,6 +70,9 @@ func (s *Server) readIngestBody(c echo.Context) ([]byte, error) {
 			if errors.As(err, &mbe) {
 				return nil, tooLarge
 			}
+			if bodyErr := s.bodyErrorOf(err); bodyErr != nil {
+				return nil, bodyErr
+			}
 			return nil, Errorf(http.StatusBadRequest, "bad_request", "malformed gzip body: %v", err)
 		}
 		defer gz.Close()
@@ -90,6 +93,9 @@ func (s *Server) readIngestBody(c echo.Context) ([]byte, error) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, tooLarge
+		}
+		if bodyErr := s.bodyErrorOf(err); bodyErr != nil {
+			return nil, bodyErr
 		}
 		if errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, Errorf(http.StatusBadRequest, "bad_request", "malformed gzip body: %v", err)
@@ -152,7 +158,11 @@ func (s *Server) genkitTraceGet(c echo.Context) error {
 	if err := s.checkTelemetryToken(c, "reading traces"); err != nil {
 		return err
 	}
-	td, err := s.deps.Traces.GenkitGet(c.Request().Context(), c.Param("id"))
+	id, err := traceParam(c, "id")
+	if err != nil {
+		return err
+	}
+	td, err := s.deps.Traces.GenkitGet(c.Request().Context(), id)
 	if err != nil {
 		return traceError(err)
 	}
@@ -299,15 +309,16 @@ func parseTime(v string) (int64, error) {
 // without those payloads, each with its payload_bytes, for a client that then fetches the spans it
 // shows (apiTraceSpan). The answer is gzipped when the client accepts it (writeTraceJSON).
 func (s *Server) apiTraceGet(c echo.Context) error {
-	var (
-		tree *trace.Tree
-		err  error
-	)
+	id, err := traceParam(c, "id")
+	if err != nil {
+		return err
+	}
+	var tree *trace.Tree
 	switch f := c.QueryParam("fields"); f {
 	case "", "all":
-		tree, err = s.deps.Traces.Tree(c.Request().Context(), c.Param("id"))
+		tree, err = s.deps.Traces.Tree(c.Request().Context(), id)
 	case "skeleton":
-		tree, err = s.deps.Traces.Skeleton(c.Request().Context(), c.Param("id"))
+		tree, err = s.deps.Traces.Skeleton(c.Request().Context(), id)
 	default:
 		return Errorf(http.StatusBadRequest, "bad_request", "fields %q is not one of all, skeleton", f)
 	}
@@ -323,7 +334,11 @@ func (s *Server) apiTraceGet(c echo.Context) error {
 // apiTraceSpan is GET /api/v1/traces/{id}/spans/{span}: one span in full, payloads as stored, in
 // the shape of a tree's node without children.
 func (s *Server) apiTraceSpan(c echo.Context) error {
-	n, err := s.deps.Traces.Span(c.Request().Context(), c.Param("id"), c.Param("span"))
+	id, err := traceParam(c, "id")
+	if err != nil {
+		return err
+	}
+	n, err := s.deps.Traces.Span(c.Request().Context(), id, c.Param("span"))
 	if err != nil {
 		return traceError(err)
 	}
@@ -337,9 +352,13 @@ func (s *Server) apiTraceSpan(c echo.Context) error {
 
 // apiTraceTurns is GET /api/v1/traces/{id}/turns: the per-turn summary.
 func (s *Server) apiTraceTurns(c echo.Context) error {
-	turns, err := s.deps.Traces.Turns(c.Request().Context(), c.Param("id"))
+	id, err := traceParam(c, "id")
+	if err != nil {
+		return err
+	}
+	turns, err := s.deps.Traces.Turns(c.Request().Context(), id)
 	if err != nil {
 		return traceError(err)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"trace_id": strings.ToLower(c.Param("id")), "turns": turns})
+	return c.JSON(http.StatusOK, map[string]any{"trace_id": id, "turns": turns})
 }

@@ -135,37 +135,71 @@ func TestOutageReasonComesFromTheMonitor(t *testing.T) {
 	requireDatabaseUnavailable(t, resp, body, reason)
 }
 
-// TestConnectionErrorsAreTold: the errors that say the database is out of reach, as opposed to a
-// statement that failed, wrapped as the store wraps them.
-func TestConnectionErrorsAreTold(t *testing.T) {
+// TestClassifyTellsOutagesFromFailedStatements: the errors that say the database cannot serve
+// now (out of reach, SQLSTATE classes 08 and 57; short of a resource, class 53), as opposed to a
+// statement that failed, wrapped as the store wraps them; and what each class 53 code is short of.
+func TestClassifyTellsOutagesFromFailedStatements(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, connectErr := pgx.Connect(ctx, closedPortURL(t))
 	require.Error(t, connectErr)
 	wrap := func(err error) error { return fmt.Errorf("list runs: %w", err) }
+	pg := func(code string) error { return wrap(&pgconn.PgError{Code: code, Message: "m"}) }
 	for _, tc := range []struct {
-		name       string
-		err        error
-		connection bool
-		maybe      bool
+		name  string
+		err   error
+		kind  outageKind
+		short string
+		maybe bool
 	}{
-		{"connect refused", wrap(connectErr), true, true},
-		{"connection failure 08006", wrap(&pgconn.PgError{Code: "08006"}), true, false},
-		{"admin shutdown 57P01", wrap(&pgconn.PgError{Code: "57P01"}), true, false},
-		{"crash shutdown 57P02", wrap(&pgconn.PgError{Code: "57P02"}), true, false},
-		{"cannot connect now 57P03", wrap(&pgconn.PgError{Code: "57P03"}), true, false},
-		{"connection closed", wrap(pgconn.ErrConnClosed), true, false},
-		{"unique violation", wrap(&pgconn.PgError{Code: "23505"}), false, false},
-		{"undefined table", wrap(&pgconn.PgError{Code: "42P01"}), false, false},
-		{"statement timeout", wrap(&pgconn.PgError{Code: "57014"}), false, false},
-		{"deadline", wrap(context.DeadlineExceeded), false, true},
-		{"network error", wrap(&net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}), false, true},
-		{"not found", wrap(store.ErrNotFound), false, false},
-		{"anything else", errors.New("boom"), false, false},
+		{"connect refused", wrap(connectErr), unreachable, "", true},
+		{"connection exception 08000", pg("08000"), unreachable, "", false},
+		{"connection does not exist 08003", pg("08003"), unreachable, "", false},
+		{"connection failure 08006", pg("08006"), unreachable, "", false},
+		{"protocol violation 08P01", pg("08P01"), unreachable, "", false},
+		{"operator intervention 57000", pg("57000"), unreachable, "", false},
+		{"admin shutdown 57P01", pg("57P01"), unreachable, "", false},
+		{"crash shutdown 57P02", pg("57P02"), unreachable, "", false},
+		{"cannot connect now 57P03", pg("57P03"), unreachable, "", false},
+		{"database dropped 57P04", pg("57P04"), unreachable, "", false},
+		{"idle session timeout 57P05", pg("57P05"), unreachable, "", false},
+		{"statement timeout or cancel 57014", pg("57014"), notAnOutage, "", false},
+		{"insufficient resources 53000", pg("53000"), shortOf, "insufficient resources", false},
+		{"disk full 53100", pg("53100"), shortOf, "no space left on device", false},
+		{"out of memory 53200", pg("53200"), shortOf, "out of memory", false},
+		{"too many connections 53300", pg("53300"), shortOf, "too many connections", false},
+		{"configuration limit exceeded 53400", pg("53400"), shortOf, "a configuration limit reached", false},
+		{"connection closed", wrap(pgconn.ErrConnClosed), unreachable, "", false},
+		{"unique violation", pg("23505"), notAnOutage, "", false},
+		{"undefined table", pg("42P01"), notAnOutage, "", false},
+		{"serialization failure", pg("40001"), notAnOutage, "", false},
+		{"program limit exceeded", pg("54000"), notAnOutage, "", false},
+		{"I/O error 58030", pg("58030"), notAnOutage, "", false},
+		{"no code", pg(""), notAnOutage, "", false},
+		{"deadline", wrap(context.DeadlineExceeded), notAnOutage, "", true},
+		{"network error", wrap(&net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}), notAnOutage, "", true},
+		{"not found", wrap(store.ErrNotFound), notAnOutage, "", false},
+		{"anything else", errors.New("boom"), notAnOutage, "", false},
 	} {
-		require.Equal(t, tc.connection, isConnectionError(tc.err), tc.name)
+		kind, short := classify(tc.err)
+		require.Equal(t, tc.kind, kind, tc.name)
+		require.Equal(t, tc.short, short, tc.name)
 		require.Equal(t, tc.maybe, mayBeConnectionError(tc.err), tc.name)
+	}
+}
+
+// TestShortOfAResourceIs503: a statement that fails for want of disk space, memory or
+// connections is a 503 database_unavailable naming what is short and since when, never a 500.
+func TestShortOfAResourceIs503(t *testing.T) {
+	t.Parallel()
+	srv := setupGoneServer(t)
+	for code, short := range map[string]string{"53100": "no space left on device", "53200": "out of memory", "53300": "too many connections"} {
+		err := fmt.Errorf("start run: %w", &pgconn.PgError{Code: code, Message: "could not extend file"})
+		e := srv.toError(context.Background(), err)
+		require.Equal(t, http.StatusServiceUnavailable, e.Status, code)
+		require.Equal(t, codeDatabaseUnavailable, e.Code, code)
+		require.Regexp(t, `^the database is unavailable \(`+short+` since \d{4}-\d\d-\d\dT[0-9:]+Z\); retry in a few seconds$`, e.Message, code)
 	}
 }
 

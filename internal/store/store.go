@@ -84,3 +84,22 @@ func notFound(err error) error {
 func NewID() uuid.UUID {
 	return uuid.Must(uuid.NewV7())
 }
+
+// WriteProbe checks that the database can write what needs new room: it creates a temporary table
+// and writes a row into it, which takes a new file and its first page (what a full disk refuses,
+// SQLSTATE 53100, while reads and pings still succeed), and rolls it all back. It leaves dead
+// catalog rows behind: it is for checking whether a shortage is over, not for every probe.
+func (s *Store) WriteProbe(ctx context.Context) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("write probe: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `CREATE TEMPORARY TABLE loupe_write_probe (b bytea) ON COMMIT DROP`); err != nil {
+		return fmt.Errorf("write probe: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO loupe_write_probe VALUES ('\x00')`); err != nil {
+		return fmt.Errorf("write probe: %w", err)
+	}
+	return nil
+}
