@@ -56,3 +56,16 @@ func TestSchemaOfATypeThatContainsItself(t *testing.T) {
 	require.NoError(t, err, "a flow may return a generate's response")
 	require.True(t, ok)
 }
+
+// TestATypeNoSchemaDescribesPanicsNamingTheTool: a tool whose input type JSON cannot describe
+// panics at definition with an error that names the tool and the type.
+func TestATypeNoSchemaDescribesPanicsNamingTheTool(t *testing.T) {
+	t.Parallel()
+	type bad struct {
+		C chan int `json:"c"`
+	}
+	require.PanicsWithError(t, `INVALID_ARGUMENT: tool "watch": input type ai_test.bad: no JSON schema can describe it: `+
+		`unsupported type chan int`, func() {
+		ai.NewTool("watch", "d", func(tc *ai.ToolContext, in bad) (string, error) { return "", nil })
+	})
+}

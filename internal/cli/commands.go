@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,10 +44,24 @@ func newRootCommand(p *Program) *cobra.Command {
 	}
 	root.AddCommand(newServeCommand(cfg), newMigrateCommand(cfg), newDBCommand(cfg), newUserCommand(cfg),
 		newWorkerCommand(cfg), newRunCommand(cfg), newInterruptsCommand(cfg), newVersionCommand())
-	root.AddCommand(newReplayCommand(cfg)) // replay.go
-	root.AddCommand(newRunsCommand(cfg))   // runs.go
-	root.AddCommand(newStartCommand(cfg))  // start.go
+	root.AddCommand(newReplayCommand(cfg))  // replay.go
+	root.AddCommand(newRunsCommand(cfg))    // runs.go
+	root.AddCommand(newStartCommand(cfg))   // start.go
+	root.AddCommand(newActionsCommand(cfg)) // actions.go
+	if name := p.name(); name != "devui" {
+		nameCommands(root, name)
+	}
 	return root
+}
+
+// nameCommands writes the program's own name where the commands' help says devui, so that a
+// program built on package devui tells its users to run its commands, not devui's.
+func nameCommands(cmd *cobra.Command, name string) {
+	cmd.Long = strings.ReplaceAll(cmd.Long, "devui ", name+" ")
+	cmd.Short = strings.ReplaceAll(cmd.Short, "devui ", name+" ")
+	for _, c := range cmd.Commands() {
+		nameCommands(c, name)
+	}
 }
 
 // groupCommand is a command that only holds subcommands: run bare, it prints its help; given an

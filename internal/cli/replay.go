@@ -21,6 +21,7 @@ const exitDiverged = 4
 
 // replayOptions are devui replay's flags.
 type replayOptions struct {
+	program          string // the program's name, for the hints it prints
 	mode, tools      string
 	turn             int
 	wait, apply      bool
@@ -70,6 +71,7 @@ and with 1 when there was no run to replay or one could not be replayed.`,
 			case len(args) == 0 && o.action == "":
 				return errors.New("give a run id to replay, or --action to replay every recent run of an action")
 			}
+			o.program = cfg.program.name()
 			return withReplayService(cmd, cfg, o, func(svc *runs.Service, st *store.Store) error {
 				if o.action != "" {
 					return bulkReplay(cmd.Context(), svc, st, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -156,7 +158,7 @@ func replayOne(ctx context.Context, svc *runs.Service, st *store.Store, o *repla
 		return nil
 	}
 	fmt.Fprintf(info, "%s %s of run %s queued\n", o.mode, run.ID, id)
-	ferr := follow(ctx, st, run, out, info)
+	ferr := follow(ctx, o.program, st, run, out, info)
 	d, err := compareWithOriginal(ctx, st, id, run.ID)
 	if err != nil {
 		return err

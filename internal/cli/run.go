@@ -42,7 +42,8 @@ With --wait this process also executes runs, streams the run's output as it come
 			case len(args) == 2:
 				return fmt.Errorf("run takes the action only; pass its input with --input %q", args[1])
 			case len(args) != 1:
-				return fmt.Errorf("run takes one action, as in: devui run travelAgent --input '{\"destination\":\"Lisbon\"}'")
+				return fmt.Errorf("run takes one action, as in: %s run travelAgent --input '{\"destination\":\"Lisbon\"}' (%s actions lists them)",
+					cfg.program.name(), cfg.program.name())
 			}
 			return nil
 		},
@@ -51,7 +52,7 @@ With --wait this process also executes runs, streams the run's output as it come
 				eng.workers = 0
 			}
 			return withExecutor(cmd, cfg, eng, func(svc *runs.Service, st *store.Store) error {
-				return startAndFollow(cmd, svc, st, args[0], input, wait)
+				return startAndFollow(cmd, cfg.program.name(), svc, st, args[0], input, wait)
 			})
 		},
 	}
@@ -62,9 +63,13 @@ With --wait this process also executes runs, streams the run's output as it come
 }
 
 // startAndFollow starts a run and, with wait, follows it to the end.
-func startAndFollow(cmd *cobra.Command, svc *runs.Service, st *store.Store, action, input string, wait bool) error {
+func startAndFollow(cmd *cobra.Command, program string, svc *runs.Service, st *store.Store, action, input string, wait bool) error {
 	ctx := cmd.Context()
 	run, err := svc.StartRun(ctx, runs.StartParams{Action: action, Input: json.RawMessage(input), CreatedBy: cliActor()})
+	var unknown *runs.UnknownActionError
+	if errors.As(err, &unknown) {
+		return fmt.Errorf("%w: run %q to list this program's actions", err, program+" actions")
+	}
 	if err != nil {
 		return err
 	}
@@ -74,12 +79,13 @@ func startAndFollow(cmd *cobra.Command, svc *runs.Service, st *store.Store, acti
 		return nil
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "run %s (%s) queued\n", run.ID, run.Action)
-	return follow(ctx, st, run, out, cmd.ErrOrStderr())
+	return follow(ctx, program, st, run, out, cmd.ErrOrStderr())
 }
 
 // follow prints a run's streamed text and status changes until it settles.
-func follow(ctx context.Context, st *store.Store, run *store.Run, out, info io.Writer) error {
+func follow(ctx context.Context, program string, st *store.Store, run *store.Run, out, info io.Writer) error {
 	var after int64
+	printer := &chunkPrinter{w: out}
 	status := run.Status
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -90,7 +96,7 @@ func follow(ctx context.Context, st *store.Store, run *store.Run, out, info io.W
 		}
 		for _, c := range chunks {
 			after = c.Seq
-			printChunk(out, c)
+			printer.print(c)
 		}
 		cur, err := st.RunGet(ctx, run.ID)
 		if err != nil {
@@ -98,11 +104,13 @@ func follow(ctx context.Context, st *store.Store, run *store.Run, out, info io.W
 		}
 		if cur.Status != status {
 			status = cur.Status
-			fmt.Fprintf(info, "\n[%s] turns=%d tokens=%d/%d\n", status, cur.Turns, cur.InputTokens, cur.OutputTokens)
+			printer.endLine()
+			fmt.Fprintf(info, "[%s] turns=%d tokens=%d/%d\n", status, cur.Turns, cur.InputTokens, cur.OutputTokens)
 		}
 		switch status {
 		case store.RunSucceeded:
-			fmt.Fprintf(out, "\noutput: %s\n", cur.Output)
+			printer.endLine()
+			fmt.Fprintf(out, "output: %s\n", cur.Output)
 			return nil
 		case store.RunInterrupted:
 			list, err := st.InterruptListByRun(ctx, run.ID)
@@ -111,7 +119,7 @@ func follow(ctx context.Context, st *store.Store, run *store.Run, out, info io.W
 			}
 			for _, i := range list {
 				if i.Status == store.InterruptPending {
-					fmt.Fprintf(info, "waiting for a reviewer: interrupt %s, tool %s, %s\n  resolve with: devui interrupts resolve %s --approve\n", i.ID, i.Tool, i.Metadata, i.ID)
+					fmt.Fprintf(info, "waiting for a reviewer: interrupt %s, tool %s, %s\n  resolve with: %s interrupts resolve %s --approve\n", i.ID, i.Tool, i.Metadata, program, i.ID)
 				}
 			}
 			return &exitError{code: 3, msg: "run " + run.ID.String() + " is waiting for a reviewer"}
@@ -126,19 +134,45 @@ func follow(ctx context.Context, st *store.Store, run *store.Run, out, info io.W
 	}
 }
 
-// printChunk prints the text of a streamed chunk, or the chunk itself when it has no text.
-func printChunk(w io.Writer, c *store.RunChunk) {
-	var parts []struct {
-		Text string `json:"text"`
-	}
-	if c.Role != "flow" && json.Unmarshal(c.Content, &parts) == nil {
-		for _, p := range parts {
-			fmt.Fprint(w, p.Text)
+// chunkPrinter prints a run's stream: the model's text as it comes, inline, and each chunk a flow
+// sent itself on a line of its own. A flow that relays its generate's chunks (ai.WithStreaming
+// with its own callback) sends what the generate's text already printed: those are not printed
+// twice.
+type chunkPrinter struct {
+	w      io.Writer
+	inline bool // a line of model text is open
+}
+
+func (p *chunkPrinter) print(c *store.RunChunk) {
+	if c.Role != "flow" {
+		var parts []struct {
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(c.Content, &parts) == nil {
+			for _, part := range parts {
+				if part.Text != "" {
+					fmt.Fprint(p.w, part.Text)
+					p.inline = true
+				}
+			}
 		}
 		return
 	}
-	if c.Role == "flow" {
-		fmt.Fprintln(w, string(c.Content))
+	var relayed struct {
+		Content []json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(c.Content, &relayed) == nil && relayed.Content != nil {
+		return
+	}
+	p.endLine()
+	fmt.Fprintln(p.w, string(c.Content))
+}
+
+// endLine ends an open line of model text.
+func (p *chunkPrinter) endLine() {
+	if p.inline {
+		fmt.Fprintln(p.w)
+		p.inline = false
 	}
 }
 

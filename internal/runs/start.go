@@ -72,6 +72,17 @@ func (s *Service) enqueue(ctx context.Context, tx *store.Store, run *store.Run) 
 	return nil
 }
 
+// UnknownActionError is a run of an action that neither this program nor any announced in the
+// catalogue has.
+type UnknownActionError struct {
+	Action string
+}
+
+func (e *UnknownActionError) Error() string { return fmt.Sprintf("action %q is not registered", e.Action) }
+
+// Unwrap makes errors.Is(err, ErrInvalid) hold.
+func (e *UnknownActionError) Unwrap() error { return ErrInvalid }
+
 // resolveAction accepts a registry key or a bare flow name, of an action this program has or one
 // that a program announced in the catalogue (the run waits when none is live), and returns its
 // description.
@@ -84,7 +95,7 @@ func (s *Service) resolveAction(ctx context.Context, action string) (string, *en
 		return "", nil, err
 	}
 	if !found {
-		return "", nil, fmt.Errorf("action %q is not registered (see GET /api/v1/actions): %w", action, ErrInvalid)
+		return "", nil, &UnknownActionError{Action: action}
 	}
 	return d.Key, d, nil
 }

@@ -62,6 +62,7 @@ func unstorableJSON(err error) error {
 func runsError(err error) error {
 	var ve *runs.ValidationError
 	var ce *runs.ConflictError
+	var unknown *runs.UnknownActionError
 	switch {
 	case errors.As(err, &ve):
 		return &Error{Status: http.StatusUnprocessableEntity, Code: "invalid", Message: ve.Error(),
@@ -77,6 +78,9 @@ func runsError(err error) error {
 		return &Error{Status: http.StatusConflict, Code: "conflict", Message: ce.Error(), Details: d}
 	case errors.Is(err, runs.ErrConflict):
 		return &Error{Status: http.StatusConflict, Code: "conflict", Message: err.Error()}
+	case errors.As(err, &unknown):
+		return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: err.Error() + " (GET /api/v1/actions lists the actions)",
+			Details: map[string]any{"field": "action"}}
 	case errors.Is(err, runs.ErrInvalid):
 		return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: err.Error()}
 	case errors.Is(err, store.ErrNotFound):
