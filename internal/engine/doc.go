@@ -1,7 +1,9 @@
 // Package engine is Loupe's agentic engine: a Go implementation of Genkit's generate loop and its
-// tool, interrupt and resume mechanism, with Genkit-compatible JSON shapes and spans. It has no SQL
-// and no HTTP, and it uses only the OpenTelemetry API; the TracerProvider is injected with
-// WithTracerProvider.
+// tool, interrupt and resume mechanism, with Genkit-compatible JSON shapes and spans. It works on
+// the public vocabulary of package ai (messages, parts, tools, options, errors; ai.go names them
+// here) and adds what only Loupe's own packages use: the registry, hooks, context options and the
+// durable flow's journal (durable.go). It has no SQL and no HTTP, and it uses only the
+// OpenTelemetry API; the TracerProvider is injected with WithTracerProvider.
 //
 // # API
 //
@@ -10,8 +12,8 @@
 //     by key with raw JSON input; LookupTool resolves a short name through Genkit's prefixes;
 //     ToolSchemas, ValidateToolInput and ValidateToolOutput check reviewer payloads, with errors
 //     that name each failing field (*ValidationError).
-//   - DefineTool, NewTool, DefineMultipartTool and DefineInterrupt make typed tools whose JSON
-//     schemas are derived from Go types (or given) and compiled once, at definition.
+//   - DefineTool, DefineMultipartTool and DefineInterrupt register the typed tools of package ai,
+//     whose JSON schemas are derived from Go types (or given) and compiled once, at definition.
 //     A non-multipart tool is also reachable as /tool.v2/<name> (its run by key returns
 //     {"output": …}), as Genkit registers both forms.
 //   - DefineModel registers a ModelFunc; subpackages scripted and openai provide models.
