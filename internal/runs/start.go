@@ -78,7 +78,9 @@ type UnknownActionError struct {
 	Action string
 }
 
-func (e *UnknownActionError) Error() string { return fmt.Sprintf("action %q is not registered", e.Action) }
+func (e *UnknownActionError) Error() string {
+	return fmt.Sprintf("action %q is not registered", e.Action)
+}
 
 // Unwrap makes errors.Is(err, ErrInvalid) hold.
 func (e *UnknownActionError) Unwrap() error { return ErrInvalid }
