@@ -212,7 +212,10 @@ func newToolDef[In, Out any](name, description string, opts []ToolOption) *ToolD
 	if err != nil {
 		panic(NewError(StatusInvalidArgument, "tool %q: input type %s: %w", name, reflect.TypeFor[In](), err))
 	}
-	out, err := schemaOr[Out](c.outputSchema)
+	var out *Schema
+	if _, none := c.outputSchema.(noSchema); !none {
+		out, err = schemaOr[Out](c.outputSchema)
+	}
 	if err != nil {
 		panic(NewError(StatusInvalidArgument, "tool %q: output type %s: %w", name, reflect.TypeFor[Out](), err))
 	}
@@ -229,9 +232,6 @@ func newToolDef[In, Out any](name, description string, opts []ToolOption) *ToolD
 // unconstrained T. A type the derivation cannot handle (a channel, a function) is an error, not a
 // panic.
 func schemaOr[T any](given any) (s *Schema, err error) {
-	if _, none := given.(noSchema); none {
-		return nil, nil
-	}
 	if given != nil {
 		return NewSchema(given)
 	}

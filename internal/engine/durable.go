@@ -44,10 +44,10 @@ type OpError struct {
 
 // Journal stores a durable flow's ops; a runner implements it for one execution.
 type Journal interface {
-	// Op is called as the flow begins op number seq. It returns the op's recorded result when an
-	// earlier execution finished it (the op then does not run), nil when it is to run, or a
-	// *NonDeterminismError when the recording holds another op at seq.
-	Op(ctx context.Context, seq int, kind OpKind, name string) (*OpResult, error)
+	// Op is called as the flow begins op number seq. It returns the op's recorded result and true
+	// when an earlier execution finished it (the op then does not run), false when it is to run,
+	// or a *NonDeterminismError when the recording holds another op at seq.
+	Op(ctx context.Context, seq int, kind OpKind, name string) (*OpResult, bool, error)
 	// Finish journals the result of op seq, which ran in this execution. It is not called for an
 	// op that was interrupted, nor for a Generate call that failed (a re-execution runs it again).
 	Finish(ctx context.Context, seq int, kind OpKind, name string, res *OpResult) error
@@ -115,9 +115,12 @@ func (d *durableRun) begin(ctx context.Context, kind OpKind, name string) (int, 
 	d.seq++
 	d.inFlight = describeOp(kind, name)
 	d.mu.Unlock()
-	rec, err := d.journal.Op(ctx, seq, kind, name)
-	if err != nil || rec != nil {
+	rec, done, err := d.journal.Op(ctx, seq, kind, name)
+	if err != nil || done {
 		d.end()
+	}
+	if !done {
+		rec = nil
 	}
 	return seq, rec, err
 }

@@ -38,30 +38,31 @@ func bySeq(steps []*store.RunStep) map[int]*store.RunStep {
 }
 
 // Op implements engine.Journal.
-func (j *journal) Op(ctx context.Context, seq int, kind engine.OpKind, name string) (*engine.OpResult, error) {
+func (j *journal) Op(ctx context.Context, seq int, kind engine.OpKind, name string) (*engine.OpResult, bool, error) {
 	if row := j.own[seq]; row != nil {
 		if err := matches(seq, kind, name, row); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return opResult(row)
+		res, err := opResult(row)
+		return res, err == nil, err
 	}
 	row := j.source[seq]
 	if row == nil {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err := matches(seq, kind, name, row); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if kind != engine.OpStep {
-		return nil, nil // an exact replay runs its generate calls, against the recording
+		return nil, false, nil // an exact replay runs its generate calls, against the recording
 	}
 	res, err := opResult(row)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// Journaled as the replay's own, so that a resume of the replay serves it too.
 	j.rec.journal(store.RunStep{Seq: seq, Kind: row.Kind, Name: row.Name, Output: row.Output, Error: row.Error})
-	return res, nil
+	return res, true, nil
 }
 
 // Finish implements engine.Journal.
