@@ -155,6 +155,9 @@ func (s *Service) executeOnce(jobCtx context.Context, run *store.Run, l *lease) 
 		if state, err = s.store.RunExecutionState(ctx, run.ID); err != nil {
 			return err
 		}
+		if err := s.endOrphanedSpans(ctx, run, time.Now()); err != nil {
+			return err
+		}
 	}
 	// The history goes to the Generate call the run stopped in, its own messages only; the calls
 	// of the flow before it run again and replay from the ledgers.

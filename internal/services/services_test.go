@@ -3,21 +3,87 @@ package services_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/engine/scripted"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/services"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/internal/store/storetest"
 )
 
+// TestMain doubles as a worker process: with LOUPE_SERVICES_WORKER_DB set, the test binary runs
+// a worker's services over that database, whose tool blocks once it has started (after writing
+// the marker file LOUPE_SERVICES_MARKER), until the process is killed.
 func TestMain(m *testing.M) {
+	if dsn := os.Getenv("LOUPE_SERVICES_WORKER_DB"); dsn != "" {
+		if err := workerProcess(dsn, os.Getenv("LOUPE_SERVICES_MARKER")); err != nil {
+			fmt.Fprintln(os.Stderr, "worker process:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m, storetest.LeakOptions()...)
+}
+
+// orderRegistry has /flow/order, whose tool fetch calls block (and write marker) when block is
+// set, and answer at once otherwise.
+func orderRegistry(block bool, marker string) *engine.Registry {
+	reg := engine.NewRegistry()
+	scripted.DefineFunc(reg, "order/model", func(req *engine.ModelRequest) (scripted.Turn, error) {
+		if scripted.ModelTurns(req.Messages) == 0 {
+			return scripted.Reply(scripted.ToolCall("fetch", "f1", map[string]any{})), nil
+		}
+		return scripted.Text("fetched"), nil
+	})
+	fetch := engine.DefineTool(reg, "fetch", "Fetches.", func(tc *engine.ToolContext, _ struct{}) (string, error) {
+		if block {
+			_ = os.WriteFile(marker, nil, 0o644)
+			<-tc.Done()
+			return "", tc.Err()
+		}
+		return "ok", nil
+	})
+	engine.DefineFlow(reg, "order", func(ctx context.Context, _ struct{}) (string, error) {
+		resp, err := engine.Generate(ctx, reg, engine.WithModelName("order/model"), engine.WithPrompt("go"), engine.WithTools(fetch))
+		if err != nil {
+			return "", err
+		}
+		return resp.Text(), nil
+	})
+	return reg
+}
+
+func workerProcess(dsn, marker string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	svcs, err := services.Start(ctx, services.Config{Pool: pool, Registry: orderRegistry(true, marker),
+		Runs:    runs.Config{Workers: 1, LeaseTTL: time.Second, Program: "orders"},
+		Tracing: services.Tracing{NoForward: true, FlushInterval: 20 * time.Millisecond}})
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	svcs.Stop()
+	return nil
 }
 
 // TestServicesRunAFlowDurablyTraceItAndStopInOrder wires a serving process's services over a
@@ -73,4 +139,77 @@ func TestAWorkerHasNoTraceService(t *testing.T) {
 func TestStartNeedsAPoolAndARegistry(t *testing.T) {
 	_, err := services.Start(context.Background(), services.Config{})
 	require.ErrorContains(t, err, "Pool and Registry are required")
+}
+
+// TestSpansOfAKilledWorkerEndAtTheTakeover: a worker process is SIGKILLed while its tool runs,
+// with the run's spans stored as running; the execution that takes the run over ends them (an
+// error status that says why, the takeover's time), so that once the run has succeeded no span of
+// it is left running.
+func TestSpansOfAKilledWorkerEndAtTheTakeover(t *testing.T) {
+	ctx := context.Background()
+	dsn := storetest.NewURL(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	st := store.New(pool)
+	starter, err := runs.New(runs.Config{Workers: 0, Program: "orders"}, st, orderRegistry(false, ""))
+	require.NoError(t, err)
+	run, err := starter.StartRun(ctx, runs.StartParams{Action: "order", Input: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+
+	marker := filepath.Join(t.TempDir(), "tool")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "LOUPE_SERVICES_WORKER_DB="+dsn, "LOUPE_SERVICES_MARKER="+marker)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(marker)
+		if err != nil {
+			return false
+		}
+		spans, err := st.SpansRunningByRun(ctx, run.ID)
+		require.NoError(t, err)
+		for _, sp := range spans {
+			if sp.Name == "fetch" {
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 20*time.Millisecond, "the tool runs and its span is stored as running")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+	killed := time.Now()
+
+	svcs, err := services.Start(ctx, services.Config{Pool: pool, Registry: orderRegistry(false, ""),
+		Runs:    runs.Config{Workers: 1, LeaseTTL: time.Second, Program: "orders"},
+		Tracing: services.Tracing{NoForward: true, FlushInterval: 20 * time.Millisecond}})
+	require.NoError(t, err)
+	defer svcs.Stop()
+	require.Eventually(t, func() bool {
+		r, err := st.RunGet(ctx, run.ID)
+		require.NoError(t, err)
+		return r.Status == store.RunSucceeded
+	}, 60*time.Second, 20*time.Millisecond, "the run was taken over and succeeded")
+	require.Eventually(t, func() bool {
+		spans, err := st.SpansRunningByRun(ctx, run.ID)
+		require.NoError(t, err)
+		return len(spans) == 0
+	}, 30*time.Second, 20*time.Millisecond, "no span of the run is left running")
+
+	var ended []store.Span
+	rows, err := pool.Query(ctx, `SELECT span_id, end_time_unix_nano, status_code, status_message, attributes::text
+		FROM spans WHERE run_id = $1 AND name = 'fetch' AND attributes::jsonb ? 'loupe.span.ended_by_takeover'`, run.ID)
+	require.NoError(t, err)
+	for rows.Next() {
+		var sp store.Span
+		var attrs string
+		require.NoError(t, rows.Scan(&sp.SpanID, &sp.EndTime, &sp.StatusCode, &sp.StatusMessage, &attrs))
+		ended = append(ended, sp)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, ended, 1, "the killed execution's tool span was ended by the takeover")
+	require.Equal(t, store.StatusError, ended[0].StatusCode)
+	require.Contains(t, ended[0].StatusMessage, "its process stopped before the span ended")
+	require.GreaterOrEqual(t, ended[0].EndTime, killed.UnixNano(), "it ends when the run was taken over, after the kill")
 }

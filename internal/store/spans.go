@@ -376,3 +376,16 @@ func (s *Store) SpanTurnFactsByTrace(ctx context.Context, traceID string) ([]Spa
 	})
 	return facts, nil
 }
+
+// SpansRunningByRun returns the run's spans that are stored as running (their end not recorded).
+func (s *Store) SpansRunningByRun(ctx context.Context, runID uuid.UUID) ([]Span, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+spanReadColumns+` FROM spans WHERE run_id = $1 AND end_time_unix_nano = 0`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("running spans of run %s: %w", runID, err)
+	}
+	spans, err := appendSpansRaw(nil, rows)
+	if err != nil {
+		return nil, fmt.Errorf("running spans of run %s: %w", runID, err)
+	}
+	return spans, nil
+}
