@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe/internal/runs"
@@ -269,4 +270,48 @@ func TestQueuedRunWhoseWorkerDiedAfterFetchIsPickedUp(t *testing.T) {
 	b.newService(t, 1)
 	b.wait(t, run.ID, store.RunSucceeded)
 	require.Equal(t, map[string]int{"e1": 1}, b.effects(t, run.ID))
+}
+
+// TestJobsOfAKilledWorkerLeaveRunning: River never rescues a run job (they have no timeout), so
+// the job a SIGKILLed worker held stayed `running` forever, its attempted_by a dead client. The
+// recovery sweep finalizes it, as cancelled with an error that says why, within twice the lease
+// TTL and a sweep of its last attempt; the run itself was taken over and succeeded.
+func TestJobsOfAKilledWorkerLeaveRunning(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 0)
+	ctx := context.Background()
+	run := b.start(t, "pair")
+	proc := b.startWorkerProcess(t, "tool")
+	kill(t, proc)
+
+	b.newService(t, 1)
+	b.wait(t, run.ID, store.RunSucceeded)
+	type job struct {
+		State, AttemptedBy string
+		Errors             []string
+	}
+	jobs := func() []job {
+		rows, err := b.pool.Query(ctx, `SELECT state::text, coalesce(attempted_by[array_length(attempted_by, 1)], ''),
+			coalesce(errors::text[], '{}') FROM river_job WHERE kind = 'loupe.run' AND args->>'run_id' = $1 ORDER BY id`, run.ID.String())
+		require.NoError(t, err)
+		out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[job])
+		require.NoError(t, err)
+		return out
+	}
+	require.Eventually(t, func() bool {
+		for _, j := range jobs() {
+			if j.State == "running" {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "a job of the run is left running")
+	var cancelled int
+	for _, j := range jobs() {
+		if j.State == "cancelled" {
+			cancelled++
+			require.Contains(t, j.Errors[len(j.Errors)-1], "abandoned: the worker that ran this job stopped")
+		}
+	}
+	require.Equal(t, 1, cancelled, "the dead worker's job, and only it: %v", jobs())
 }

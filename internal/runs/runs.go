@@ -105,6 +105,9 @@ func New(cfg Config, st *store.Store, reg *engine.Registry) (*Service, error) {
 		active: map[uuid.UUID]context.CancelFunc{},
 	}
 	rcfg := &river.Config{
+		// The client's id is the lease owner: a job's attempted_by then names the process whose
+		// lease its run must be under (store.JobCancelAbandoned).
+		ID:                   s.owner,
 		Logger:               cfg.Logger.With("component", "river"),
 		JobTimeout:           -1, // runs last as long as their model calls; cancellation goes through the lease
 		RescueStuckJobsAfter: 2 * cfg.LeaseTTL,

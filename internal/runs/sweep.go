@@ -35,6 +35,13 @@ func (s *Service) sweep() {
 		s.log.Warn("recovery sweep", "err", err)
 		return
 	}
+	// The jobs the dead workers held stay `running` in River's table (River does not rescue a job
+	// without a timeout): finalize them, once they are older than the rescue horizon.
+	if n, err := s.store.JobCancelAbandoned(ctx, 2*s.cfg.LeaseTTL); err != nil {
+		s.log.Warn("recovery sweep: abandoned jobs", "err", err)
+	} else if n > 0 {
+		s.log.Info("finalized the jobs of workers that died", "jobs", n)
+	}
 	for _, id := range ids {
 		err := s.store.WithTx(ctx, func(tx *store.Store) error {
 			waiting, err := tx.RunJobWaiting(ctx, id)
