@@ -48,11 +48,12 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// devuiProcess is `devui serve --dev` running on the embedded cluster in its own data dir.
+// devuiProcess is the devui binary running one command, here `devui serve --dev` on the embedded
+// cluster in its own data dir.
 type devuiProcess struct {
 	bin     string
 	cmd     *exec.Cmd
-	url     string
+	url     string // for serve
 	dataDir string
 	log     *syncBuffer
 	exited  chan struct{}
@@ -61,15 +62,35 @@ type devuiProcess struct {
 
 func startDevui(t *testing.T) *devuiProcess {
 	t.Helper()
-	bin := buildDevui(t)
-	// The server's account (postgres, when tests run as root) must reach the data dir.
+	return serveDevui(t, buildDevui(t), newDataDir(t))
+}
+
+// newDataDir is a fresh data dir that the server's account (postgres, when tests run as root) can
+// reach.
+func newDataDir(t *testing.T) string {
+	t.Helper()
 	dataDir, err := os.MkdirTemp("", "loupe-devui-")
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(dataDir, 0o755))
 	t.Cleanup(func() { os.RemoveAll(dataDir) })
+	return dataDir
+}
+
+// serveDevui runs `devui serve --dev` on a free loopback port, with args after those.
+func serveDevui(t *testing.T, bin, dataDir string, args ...string) *devuiProcess {
+	t.Helper()
 	addr := freePort(t)
-	p := &devuiProcess{bin: bin, url: "http://" + addr, dataDir: dataDir, log: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, "serve", "--dev", "--addr", addr, "--data-dir", dataDir)
+	p := runDevui(t, bin, dataDir, append([]string{"serve", "--dev", "--addr", addr}, args...)...)
+	p.url = "http://" + addr
+	return p
+}
+
+// runDevui runs the devui binary bin with args and --data-dir dataDir, with none of the test's
+// own DATABASE_URL or LOUPE_ settings. A process still running when the test ends is killed.
+func runDevui(t *testing.T, bin, dataDir string, args ...string) *devuiProcess {
+	t.Helper()
+	p := &devuiProcess{bin: bin, dataDir: dataDir, log: &syncBuffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(bin, append(args, "--data-dir", dataDir)...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "LOUPE_") {
 			p.cmd.Env = append(p.cmd.Env, kv)
@@ -89,10 +110,45 @@ func startDevui(t *testing.T) *devuiProcess {
 			<-p.exited
 		}
 		if t.Failed() {
-			t.Logf("devui's log:\n%s", p.log.String())
+			t.Logf("devui %s's log:\n%s", strings.Join(args, " "), p.log.String())
 		}
 	})
 	return p
+}
+
+// wait waits until the process exits and returns how it exited; it fails the test when the process
+// is still running after within.
+func (p *devuiProcess) wait(t *testing.T, within time.Duration) error {
+	t.Helper()
+	select {
+	case <-p.exited:
+		return p.waitErr
+	case <-time.After(within):
+		t.Fatalf("devui (pid %d) still runs after %s", p.cmd.Process.Pid, within)
+		return nil
+	}
+}
+
+// interrupt sends SIGINT, as Ctrl-C does, and requires a clean exit.
+func (p *devuiProcess) interrupt(t *testing.T) {
+	t.Helper()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
+	require.NoError(t, p.wait(t, time.Minute), "devui exits cleanly on SIGINT")
+}
+
+// waitReady waits until /readyz answers 200, and fails at once, with the process's log, if the
+// process exits meanwhile.
+func (p *devuiProcess) waitReady(t *testing.T, within time.Duration) {
+	t.Helper()
+	eventually(t, within, "devui is ready", func() (bool, string) {
+		select {
+		case <-p.exited:
+			t.Fatalf("devui exited before it was ready (%v)", p.waitErr)
+		default:
+		}
+		status, _, body := p.httpDo(t, http.MethodGet, "/readyz", "")
+		return status == http.StatusOK, body
+	})
 }
 
 // httpDo sends a request to devui and returns the status, the headers and the body.
