@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 
 	"github.com/loupe-dev/loupe/migrations"
 )
@@ -21,9 +22,23 @@ type MigrationStatus struct {
 // UpToDate reports whether every embedded migration is applied.
 func (m MigrationStatus) UpToDate() bool { return m.Current >= m.Latest }
 
+// migrationLockID is the PostgreSQL advisory lock that Migrate and MigrateDown hold for as long
+// as they change the schema, so that processes started together on a fresh database (two replicas,
+// a serve and `devui migrate`) apply each migration once, one after the other, instead of racing
+// on the same CREATE TYPE. River's tables are created by migrations of the same set, so they run
+// under it too. It is Loupe's own, not goose's default, so that another goose user of the same
+// database never waits on Loupe's.
+const migrationLockID int64 = 0x6c6f757065 // "loupe"
+
 func newProvider(pool *pgxpool.Pool) (*goose.Provider, func() error, error) {
+	// The lock is tried every second, for ten minutes: long enough for another process's
+	// migrations on a large database, short enough that a hung one is reported.
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(migrationLockID), lock.WithLockTimeout(1, 600))
+	if err != nil {
+		return nil, nil, fmt.Errorf("migration lock: %w", err)
+	}
 	db := stdlib.OpenDBFromPool(pool)
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS, goose.WithSessionLocker(locker))
 	if err != nil {
 		return nil, nil, errors.Join(fmt.Errorf("load migrations: %w", err), db.Close())
 	}

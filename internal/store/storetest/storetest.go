@@ -78,6 +78,25 @@ func moduleRoot() string {
 // dropped when the test ends.
 func NewURL(t testing.TB) string {
 	t.Helper()
+	return newDatabase(t, createFromTemplate)
+}
+
+// NewEmptyURL creates a fresh database with no schema at all, as a first deploy finds it, and
+// returns its URL. The database is dropped when the test ends.
+func NewEmptyURL(t testing.TB) string {
+	t.Helper()
+	return newDatabase(t, func(ctx context.Context, conn *pgx.Conn, name string) error {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+			return fmt.Errorf("create database %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// newDatabase creates a database named for the test with create, drops it when the test ends, and
+// returns its URL.
+func newDatabase(t testing.TB, create func(ctx context.Context, conn *pgx.Conn, name string) error) string {
+	t.Helper()
 	setupOnce.Do(func() { setupErr = setup() })
 	if setupErr != nil {
 		t.Fatalf("storetest: %v", setupErr)
@@ -89,7 +108,7 @@ func NewURL(t testing.TB) string {
 		t.Fatalf("storetest: connect: %v\n%s", err, howToFix)
 	}
 	defer conn.Close(ctx)
-	if err := createFromTemplate(ctx, conn, name); err != nil {
+	if err := create(ctx, conn, name); err != nil {
 		t.Fatalf("storetest: %v", err)
 	}
 	t.Cleanup(func() {
