@@ -57,6 +57,8 @@ type Cluster struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	stopped bool
+	// own is the owner lock (owner.go) while this process runs the postmaster as its child.
+	own *ownership
 	// The supervisor (supervise.go): its cancel, closed when it returns, what it reports.
 	cancelSupervisor context.CancelFunc
 	supervised       chan struct{}
@@ -131,15 +133,29 @@ func connURL(port int, password, database string) string {
 // and creates the database. The child gets SIGINT if this process dies, so it never outlives devui.
 // If the child dies while ctx lasts and Stop has not been called, it is restarted (supervise.go).
 //
-// When a postgres already runs on this cluster (another devui, `devui db start`), Start uses it
-// without owning it: Stop then leaves it running, and nobody here restarts it.
+// When another devui already runs postgres on this cluster, Start uses that server, and takes it
+// over should that devui end (owner.go): it then starts postgres as its own child. A daemon of
+// StartDetached (devui db start) is used without owning it: Stop leaves it running, and nobody here
+// restarts it.
 func (c *Cluster) Start(ctx context.Context) error {
-	unlock, attached, err := c.lockAndAttach(ctx)
-	if err != nil || attached {
+	unlock, own, att, err := c.lockAndAttach(ctx)
+	if err != nil {
 		return err
 	}
+	switch att {
+	case watching:
+		c.startSupervisor(ctx, nil)
+		return nil
+	case detached:
+		return nil
+	}
 	defer unlock()
+	if err := c.adopt(own); err != nil {
+		c.Stop()
+		return err
+	}
 	if err := c.pickPort(c.lastPort()); err != nil {
+		c.Stop()
 		return err
 	}
 	exited, err := c.spawn(ctx)
@@ -153,6 +169,21 @@ func (c *Cluster) Start(ctx context.Context) error {
 	}
 	c.startSupervisor(ctx, exited)
 	return nil
+}
+
+// adopt makes own this process's hold on the cluster and records it in the owner file, before a
+// postmaster is started as this process's child. It releases own and refuses once Stop was called.
+func (c *Cluster) adopt(own *ownership) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		if own != c.own {
+			own.release(false)
+		}
+		return errStopped
+	}
+	c.own = own
+	return own.record()
 }
 
 // spawn starts postgres as a child on c.port and waits until it accepts connections. The start lock
@@ -192,7 +223,7 @@ func (c *Cluster) spawn(ctx context.Context) (<-chan struct{}, error) {
 		_ = logf.Close()
 		close(exited)
 	}()
-	if err := c.waitReady(ctx, exited); err != nil {
+	if err := c.waitReady(ctx, exited, nil); err != nil {
 		terminate(cmd, exited)
 		return nil, err
 	}
@@ -202,11 +233,13 @@ func (c *Cluster) spawn(ctx context.Context) (<-chan struct{}, error) {
 // StartDetached starts the cluster as a daemon through pg_ctl, or reuses it when it already runs.
 // It returns once the database accepts connections. StopDetached stops it.
 func (c *Cluster) StartDetached(ctx context.Context) error {
-	unlock, attached, err := c.lockAndAttach(ctx)
-	if err != nil || attached {
+	unlock, own, att, err := c.lockAndAttach(ctx)
+	if err != nil || att != started {
 		return err
 	}
 	defer unlock()
+	// A daemon is nobody's child: the owner file is left empty, and others use it as it is.
+	defer own.release(true)
 	if err := c.pickPort(c.lastPort()); err != nil {
 		return err
 	}
@@ -215,7 +248,7 @@ func (c *Cluster) StartDetached(ctx context.Context) error {
 	if err := c.ctl(ctx, "start", "-w", "-t", "60", "-l", c.daemonLog(), "-o", opts); err != nil {
 		return fmt.Errorf("pgcluster: start: %w\n%s", err, c.logTail())
 	}
-	if err := c.waitReady(ctx, nil); err != nil {
+	if err := c.waitReady(ctx, nil, nil); err != nil {
 		return err
 	}
 	return c.createDatabase(ctx)
@@ -268,6 +301,13 @@ func (c *Cluster) Stop() {
 	if supervised != nil {
 		<-supervised
 	}
+	// Only once postgres has exited: another devui on this data dir then starts its own at once
+	// rather than take this one's, shutting down, for a server to attach to.
+	c.mu.Lock()
+	own := c.own
+	c.own = nil
+	c.mu.Unlock()
+	own.release(true)
 }
 
 // terminate asks a child postgres to stop, fast shutdown first, and waits until it has exited.
@@ -285,29 +325,129 @@ func terminate(cmd *exec.Cmd, exited <-chan struct{}) {
 	}
 }
 
-// lockAndAttach takes the start lock and prepares the cluster. When a postgres already runs on it,
+// attachment says how lockAndAttach left this process with the cluster's postmaster.
+type attachment int
+
+const (
+	// started: none runs; the caller holds the start lock and the owner lock, and starts one.
+	started attachment = iota
+	// watching: another live devui owns the running postmaster; this process uses it, and takes
+	// it over when that devui is gone.
+	watching
+	// detached: the running postmaster is a daemon of StartDetached, used as it is.
+	detached
+)
+
+// errReplaced is returned by an attach whose postmaster exited or began to shut down meanwhile.
+var errReplaced = errors.New("pgcluster: the server exited while attaching to it")
+
+// lockAndAttach takes the start lock, prepares the cluster and decides by the owner lock
+// (owner.go) who runs the postmaster. When a postmaster runs that is another devui's or a daemon,
 // it attaches to that server (waits until ready, creates the database), releases the lock and
-// reports attached; otherwise the caller starts one and then calls unlock.
-func (c *Cluster) lockAndAttach(ctx context.Context) (unlock func(), attached bool, err error) {
-	unlock, err = c.lock(ctx)
-	if err != nil {
-		return nil, false, err
-	}
-	if err := c.prepare(ctx); err != nil {
+// says so. A postmaster left by a devui that died is waited for, or ended, first. Otherwise the
+// caller starts one, holding the start lock (unlock) and the owner lock (own).
+func (c *Cluster) lockAndAttach(ctx context.Context) (unlock func(), own *ownership, att attachment, err error) {
+	waited := false
+	for {
+		if unlock, err = c.lock(ctx); err != nil {
+			return nil, nil, 0, err
+		}
+		if err := c.prepare(ctx); err != nil {
+			unlock()
+			return nil, nil, 0, err
+		}
+		c.mu.Lock()
+		own = c.own // a restart by this process's supervisor: it owns the cluster already
+		c.mu.Unlock()
+		if own == nil {
+			if own, err = c.tryOwn(); err != nil {
+				unlock()
+				return nil, nil, 0, err
+			}
+		}
+		pid := c.postmasterPID()
+		stopping := pid != 0 && c.postmasterStatus() == "stopping"
+		switch {
+		case own != nil && pid == 0:
+			return unlock, own, started, nil
+		case own != nil && (own.previousOwner() != 0 || stopping):
+			c.cfg.Logger.Info("waiting for the PostgreSQL of a devui that is gone to exit", "pid", pid, "data_dir", c.pgData)
+			err := c.endLeftover(ctx, pid)
+			if err == nil {
+				err = c.clearStaleLock(ctx)
+			}
+			if err != nil {
+				c.releaseUnadopted(own)
+				unlock()
+				return nil, nil, 0, err
+			}
+			return unlock, own, started, nil
+		case own != nil:
+			c.releaseUnadopted(own)
+			att = detached
+		case pid != 0 && !stopping:
+			att = watching
+		default: // its owner is restarting postgres, or stopping it
+			unlock()
+			if !waited {
+				waited = true
+				c.cfg.Logger.Info("waiting for the devui that runs the embedded PostgreSQL to restart or stop it", "data_dir", c.pgData)
+			}
+			select {
+			case <-ctx.Done():
+				return nil, nil, 0, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		err = c.attach(ctx, pid, att)
 		unlock()
-		return nil, false, err
+		if errors.Is(err, errReplaced) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		return nil, nil, att, nil
 	}
-	port, ok := c.runningPort()
-	if !ok {
-		return unlock, false, nil
+}
+
+// releaseUnadopted releases an ownership that lockAndAttach took and nobody adopted.
+func (c *Cluster) releaseUnadopted(own *ownership) {
+	c.mu.Lock()
+	adopted := own == c.own
+	c.mu.Unlock()
+	if !adopted {
+		own.release(false)
 	}
-	defer unlock()
-	c.cfg.Logger.Info("using the PostgreSQL already running on this data dir", "data_dir", c.pgData, "port", port)
+}
+
+// attach waits until the postmaster pid accepts connections and creates the database. It returns
+// errReplaced when that postmaster exits or starts to shut down meanwhile.
+func (c *Cluster) attach(ctx context.Context, pid int, att attachment) error {
+	_, port, err := readLock(filepath.Join(c.pgData, "postmaster.pid"))
+	if err != nil || port == 0 {
+		return errReplaced
+	}
 	c.port.Store(int32(port))
-	if err := c.waitReady(ctx, nil); err != nil {
-		return nil, true, err
+	replaced := func() bool { return c.postmasterPID() != pid || c.postmasterStatus() == "stopping" }
+	if err := c.waitReady(ctx, nil, replaced); err != nil {
+		return err
 	}
-	return nil, true, c.createDatabase(ctx)
+	if err := c.createDatabase(ctx); err != nil {
+		if replaced() {
+			return errReplaced
+		}
+		return err
+	}
+	if att == watching {
+		c.cfg.Logger.Info("using the PostgreSQL that another devui runs on this data dir; taking it over should that devui end",
+			"data_dir", c.pgData, "port", port)
+	} else {
+		c.cfg.Logger.Info("using the PostgreSQL already running on this data dir (devui db start); nobody here restarts it should it stop",
+			"data_dir", c.pgData, "port", port)
+	}
+	return nil
 }
 
 // lock serialises the start of the cluster across processes (two devui started at once, or a
@@ -519,10 +659,11 @@ func (c *Cluster) ctl(ctx context.Context, args ...string) error {
 	return nil
 }
 
-// waitReady polls until the server accepts a connection, the child exits, or a minute passes
-// without progress. A server that says it is starting up or recovering (57P03) is making progress,
-// and crash recovery may replay gigabytes of WAL, so each such answer extends the wait.
-func (c *Cluster) waitReady(ctx context.Context, exited <-chan struct{}) error {
+// waitReady polls until the server accepts a connection, the child exits, replaced reports that
+// the server being attached to is no longer the one (errReplaced), or a minute passes without
+// progress. A server that says it is starting up or recovering (57P03) is making progress, and
+// crash recovery may replay gigabytes of WAL, so each such answer extends the wait.
+func (c *Cluster) waitReady(ctx context.Context, exited <-chan struct{}, replaced func() bool) error {
 	deadline := time.Now().Add(60 * time.Second)
 	var lastErr error
 	for {
@@ -533,6 +674,9 @@ func (c *Cluster) waitReady(ctx context.Context, exited <-chan struct{}) error {
 			return conn.Close(ctx)
 		}
 		lastErr = err
+		if replaced != nil && replaced() {
+			return errReplaced
+		}
 		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "57P03" { // cannot_connect_now
 			deadline = time.Now().Add(60 * time.Second)
 		}

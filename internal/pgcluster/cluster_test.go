@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -164,4 +165,43 @@ func TestDetachedClusterKeepsItsPortAcrossRestarts(t *testing.T) {
 	second, ok := again.Running()
 	require.True(t, ok)
 	require.Equal(t, first, second, "the restarted cluster answers at the same URL")
+}
+
+// TestAttachedStartTakesOverWhenTheOwnerStops: a Start that found another process's postgres
+// running uses it, and once that owner stops it, starts postgres as its own child and supervises
+// it, on the same port, with what was committed before.
+func TestAttachedStartTakesOverWhenTheOwnerStops(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	first := newTestCluster(t)
+	first.policy.firstDelay = 10 * time.Millisecond
+	require.NoError(t, first.Start(ctx))
+	defer first.Stop()
+	second, err := New(first.cfg)
+	require.NoError(t, err)
+	second.policy.firstDelay = 10 * time.Millisecond
+	require.NoError(t, second.Start(ctx))
+	defer second.Stop()
+	second.mu.Lock()
+	require.Nil(t, second.cmd, "the second start uses the first one's server")
+	second.mu.Unlock()
+	conn, err := pgx.Connect(ctx, second.URL())
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "SET synchronous_commit = on; CREATE TABLE kept (v int); INSERT INTO kept VALUES (7)")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+
+	first.Stop()
+	require.Eventually(t, func() bool {
+		second.mu.Lock()
+		defer second.mu.Unlock()
+		return second.cmd != nil && second.own != nil && second.health.Restarts == 1
+	}, time.Minute, 10*time.Millisecond, "the second takes the cluster over")
+	require.Equal(t, first.Port(), second.Port())
+	conn, err = pgx.Connect(ctx, second.URL())
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var v int
+	require.NoError(t, conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v))
+	require.Equal(t, 7, v)
 }

@@ -124,7 +124,8 @@ func (c *Cluster) startSupervisor(ctx context.Context, exited <-chan struct{}) {
 
 // supervise restarts postgres whenever it exits without being asked to, on the same data dir (its
 // crash recovery replays the WAL) and the same port when it is free. Attempts back off; when they
-// run out it gives up and reports on Failed.
+// run out it gives up and reports on Failed. With exited nil, this process uses another devui's
+// postmaster: it waits for that devui to be gone, then takes the cluster over the same way.
 func (c *Cluster) supervise(ctx context.Context, exited <-chan struct{}) {
 	var (
 		attempt  int
@@ -132,10 +133,17 @@ func (c *Cluster) supervise(ctx context.Context, exited <-chan struct{}) {
 		upAt     = time.Now()
 	)
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-exited:
+		if exited == nil {
+			if !c.waitOwnerGone(ctx) {
+				return
+			}
+			c.cfg.Logger.Warn("the devui that ran the embedded PostgreSQL is gone; taking it over", "data_dir", c.pgData)
+		} else {
+			select {
+			case <-ctx.Done():
+				return
+			case <-exited:
+			}
 		}
 		if ctx.Err() != nil {
 			return
@@ -150,14 +158,16 @@ func (c *Cluster) supervise(ctx context.Context, exited <-chan struct{}) {
 		if downSince.Sub(upAt) >= c.policy.stableAfter {
 			attempt = 0
 		}
-		c.cfg.Logger.Error("embedded PostgreSQL exited unexpectedly; restarting it",
-			"exit", cmd.ProcessState.String(), "pid", cmd.Process.Pid, "log", c.logFile, "log_tail", lastLines(c.logTail(), 5))
-		// What is left of it (backends, checkpointer) keeps its shared memory, and a new
-		// postmaster refuses to start beside it.
-		endGroup(ctx, cmd.Process.Pid)
+		if exited != nil {
+			c.cfg.Logger.Error("embedded PostgreSQL exited unexpectedly; restarting it",
+				"exit", cmd.ProcessState.String(), "pid", cmd.Process.Pid, "log", c.logFile, "log_tail", lastLines(c.logTail(), 5))
+			// What is left of it (backends, checkpointer) keeps its shared memory, and a new
+			// postmaster refuses to start beside it.
+			endGroup(ctx, cmd.Process.Pid)
+		}
 		var (
-			lastErr  error
-			attached bool
+			lastErr error
+			att     attachment
 		)
 		for {
 			attempt++
@@ -172,7 +182,7 @@ func (c *Cluster) supervise(ctx context.Context, exited <-chan struct{}) {
 			case <-time.After(c.policy.delay(attempt)):
 			}
 			var err error
-			exited, attached, err = c.restart(ctx)
+			exited, att, err = c.restart(ctx)
 			if err == nil {
 				break
 			}
@@ -186,12 +196,33 @@ func (c *Cluster) supervise(ctx context.Context, exited <-chan struct{}) {
 		restarts++
 		upAt = time.Now()
 		c.setHealth(Health{Restarts: restarts})
-		c.cfg.Logger.Info("embedded PostgreSQL restarted", "attempt", attempt, "down_for", time.Since(downSince).Round(time.Millisecond), "port", c.Port())
-		if attached {
-			c.cfg.Logger.Info("another process restarted the embedded PostgreSQL first; using it without supervising it")
+		switch att {
+		case started:
+			c.cfg.Logger.Info("embedded PostgreSQL restarted", "attempt", attempt, "down_for", time.Since(downSince).Round(time.Millisecond), "port", c.Port())
+		case watching:
+			c.cfg.Logger.Info("another devui restarted the embedded PostgreSQL first; using it, and taking it over should that devui end")
+		case detached:
+			c.cfg.Logger.Info("the embedded PostgreSQL was restarted with devui db start; using it without supervising it")
 			return
 		}
 	}
+}
+
+// waitOwnerGone waits until no process holds the owner lock: the devui whose postmaster this
+// process uses has ended. Meanwhile Port follows that postmaster, which its owner may restart on
+// another port. It reports false when ctx ended first.
+func (c *Cluster) waitOwnerGone(ctx context.Context) bool {
+	for c.ownerAlive() {
+		if port, ok := c.runningPort(); ok {
+			c.port.Store(int32(port))
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return true
 }
 
 func (c *Cluster) giveUp(downSince time.Time, attempts int, lastErr error, restarts int) {
@@ -205,24 +236,24 @@ func (c *Cluster) giveUp(downSince time.Time, attempts int, lastErr error, resta
 }
 
 // restart starts postgres again and returns the channel closed when it exits, or attaches to one
-// that another process started meanwhile: then attached is true and there is no channel, since
-// that server is not ours to watch.
-func (c *Cluster) restart(ctx context.Context) (exited <-chan struct{}, attached bool, err error) {
-	unlock, attached, err := c.lockAndAttach(ctx)
-	if err != nil {
-		return nil, false, err
-	}
-	if attached {
-		return nil, true, nil
+// that another process started meanwhile, as att says; then there is no channel, since that server
+// is not this process's child.
+func (c *Cluster) restart(ctx context.Context) (exited <-chan struct{}, att attachment, err error) {
+	unlock, own, att, err := c.lockAndAttach(ctx)
+	if err != nil || att != started {
+		return nil, att, err
 	}
 	defer unlock()
+	if err := c.adopt(own); err != nil {
+		return nil, att, err
+	}
 	if err := c.pickPort(c.Port()); err != nil {
-		return nil, false, err
+		return nil, att, err
 	}
 	if exited, err = c.spawn(ctx); err != nil {
-		return nil, false, err
+		return nil, att, err
 	}
-	return exited, false, nil
+	return exited, att, nil
 }
 
 // endGroup ends the processes left in a dead postmaster's process group (its pid, by Setpgid),
