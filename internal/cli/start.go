@@ -71,15 +71,18 @@ its generate calls must be deterministic for that (see the README's "Durability"
 	return cmd
 }
 
-// start serves in local mode and supervises the user's command until ctx ends.
+// start serves in local mode and supervises the user's command until ctx ends. It stops them in
+// the order they depend on each other: the command first, while the server and the database are
+// still up for it to finish with (a Loupe worker leaves the action catalogue and keeps its runs'
+// checkpoints), then the server, then the database.
 func start(ctx context.Context, cfg *config, addr string, eng engineOptions, projects []string, argv []string, out io.Writer) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	serveCtx, stopServe := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServe()
 	type ready struct{ addr, url string }
 	readyCh := make(chan ready, 1)
 	served := make(chan error, 1)
 	go func() {
-		served <- serve(ctx, cfg, serveOptions{addr: addr, dev: true, migrate: true, bodyLimit: 16 << 20, engine: eng,
+		served <- serve(serveCtx, cfg, serveOptions{addr: addr, dev: true, migrate: true, bodyLimit: 16 << 20, engine: eng,
 			genkitProjects: projects, ready: func(addr, url string) { readyCh <- ready{addr, url} }})
 	}()
 	var r ready
@@ -87,19 +90,34 @@ func start(ctx context.Context, cfg *config, addr string, eng engineOptions, pro
 	case r = <-readyCh:
 	case err := <-served:
 		return err
+	case <-ctx.Done():
+		stopServe()
+		return <-served
 	}
 	log, err := cfg.logger()
 	if err != nil {
-		return err
+		stopServe()
+		return errors.Join(err, <-served)
 	}
 	fmt.Fprintf(out, "Loupe is at http://%s; running %s (SIGHUP restarts it)\n", r.addr, strings.Join(argv, " "))
 	sup := &supervisor{argv: argv, out: out, log: log, env: append(os.Environ(),
 		"DATABASE_URL="+r.url, startEnv+"=1", "GENKIT_ENV=dev", "GENKIT_TELEMETRY_SERVER=http://"+r.addr)}
+	supCtx, stopCommand := context.WithCancel(ctx)
+	defer stopCommand()
 	supervised := make(chan struct{})
-	go func() { defer close(supervised); sup.run(ctx) }()
-	err = <-served // until ctx ends (Ctrl-C) or the database is lost for good
-	cancel()
+	go func() { defer close(supervised); sup.run(supCtx) }()
+	serving := true
+	select {
+	case <-ctx.Done(): // Ctrl-C
+	case err = <-served: // the database was lost for good
+		serving = false
+	}
+	stopCommand()
 	<-supervised
+	if serving {
+		stopServe()
+		err = <-served
+	}
 	return err
 }
 

@@ -17,8 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loupe-dev/loupe/internal/pgcluster"
 	"github.com/loupe-dev/loupe/internal/store/storetest"
 )
 
@@ -28,11 +30,7 @@ import (
 // end. Killed, the program is started again, and a new run goes through too.
 func TestStartRunsTheProgramBesideTheUIAndRestartsIt(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "quickstart")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = filepath.Join("..", "..", "examples", "quickstart")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "build the quickstart module: %s", out)
+	bin := buildQuickstart(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := l.Addr().String()
@@ -81,6 +79,87 @@ func TestStartRunsTheProgramBesideTheUIAndRestartsIt(t *testing.T) {
 	}, time.Minute, 50*time.Millisecond, "the program was not started again")
 	runTrip()
 	require.Contains(t, logs.String(), "exited (signal: killed); running it again")
+}
+
+// TestStartStopsTheProgramBeforeTheDatabase runs `devui start -- <quickstart>` on the embedded
+// cluster and stops it as Ctrl-C does: the program is stopped first, while the database and the
+// server are still up, so it leaves the action catalogue on its way out and logs no connection
+// error. Afterwards no process is listed in the catalogue. Before, PostgreSQL was stopped at the
+// same moment as the program, which then failed to leave the catalogue.
+func TestStartStopsTheProgramBeforeTheDatabase(t *testing.T) {
+	t.Parallel()
+	bin := buildQuickstart(t)
+	dataDir := newDataDir(t)
+	addr := freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs := &syncBuffer{}
+	cmd := newRootCommand(demoProgram())
+	cmd.SetOut(logs)
+	cmd.SetErr(logs)
+	cmd.SetArgs([]string{"start", "--addr", addr, "--data-dir", dataDir, "--log-level", "warn", "--", bin})
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("devui start's output:\n%s", logs.String())
+		}
+	})
+	require.Eventually(t, func() bool {
+		var list struct {
+			Actions []struct {
+				Key string `json:"key"`
+			} `json:"actions"`
+		}
+		getJSON(t, "http://"+addr+"/api/v1/actions", &list)
+		for _, a := range list.Actions {
+			if a.Key == "/flow/trip" {
+				return true
+			}
+		}
+		return false
+	}, 2*time.Minute, 50*time.Millisecond, "the program announces its flow")
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("devui start did not stop")
+	}
+	require.Zero(t, pidOf(t, bin), "the program is stopped")
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.HasPrefix(line, "app | ") {
+			require.NotContains(t, line, "level=ERROR", "the program logs no error while it stops")
+			require.NotContains(t, line, "level=WARN", "the program logs no warning while it stops")
+		}
+	}
+
+	cluster, err := pgcluster.New(pgcluster.Config{DataDir: dataDir})
+	require.NoError(t, err)
+	require.NoError(t, cluster.StartDetached(context.Background()))
+	t.Cleanup(func() { _ = cluster.StopDetached(context.Background()) })
+	url, ok := cluster.Running()
+	require.True(t, ok)
+	conn, err := pgx.Connect(context.Background(), url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), `SELECT program FROM action_catalogue_workers ORDER BY 1`)
+	require.NoError(t, err)
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Empty(t, left, "every process left the action catalogue as it stopped")
+}
+
+// buildQuickstart builds examples/quickstart, a Loupe program, and returns the binary.
+func buildQuickstart(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "quickstart")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = filepath.Join("..", "..", "examples", "quickstart")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "build the quickstart module: %s", out)
+	return bin
 }
 
 // pidOf finds the process running the executable bin, or 0.
