@@ -343,8 +343,11 @@ func (p *Processor) export(ctx context.Context, batch []sdktrace.ReadOnlySpan) e
 		return nil
 	}
 	p.metrics.exportErrors.Inc()
+	// A statement the server refuses would be refused again, and would hold the queue up; a server
+	// shutting down, crashed or still starting (SQLSTATE 57P01-57P03, class 08) answers with a
+	// PgError too, and the batch then waits for it like any lost connection.
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
+	if errors.As(err, &pgErr) && !store.IsConnectionLost(err) {
 		p.log.Error("span export refused; batch dropped", "spans", len(batch), "err", err)
 		p.metrics.dropped.WithLabelValues("export_error").Add(float64(len(batch)))
 		return nil

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -140,6 +142,52 @@ func TestProcessorCountsExportErrors(t *testing.T) {
 	require.Contains(t, gather(t, metrics), "loupe_trace_export_errors_total 1")
 	require.Contains(t, gather(t, metrics), "loupe_trace_export_queue_spans 1", "a connection failure keeps the batch queued")
 	p.Stop()
+}
+
+// TestProcessorKeepsABatchWhoseConnectionTheServerEnded: a server that ends its connections (a
+// restart, a crash, pg_terminate_backend) answers the next statement with SQLSTATE 57P01, a PgError
+// like a refused statement's; the batch stays queued and is stored once the database answers,
+// rather than being dropped.
+func TestProcessorKeepsABatchWhoseConnectionTheServerEnded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := storetest.NewURL(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	// One connection, handed out without a liveness check, so that the export uses the ended one.
+	cfg.MaxConns = 1
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	var pid int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
+	admin, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	_, err = admin.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n))
+		return n == 0
+	}, 30*time.Second, 10*time.Millisecond, "the server ends the connection")
+
+	st := store.New(pool)
+	metrics := trace.NewMetrics()
+	p, err := trace.NewProvider(ctx, trace.ProviderConfig{NoForward: true,
+		Processor: trace.ProcessorConfig{Store: st, Metrics: metrics}})
+	require.NoError(t, err)
+	defer p.Stop()
+	_, s := p.TracerProvider().Tracer("t").Start(ctx, "kept")
+	s.End()
+	require.Error(t, p.ForceFlush(ctx), "the first export meets the ended connection")
+	require.Contains(t, gather(t, metrics), "loupe_trace_export_errors_total 1")
+	require.NotContains(t, gather(t, metrics), "loupe_trace_spans_dropped_total{")
+	require.Contains(t, gather(t, metrics), "loupe_trace_export_queue_spans 1", "the batch stays queued")
+	require.NoError(t, p.ForceFlush(ctx), "the next export, on a new connection, stores the batch")
+	_, err = st.TraceGet(ctx, s.SpanContext().TraceID().String())
+	require.NoError(t, err, "the span was kept and stored")
 }
 
 // TestProcessorStoresRunningSpansAsTheyStart: a span still running a moment after its start is
