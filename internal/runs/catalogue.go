@@ -81,6 +81,12 @@ func (s *Service) announce(ctx context.Context) error {
 		TTL:       3 * s.cfg.AnnounceInterval,
 		HeldQueue: HeldQueue, QueuePrefix: programQueuePrefix,
 	})
+	if errors.Is(err, store.ErrCatalogueBusy) {
+		// Another process of this program froze inside its announcement: this one's entry is
+		// written, the shared rows are refreshed on a later round.
+		s.log.Info("the catalogue's rows of this program are held by another of its processes; announcing them next round", "err", err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

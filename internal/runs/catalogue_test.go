@@ -208,3 +208,40 @@ func TestCatalogueResolveChecksAndDeniesAnotherProgramsTool(t *testing.T) {
 	require.Contains(t, string(done.Output), `refused_by`, "the denial has the confirm tool's own shape")
 	require.Contains(t, string(done.Output), `too much`)
 }
+
+// TestAFrozenProcessInItsAnnouncementDoesNotStallAnother holds the program's catalogue rows in an
+// open transaction, as a process of the program stopped (SIGSTOP) inside its announcement does: a
+// second process of the program still starts, says it is alive, and executes runs. Before, its
+// Start waited on the lock for as long as the frozen process stayed frozen.
+func TestAFrozenProcessInItsAnnouncementDoesNotStallAnother(t *testing.T) {
+	t.Parallel()
+	st, pool := catalogueStore(t)
+	first := programService(t, st, "frozen", 1, "work")
+	first.Stop()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var held int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM action_catalogue WHERE program = 'frozen' FOR UPDATE) l`).Scan(&held))
+	require.Positive(t, held)
+
+	countAlive := func() int {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM action_catalogue_workers WHERE program = 'frozen' AND expires_at > now()`).Scan(&n))
+		return n
+	}
+	before := countAlive()
+	started := make(chan *runs.Service, 1)
+	go func() { started <- programService(t, st, "frozen", 1, "work") }()
+	var second *runs.Service
+	select {
+	case second = <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second process's Start waited on the frozen one's lock")
+	}
+	require.Equal(t, before+1, countAlive(), "the second process's own entry is written")
+	run, err := second.StartRun(ctx, runs.StartParams{Action: "work", Input: json.RawMessage(`{"name":"x"}`)})
+	require.NoError(t, err)
+	waitStatus(t, st, run, store.RunSucceeded)
+}

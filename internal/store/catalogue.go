@@ -3,10 +3,12 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // CatalogueAction is one action as a program announced it in the catalogue.
@@ -67,11 +69,12 @@ func (s *Store) CatalogueAnnounce(ctx context.Context, p CatalogueAnnounceParams
 	}
 	var moved int64
 	err = s.WithTx(ctx, func(tx *Store) error {
-		if _, err := tx.db.Exec(ctx, `INSERT INTO action_catalogue_workers (instance, program, queue, expires_at)
-			VALUES ($1, $2, $3, now() + $4::interval)
-			ON CONFLICT (instance) DO UPDATE SET program = excluded.program, queue = excluded.queue,
-				seen_at = now(), expires_at = excluded.expires_at`, p.Instance, p.Program, p.Queue, p.TTL); err != nil {
-			return fmt.Errorf("announce worker %s: %w", p.Instance, err)
+		// The action rows are shared by every process of the program. One that froze (SIGSTOP, a
+		// stalled VM) inside this transaction holds their locks until it runs again: waiting for
+		// it would stall this process's start. After catalogueLockTimeout the announcement is
+		// given up for this round (ErrCatalogueBusy); the rows are the same program's anyway.
+		if _, err := tx.db.Exec(ctx, `SET LOCAL lock_timeout = '`+catalogueLockTimeout+`'`); err != nil {
+			return fmt.Errorf("announce actions of %s: %w", p.Program, err)
 		}
 		if _, err := tx.db.Exec(ctx, `INSERT INTO action_catalogue (key, program, queue, description, expires_at)
 			SELECT e->>'key', $1, $2, e->'description', now() + $3::interval FROM jsonb_array_elements($4::jsonb) e
@@ -100,8 +103,32 @@ func (s *Store) CatalogueAnnounce(ctx context.Context, p CatalogueAnnounceParams
 		moved = tag.RowsAffected()
 		return nil
 	})
-	return moved, err
+	var pgErr *pgconn.PgError
+	busy := errors.As(err, &pgErr) && pgErr.Code == "55P03" // lock_not_available
+	if err != nil && !busy {
+		return 0, err
+	}
+	// The process's own row, on its own: nobody else writes it, so a lock held elsewhere never
+	// keeps the process from saying that it is alive.
+	if _, err := s.db.Exec(ctx, `INSERT INTO action_catalogue_workers (instance, program, queue, expires_at)
+		VALUES ($1, $2, $3, now() + $4::interval)
+		ON CONFLICT (instance) DO UPDATE SET program = excluded.program, queue = excluded.queue,
+			seen_at = now(), expires_at = excluded.expires_at`, p.Instance, p.Program, p.Queue, p.TTL); err != nil {
+		return 0, fmt.Errorf("announce worker %s: %w", p.Instance, err)
+	}
+	if busy {
+		return 0, fmt.Errorf("%w: %w", ErrCatalogueBusy, err)
+	}
+	return moved, nil
 }
+
+// catalogueLockTimeout bounds the wait for the catalogue's shared rows.
+const catalogueLockTimeout = "2s"
+
+// ErrCatalogueBusy says that the catalogue's rows of the program were held by another process of
+// it for longer than catalogueLockTimeout: the process's own entry was written, its actions' rows
+// were not refreshed this time.
+var ErrCatalogueBusy = errors.New("the catalogue's rows of this program are held by another of its processes")
 
 // CatalogueRemove removes a process's entry: its actions are no longer live unless another process
 // of its program announces them.
