@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,9 +53,21 @@ func newChecker(pool *pgxpool.Pool, effects string, tolerance time.Duration) *ch
 // instrumentSQL keeps the history the ledger overwrites, in the throwaway database only: every
 // time a tool call is completed, with the lease epoch of the execution that completed it (a
 // completed call re-executed and completed again would otherwise leave only its last finish);
-// every acquisition of a run's lease, when it happened; and every change to a run that had
-// finished.
+// every intent to run a tool call (a row written as started), with the epoch of the execution
+// that wrote it and the time its transaction was committing (a deferred constraint trigger fires
+// at COMMIT, so a tool that acted before that time acted on an intent not yet durable); every
+// acquisition of a run's lease, when it happened; and every change to a run that had finished.
 const instrumentSQL = `
+CREATE TABLE chaos_intents (key text NOT NULL, run_id uuid NOT NULL, epoch bigint NOT NULL, at timestamptz NOT NULL);
+CREATE FUNCTION chaos_note_intent() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO chaos_intents VALUES (NEW.idempotency_key, NEW.run_id,
+		(SELECT lease_epoch FROM runs WHERE id = NEW.run_id), clock_timestamp());
+	RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER chaos_intents AFTER INSERT OR UPDATE ON tool_calls DEFERRABLE INITIALLY DEFERRED
+	FOR EACH ROW WHEN (NEW.status = 'started') EXECUTE FUNCTION chaos_note_intent();
+
 CREATE TABLE chaos_completions (key text NOT NULL, run_id uuid NOT NULL, tool text NOT NULL, source text NOT NULL,
 	finished_at timestamptz NOT NULL, epoch bigint NOT NULL);
 CREATE FUNCTION chaos_note_completion() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -165,6 +177,8 @@ type report struct {
 	lateActs       int         // starts after the call was completed, by an execution admitted before it lost the run
 	superseded     int         // results refused because their execution had lost the run
 	supersededLate int         // of which arrived after the run had finished
+	tornLines      int         // effects-log lines that are not whole: each a violation
+	tornTail       int         // 1 when the effects log ended in a line still being written
 	violations     []violation // every violation found
 	fresh          []violation // those not reported by an earlier check
 }
@@ -308,25 +322,59 @@ type effectLine struct {
 	Admitted int64  `json:"admitted"` // when that execution last knew it held the run
 }
 
-func (c *checker) readEffects() ([]effectLine, error) {
-	f, err := os.Open(c.effects)
+// effectsLog is the effects log as read: its lines, the lines that could not be read, and
+// whether it ends in a line still being written.
+type effectsLog struct {
+	lines []effectLine
+	torn  []tornLine
+	tail  bool // the last bytes have no newline yet
+}
+
+// tornLine is a line of the effects log that is not one whole JSON line, at its byte offset.
+type tornLine struct {
+	offset int64
+	text   string
+}
+
+// readEffects reads the effects log. Each line is one write(2) of an O_APPEND file, so whole lines
+// never interleave. The last bytes, when they have no newline yet, are a write under way as the
+// log is read, or the last write of a process killed in the middle of it: they are counted (tail)
+// and read again by the next check. A line with its newline that does not parse is torn: a
+// process killed mid-write left a fragment and another appended after it. That fragment is a tool
+// start or end the checks cannot see (a re-execution could hide in it), so checkEffects reports
+// it as a violation. A whole line glued after the fragment is recovered.
+func (c *checker) readEffects() (*effectsLog, error) {
+	data, err := os.ReadFile(c.effects)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return &effectsLog{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	var out []effectLine
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var l effectLine
-		if json.Unmarshal(sc.Bytes(), &l) != nil {
-			continue // a line being written right now
+	log := &effectsLog{}
+	var offset int64
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			log.tail = true
+			break
 		}
-		out = append(out, l)
+		line := data[:i]
+		data = data[i+1:]
+		at := offset
+		offset += int64(i) + 1
+		var l effectLine
+		if json.Unmarshal(line, &l) == nil {
+			log.lines = append(log.lines, l)
+			continue
+		}
+		if j := bytes.LastIndex(line, []byte(`{"key":`)); j > 0 && json.Unmarshal(line[j:], &l) == nil {
+			log.lines = append(log.lines, l)
+			line = line[:j]
+		}
+		log.torn = append(log.torn, tornLine{offset: at, text: string(line)})
 	}
-	return out, sc.Err()
+	return log, nil
 }
 
 // leaseHistory is every acquisition of each run's lease, by run and epoch.
@@ -368,42 +416,124 @@ func (h leaseHistory) lostAt(run string, epoch int64) (time.Time, int64, bool) {
 	return at, by, by != 0
 }
 
+// intentHistory is, for each tool call (by idempotency key) and each execution (by lease epoch)
+// that wrote its intent, when the first such intent was committing.
+type intentHistory map[string]map[int64]time.Time
+
+func (c *checker) intentHistory(ctx context.Context) (intentHistory, error) {
+	rows, err := c.pool.Query(ctx, `SELECT key, epoch, min(at) FROM chaos_intents GROUP BY key, epoch`)
+	if err != nil {
+		return nil, fmt.Errorf("tool call intents: %w", err)
+	}
+	type intent struct {
+		Key   string
+		Epoch int64
+		At    time.Time
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[intent])
+	if err != nil {
+		return nil, fmt.Errorf("tool call intents: %w", err)
+	}
+	h := intentHistory{}
+	for _, i := range list {
+		if h[i.Key] == nil {
+			h[i.Key] = map[int64]time.Time{}
+		}
+		h[i.Key][i.Epoch] = i.At
+	}
+	return h, nil
+}
+
 // checkEffects, from the effects log and the ledger:
+//   - the effects log has no torn line (see readEffects);
 //   - every tool that acted was dispatched by a durable execution's lease check (its admission),
-//     made before any other execution took the run over;
+//     made before any other execution took the run over, under a lease epoch the run had;
+//   - one execution (one lease epoch) starts a tool call at most once: a re-execution is a later
+//     execution's, after the one before lost the run;
 //   - a tool call the ledger completed (by running it, or by a reviewer's answer) was never
 //     dispatched again: no start after the first completion by the execution that completed it or
 //     by a later one. A start after it by an earlier execution is a late act: admitted while that
 //     execution held the run, the process paused before the tool acted (SIGSTOP just after the
 //     check); it carries the same idempotency key, and its result is superseded. They are counted;
-//   - every tool that acted had its intent in the ledger first; every call the ledger holds as
-//     completed by running acted.
+//   - every tool that acted had its intent in the ledger, written by the execution that acted and
+//     committed before it acted; every call the ledger holds as completed by running acted.
 func (c *checker) checkEffects(ctx context.Context, r *report) error {
-	lines, err := c.readEffects()
+	log, err := c.readEffects()
 	if err != nil {
 		return fmt.Errorf("effects log: %w", err)
+	}
+	r.tornLines = len(log.torn)
+	if log.tail {
+		r.tornTail = 1
+	}
+	for _, t := range log.torn {
+		r.violations = append(r.violations, violation{"torn effects-log line", "-", fmt.Sprint(t.offset), fmt.Sprintf(
+			"the effects log has an unreadable line at byte %d, %q: a tool start or end the checks cannot see", t.offset, clip(t.text, 160))})
 	}
 	leases, err := c.leaseHistory(ctx)
 	if err != nil {
 		return err
 	}
+	intents, err := c.intentHistory(ctx)
+	if err != nil {
+		return err
+	}
+	rows, err := c.pool.Query(ctx, `SELECT idempotency_key, run_id::text, tool, status, source, finished_at FROM tool_calls`)
+	if err != nil {
+		return fmt.Errorf("tool calls: %w", err)
+	}
+	type call struct {
+		Key, Run, Tool, Status, Source string
+		FinishedAt                     *time.Time
+	}
+	calls, err := pgx.CollectRows(rows, pgx.RowToStructByPos[call])
+	if err != nil {
+		return fmt.Errorf("tool calls: %w", err)
+	}
+	ledger := map[string]bool{}
+	for _, tc := range calls {
+		ledger[tc.Key] = true
+	}
 	starts := map[string][]effectLine{}
-	for _, l := range lines {
+	for _, l := range log.lines {
 		if l.Event != "start" {
 			continue
 		}
-		starts[l.Key] = append(starts[l.Key], l)
+		earlier := starts[l.Key]
+		starts[l.Key] = append(earlier, l)
 		r.executions++
 		run, at := runOf(l.Key), time.Unix(0, l.At)
+		subject := l.Key + fmt.Sprint(l.At)
 		if l.Epoch == 0 {
-			r.violations = append(r.violations, violation{"acted without admission", run, l.Key + fmt.Sprint(l.At), fmt.Sprintf(
+			r.violations = append(r.violations, violation{"acted without admission", run, subject, fmt.Sprintf(
 				"%s (%s) started at %s in pid %d with no lease check of a durable execution before it", l.Tool, l.Key, stamp(at), l.PID)})
 			continue
 		}
+		if _, ok := leases[run][l.Epoch]; !ok {
+			r.violations = append(r.violations, violation{"acted under a lease epoch the run never had", run, subject, fmt.Sprintf(
+				"%s (%s) started at %s in pid %d under lease epoch %d, which the run's lease never had", l.Tool, l.Key, stamp(at), l.PID, l.Epoch)})
+		}
+		for _, e := range earlier {
+			if e.Epoch == l.Epoch {
+				r.violations = append(r.violations, violation{"executed twice by one execution", run, subject, fmt.Sprintf(
+					"%s (%s) started at %s in pid %d and again at %s in pid %d, both by the execution of lease epoch %d",
+					l.Tool, l.Key, stamp(time.Unix(0, e.At)), e.PID, stamp(at), l.PID, l.Epoch)})
+				break
+			}
+		}
 		if lost, by, ok := leases.lostAt(run, l.Epoch); ok && time.Unix(0, l.Admitted).After(lost.Add(c.tolerance)) {
-			r.violations = append(r.violations, violation{"admitted after losing the run", run, l.Key + fmt.Sprint(l.At), fmt.Sprintf(
+			r.violations = append(r.violations, violation{"admitted after losing the run", run, subject, fmt.Sprintf(
 				"%s (%s) was admitted at %s by the execution of lease epoch %d in pid %d, after epoch %d took the run over at %s",
 				l.Tool, l.Key, stamp(time.Unix(0, l.Admitted)), l.Epoch, l.PID, by, stamp(lost))})
+		}
+		switch intent, ok := intents[l.Key][l.Epoch]; {
+		case !ok && ledger[l.Key]:
+			r.violations = append(r.violations, violation{"acted without an intent of its execution", run, subject, fmt.Sprintf(
+				"%s (%s) started at %s in pid %d, but the execution of lease epoch %d never wrote its intent", l.Tool, l.Key, stamp(at), l.PID, l.Epoch)})
+		case ok && intent.After(at.Add(c.tolerance)):
+			r.violations = append(r.violations, violation{"acted before its intent was durable", run, subject, fmt.Sprintf(
+				"%s (%s) started at %s in pid %d, %s before the intent of its execution (lease epoch %d) was committed at %s",
+				l.Tool, l.Key, stamp(at), l.PID, intent.Sub(at).Round(time.Microsecond), l.Epoch, stamp(intent))})
 		}
 	}
 	for _, ls := range starts {
@@ -411,7 +541,7 @@ func (c *checker) checkEffects(ctx context.Context, r *report) error {
 	}
 	// The first completion of each call, from the history the ledger overwrites, and the epoch
 	// of the execution that completed it.
-	rows, err := c.pool.Query(ctx, `SELECT DISTINCT ON (key) key, run_id::text, tool, finished_at, epoch
+	rows, err = c.pool.Query(ctx, `SELECT DISTINCT ON (key) key, run_id::text, tool, finished_at, epoch
 		FROM chaos_completions ORDER BY key, finished_at`)
 	if err != nil {
 		return fmt.Errorf("tool call completions: %w", err)
@@ -440,21 +570,7 @@ func (c *checker) checkEffects(ctx context.Context, r *report) error {
 				tc.Tool, tc.Key, stamp(at), l.PID, l.Epoch, at.Sub(tc.First).Round(time.Microsecond), tc.Epoch, stamp(tc.First))})
 		}
 	}
-	rows, err = c.pool.Query(ctx, `SELECT idempotency_key, run_id::text, tool, status, source, finished_at FROM tool_calls`)
-	if err != nil {
-		return fmt.Errorf("tool calls: %w", err)
-	}
-	type call struct {
-		Key, Run, Tool, Status, Source string
-		FinishedAt                     *time.Time
-	}
-	calls, err := pgx.CollectRows(rows, pgx.RowToStructByPos[call])
-	if err != nil {
-		return fmt.Errorf("tool calls: %w", err)
-	}
-	ledger := map[string]bool{}
 	for _, tc := range calls {
-		ledger[tc.Key] = true
 		if tc.Status == "completed" && tc.Source != "reviewer" && len(starts[tc.Key]) == 0 {
 			r.violations = append(r.violations, violation{"completed without acting", tc.Run, tc.Key, fmt.Sprintf(
 				"the ledger holds %s (%s) as completed, but the tool never started", tc.Tool, tc.Key)})
@@ -467,6 +583,14 @@ func (c *checker) checkEffects(ctx context.Context, r *report) error {
 		}
 	}
 	return nil
+}
+
+// clip shortens s to at most n bytes for a message.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // checkReopened: a run that finished never changes its status or its finish again.

@@ -363,6 +363,7 @@ func (h *harness) round(ctx context.Context, n int) (*report, error) {
 	fmt.Println()
 	fmt.Printf("  runs %d (%s) · tool executions %d (re-executed %d, late acts %d) · superseded results %d · new violations %d\n",
 		r.runs, statusLine(r.byStatus), r.executions, r.reexecutions, r.lateActs, r.superseded, len(r.fresh))
+	fmt.Printf("  effects log: %d torn lines, %d line being written\n", r.tornLines, r.tornTail)
 	sortViolations(r.fresh)
 	for _, v := range r.fresh {
 		fmt.Println("  VIOLATION", v)
@@ -449,6 +450,7 @@ func (h *harness) summary(last *report, all []violation) []violation {
 		fmt.Printf("  tool executions %d, re-executions %d (in flight at a crash), superseded results %d (%d after the run finished)\n",
 			last.executions, last.reexecutions, last.superseded, last.supersededLate)
 		fmt.Printf("  late acts       %d (admitted before their execution lost the run, acting after another completed the call)\n", last.lateActs)
+		fmt.Printf("  effects log     %d torn lines (violations), %d last line still being written when read\n", last.tornLines, last.tornTail)
 	}
 	fmt.Printf("  takeover        %s\n", h.takes.report())
 	fmt.Printf("  violations      %d\n", len(all))
