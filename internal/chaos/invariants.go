@@ -28,11 +28,13 @@ func (v violation) String() string {
 	return fmt.Sprintf("%s: run %s: %s", v.kind, v.run, v.detail)
 }
 
-// totals is a finished run's outcome and token usage; a clean run's are the reference.
+// totals is a finished run's status, token usage and outcome (normalised: normaliseOutcome); a
+// clean run's are the reference.
 type totals struct {
 	run                    string
 	status                 string
 	inputTokens, outTokens int64
+	outcome                string
 }
 
 // checker checks the invariants from the database and the effects log.
@@ -121,15 +123,16 @@ const runKeySQL = `r.action || ' ' || r.input::text || ' [' || coalesce((SELECT 
 	FROM interrupts i WHERE i.run_id = r.id), '') || ']'`
 
 type finishedRun struct {
-	ID     string
-	Key    string
-	Status string
-	In     int64
-	Out    int64
+	ID      string
+	Key     string
+	Status  string
+	In      int64
+	Out     int64
+	Outcome string
 }
 
 func (c *checker) finishedRuns(ctx context.Context, ids []string) ([]finishedRun, error) {
-	q := `SELECT r.id::text, ` + runKeySQL + `, r.status, r.input_tokens, r.output_tokens FROM runs r
+	q := `SELECT r.id::text, ` + runKeySQL + `, r.status, r.input_tokens, r.output_tokens, ` + outcomeSQL + ` FROM runs r
 		WHERE r.status IN ` + finalStatuses
 	args := []any{}
 	if ids != nil {
@@ -140,7 +143,14 @@ func (c *checker) finishedRuns(ctx context.Context, ids []string) ([]finishedRun
 	if err != nil {
 		return nil, fmt.Errorf("finished runs: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[finishedRun])
+	runs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[finishedRun])
+	if err != nil {
+		return nil, fmt.Errorf("finished runs: %w", err)
+	}
+	for i := range runs {
+		runs[i].Outcome = normaliseOutcome(runs[i].Outcome)
+	}
+	return runs, nil
 }
 
 // recordBaseline keeps the outcomes of the clean runs ids as the reference. Two clean runs of
@@ -154,13 +164,18 @@ func (c *checker) recordBaseline(ctx context.Context, ids []string) ([]violation
 	defer c.mu.Unlock()
 	var out []violation
 	for _, r := range runs {
-		t := totals{run: r.ID, status: r.Status, inputTokens: r.In, outTokens: r.Out}
-		if b, ok := c.baseline[r.Key]; ok && (b.status != t.status || b.inputTokens != t.inputTokens || b.outTokens != t.outTokens) {
+		t := totals{run: r.ID, status: r.Status, inputTokens: r.In, outTokens: r.Out, outcome: r.Outcome}
+		b, ok := c.baseline[r.Key]
+		switch {
+		case !ok:
+			c.baseline[r.Key] = t
+		case b.status != t.status || b.inputTokens != t.inputTokens || b.outTokens != t.outTokens:
 			out = append(out, violation{"clean runs disagree", r.ID, "", fmt.Sprintf("%s: %s with %d/%d tokens, clean run %s %s with %d/%d",
 				r.Key, t.status, t.inputTokens, t.outTokens, b.run, b.status, b.inputTokens, b.outTokens)})
-			continue
+		case b.outcome != t.outcome:
+			out = append(out, violation{"clean runs disagree", r.ID, "", fmt.Sprintf("%s: %s; clean run %s",
+				r.Key, outcomeDiff(t.outcome, b.outcome), b.run)})
 		}
-		c.baseline[r.Key] = t
 	}
 	if len(runs) != len(ids) {
 		out = append(out, violation{"clean runs unfinished", "-", "", fmt.Sprintf("%d of %d clean runs finished", len(runs), len(ids))})
@@ -283,7 +298,8 @@ func (c *checker) checkFailed(ctx context.Context, r *report) error {
 }
 
 // checkTotals: every finished run ends as the clean run of its action, input and decisions did,
-// with the same token totals.
+// with the same token totals, and the same output, tool calls (status, output, error) and history
+// but for its own ids, timestamps and confirmations (normaliseOutcome).
 func (c *checker) checkTotals(ctx context.Context, r *report) error {
 	runs, err := c.finishedRuns(ctx, nil)
 	if err != nil {
@@ -306,6 +322,9 @@ func (c *checker) checkTotals(ctx context.Context, r *report) error {
 		case b.inputTokens != run.In || b.outTokens != run.Out:
 			r.violations = append(r.violations, violation{"token totals differ from the clean run", run.ID, "", fmt.Sprintf(
 				"%s: %d input / %d output tokens; clean run %s: %d / %d", run.Key, run.In, run.Out, b.run, b.inputTokens, b.outTokens)})
+		case b.outcome != run.Outcome:
+			r.violations = append(r.violations, violation{"outcome differs from the clean run", run.ID, "outcome", fmt.Sprintf(
+				"%s: %s (clean run %s)", run.Key, outcomeDiff(run.Outcome, b.outcome), b.run)})
 		}
 	}
 	return nil
