@@ -43,6 +43,8 @@ type checker struct {
 	effects   string        // the demo tools' effects log
 	tolerance time.Duration // clock tolerance between the processes and the database
 
+	acks *acknowledged // what the API acknowledged; nil checks nothing of it
+
 	mu       sync.Mutex
 	baseline map[string]totals // by runKey
 	seen     map[string]bool   // violations reported already
@@ -194,6 +196,8 @@ type report struct {
 	supersededLate int         // of which arrived after the run had finished
 	tornLines      int         // effects-log lines that are not whole: each a violation
 	tornTail       int         // 1 when the effects log ended in a line still being written
+	ackedRuns      int         // runs the API answered 201 for
+	ackedDecisions int         // decisions the API answered 200 for
 	violations     []violation // every violation found
 	fresh          []violation // those not reported by an earlier check
 }
@@ -203,7 +207,7 @@ func (c *checker) check(ctx context.Context) (*report, error) {
 	r := &report{byStatus: map[string]int{}}
 	steps := []func(context.Context, *report) error{
 		c.countRuns, c.checkSettled, c.checkFailed, c.checkTotals, c.checkEffects,
-		c.checkReopened, c.checkWritesAfterFinish, c.checkInterruptRows,
+		c.checkReopened, c.checkWritesAfterFinish, c.checkInterruptRows, c.checkAcknowledged,
 	}
 	for _, step := range steps {
 		if err := step(ctx, r); err != nil {

@@ -5,9 +5,12 @@
 // kill themselves at fault points (LOUPE_FAULTS). After each round it lets the runs settle and
 // checks from the database and the demo tools' effects log that durability held: every run is
 // finished or waits for a reviewer, none failed, no completed tool call was dispatched again, no
-// tool was admitted by an execution that had lost its run, nothing was written into a finished
-// run, every interrupted tool call has its interrupt, and every run's outcome and token totals
-// equal its clean run's. It exits 1 on any violation.
+// execution dispatched a call twice, no tool was admitted by an execution that had lost its run
+// or acted before its execution's intent was committed, nothing was written into a finished run,
+// every interrupted tool call has its interrupt, every run and decision the API acknowledged is
+// in the database with its effect, the effects log has no torn line, and every run's outcome,
+// token totals, output, tool calls and history equal its clean run's. It exits 1 on any
+// violation.
 //
 //	go run ./internal/chaos -rounds 5 -runs-per-round 16 -seed 42
 package main
@@ -171,6 +174,7 @@ func (h *harness) run(ctx context.Context) (int, error) {
 	}
 	h.work = newWorkload("http://127.0.0.1:" + strconv.Itoa(port))
 	h.checks = newChecker(h.pool, filepath.Join(h.dir, "effects.log"), 5*time.Millisecond)
+	h.checks.acks = h.work.acks
 	h.takes = &takeovers{pool: h.pool, cluster: h.cluster, bound: bound, log: h.log}
 	h.serve = h.process(devui, "serve", "serve", []string{"serve", "--dev", "--addr", "127.0.0.1:" + strconv.Itoa(port), "--workers", "0"})
 	for i := range o.workers {
@@ -363,7 +367,8 @@ func (h *harness) round(ctx context.Context, n int) (*report, error) {
 	fmt.Println()
 	fmt.Printf("  runs %d (%s) · tool executions %d (re-executed %d, late acts %d) · superseded results %d · new violations %d\n",
 		r.runs, statusLine(r.byStatus), r.executions, r.reexecutions, r.lateActs, r.superseded, len(r.fresh))
-	fmt.Printf("  effects log: %d torn lines, %d line being written\n", r.tornLines, r.tornTail)
+	fmt.Printf("  acknowledged %d runs, %d decisions · effects log: %d torn lines, %d line being written\n",
+		r.ackedRuns, r.ackedDecisions, r.tornLines, r.tornTail)
 	sortViolations(r.fresh)
 	for _, v := range r.fresh {
 		fmt.Println("  VIOLATION", v)
@@ -450,6 +455,7 @@ func (h *harness) summary(last *report, all []violation) []violation {
 		fmt.Printf("  tool executions %d, re-executions %d (in flight at a crash), superseded results %d (%d after the run finished)\n",
 			last.executions, last.reexecutions, last.superseded, last.supersededLate)
 		fmt.Printf("  late acts       %d (admitted before their execution lost the run, acting after another completed the call)\n", last.lateActs)
+		fmt.Printf("  acknowledged    %d runs (201), %d decisions (200), each checked in the database with its effect\n", last.ackedRuns, last.ackedDecisions)
 		fmt.Printf("  effects log     %d torn lines (violations), %d last line still being written when read\n", last.tornLines, last.tornTail)
 	}
 	fmt.Printf("  takeover        %s\n", h.takes.report())

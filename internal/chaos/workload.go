@@ -57,17 +57,11 @@ type workload struct {
 	plans   map[string]string // run id → plan; runs the harness did not see start are approved
 	counts  workloadCounts
 	reviews atomic.Bool
-}
-
-// workloadCounts are the workload's requests, and how they went.
-type workloadCounts struct {
-	started, startRetries    int
-	approved, denied         int
-	conflicts, resolveErrors int
+	acks    *acknowledged
 }
 
 func newWorkload(api string) *workload {
-	return &workload{api: api, client: &http.Client{Timeout: 10 * time.Second}, plans: map[string]string{}}
+	return &workload{api: api, client: &http.Client{Timeout: 10 * time.Second}, plans: map[string]string{}, acks: &acknowledged{}}
 }
 
 // pickPlan chooses what the reviewer will do with a run's interrupts.
@@ -84,6 +78,12 @@ func pickPlan(rng *rand.Rand, in input) string {
 	return planApprove
 }
 
+// inputJSON is in's input as the API receives it.
+func inputJSON(in input) []byte {
+	b, _ := json.Marshal(in.input)
+	return b
+}
+
 // start starts a run, trying again while the serve is down, for up to a minute. A request whose
 // answer was lost may have started a run all the same; the checks find it in the database.
 func (w *workload) start(ctx context.Context, in input, plan string) (string, error) {
@@ -95,6 +95,7 @@ func (w *workload) start(ctx context.Context, in input, plan string) (string, er
 		}
 		status, err := w.post(ctx, "/api/v1/runs", body, &run)
 		if err == nil && status == http.StatusCreated {
+			w.acks.addRun(ackedRun{ID: run.ID, Action: in.action, Input: inputJSON(in)})
 			w.mu.Lock()
 			w.plans[run.ID] = plan
 			w.counts.started++
@@ -182,7 +183,23 @@ func (w *workload) resolve(ctx context.Context, id, plan string) {
 		req = map[string]any{"action": "deny", "comment": denyComment}
 	}
 	body, _ := json.Marshal(req)
-	status, err := w.post(ctx, "/api/v1/interrupts/"+id+"/resolve", body, nil)
+	var it struct {
+		ID         string     `json:"id"`
+		RunID      string     `json:"run_id"`
+		Turn       int        `json:"turn"`
+		Ref        string     `json:"ref"`
+		Status     string     `json:"status"`
+		Version    int64      `json:"version"`
+		ResolvedAt *time.Time `json:"resolved_at"`
+	}
+	status, err := w.post(ctx, "/api/v1/interrupts/"+id+"/resolve", body, &it)
+	if err == nil && status == http.StatusOK {
+		d := ackedDecision{Interrupt: id, Run: it.RunID, Turn: it.Turn, Ref: it.Ref, Status: it.Status, Version: it.Version}
+		if it.ResolvedAt != nil {
+			d.ResolvedAt = *it.ResolvedAt
+		}
+		w.acks.addDecision(d)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
