@@ -563,7 +563,7 @@ func (c *Cluster) clearStaleLock(ctx context.Context) error {
 		return nil
 	}
 	if err != nil || !isPostgres(pid) {
-		c.cfg.Logger.Warn("removing stale postmaster.pid left by a crash", "pid", pid)
+		c.cfg.Logger.Info("removing stale postmaster.pid left by a crash", "pid", pid)
 		if err := os.Remove(lock); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("pgcluster: remove stale lock: %w", err)
 		}

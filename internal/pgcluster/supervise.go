@@ -158,6 +158,9 @@ func (c *Cluster) supervise(ctx context.Context, exited <-chan struct{}) {
 		if downSince.Sub(upAt) >= c.policy.stableAfter {
 			attempt = 0
 		}
+		// At once, before the dead server's connections are ended: whoever asks (the server's
+		// 503s, the log's outage lines) learns it from here rather than from their errors.
+		c.setHealth(Health{Down: true, DownSince: downSince, Attempt: attempt + 1, Restarts: restarts})
 		if exited != nil {
 			c.cfg.Logger.Error("embedded PostgreSQL exited unexpectedly; restarting it",
 				"exit", cmd.ProcessState.String(), "pid", cmd.Process.Pid, "log", c.logFile, "log_tail", lastLines(c.logTail(), 5))
@@ -198,7 +201,7 @@ func (c *Cluster) supervise(ctx context.Context, exited <-chan struct{}) {
 		c.setHealth(Health{Restarts: restarts})
 		switch att {
 		case started:
-			c.cfg.Logger.Info("embedded PostgreSQL restarted", "attempt", attempt, "down_for", time.Since(downSince).Round(time.Millisecond), "port", c.Port())
+			c.cfg.Logger.Warn("embedded PostgreSQL restarted", "attempt", attempt, "down_for", time.Since(downSince).Round(time.Millisecond), "port", c.Port())
 		case watching:
 			c.cfg.Logger.Info("another devui restarted the embedded PostgreSQL first; using it, and taking it over should that devui end")
 		case detached:
