@@ -27,6 +27,8 @@ type config struct {
 	DataDir      string
 	LogLevel     string
 	LogFormat    string
+	// outages keeps a database outage to two log lines (outagelog.go); the pool reports to it.
+	outages outageState
 }
 
 func envOr(name, fallback string) string {
@@ -51,13 +53,17 @@ func (c *config) logger() (*slog.Logger, error) {
 		return nil, fmt.Errorf("LOG_LEVEL %q: want debug, info, warn or error", c.LogLevel)
 	}
 	opts := &slog.HandlerOptions{Level: level}
+	var base slog.Handler
 	switch strings.ToLower(c.LogFormat) {
 	case "text", "":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		base = slog.NewTextHandler(os.Stderr, opts)
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		base = slog.NewJSONHandler(os.Stderr, opts)
+	default:
+		return nil, fmt.Errorf("LOG_FORMAT %q: want text or json", c.LogFormat)
 	}
-	return nil, fmt.Errorf("LOG_FORMAT %q: want text or json", c.LogFormat)
+	c.outages.init(base)
+	return slog.New(&outageLog{next: base, state: &c.outages}), nil
 }
 
 // nopLogger discards logs, for commands whose output is their result.

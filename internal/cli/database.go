@@ -32,10 +32,11 @@ func openDatabase(ctx context.Context, cfg *config, log *slog.Logger) (*database
 		if err != nil {
 			return nil, err
 		}
-		cluster, err := pgcluster.New(pgcluster.Config{DataDir: dir, Logger: log})
+		cluster, err := pgcluster.New(pgcluster.Config{DataDir: dir, Logger: log.With("component", "pgcluster")})
 		if err != nil {
 			return nil, err
 		}
+		cfg.outages.watch(cluster)
 		if err := cluster.Start(ctx); err != nil {
 			return nil, err
 		}
@@ -51,6 +52,8 @@ func openDatabase(ctx context.Context, cfg *config, log *slog.Logger) (*database
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	pcfg.MaxConns = max(pcfg.MaxConns, 20)
+	// Queries that succeed end an outage that the logs saw begin (outagelog.go).
+	pcfg.ConnConfig.Tracer = &cfg.outages
 	pcfg.HealthCheckPeriod = 5 * time.Second
 	if cluster := db.cluster; cluster != nil {
 		// A restart keeps the port unless it was taken meanwhile; new connections follow it.
