@@ -64,3 +64,14 @@ func LookupModel(app *App, name string) ai.Model {
 	}
 	return nil
 }
+
+// RequireApproval makes a tool ask a person before it runs, without a change to its code: in a
+// durable run, the model's call of the tool stops the generate with an interrupt (its metadata
+// {"approval": "required", "message": …}) before the tool acts. Approving runs the tool with the
+// model's arguments, editing runs it with the reviewer's, denying answers the model with the
+// denial. The tool sees the approved call as a restart (tc.IsResumed). Outside a durable run (a
+// plain Flow.Run) the option has no effect. A policy's gate rule does the same for any tool
+// (devui serve --policy-file).
+func RequireApproval() ai.ToolOption {
+	return ai.WithToolMetadata(map[string]any{engine.MetaRequireApproval: true})
+}

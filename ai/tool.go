@@ -128,10 +128,17 @@ func WithToolOutputSchema(schema any) ToolOption {
 	return func(c *toolOptions) { c.outputSchema = schema }
 }
 
-// WithToolMetadata sets the metadata of the tool's definition (what the model and the action
-// catalogue see of it).
+// WithToolMetadata adds to the metadata of the tool's definition (what the model and the action
+// catalogue see of it); given twice, the keys of both are kept, the later winning.
 func WithToolMetadata(metadata map[string]any) ToolOption {
-	return func(c *toolOptions) { c.metadata = metadata }
+	return func(c *toolOptions) {
+		if c.metadata == nil {
+			c.metadata = make(map[string]any, len(metadata))
+		}
+		for k, v := range metadata {
+			c.metadata[k] = v
+		}
+	}
 }
 
 // WithRequestMetadata gives an interrupt-only tool (NewInterrupt) the metadata of its interrupt,

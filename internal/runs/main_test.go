@@ -202,6 +202,7 @@ func defineTestAgent(r *engine.Registry, pool *pgxpool.Pool, block, markers stri
 		return strings.Join(texts, " | "), nil
 	})
 	defineDeskAgent(r, pool, block, markers)
+	definePolicyAgent(r, effect)
 	engine.DefineFlow(r, "testAgent", func(ctx context.Context, in AgentInput) (string, error) {
 		resp, err := engine.Generate(ctx, r, engine.WithModelName("test/agent"), engine.WithPrompt(in.Scenario),
 			engine.WithTools(confirm, eff))

@@ -390,16 +390,27 @@ func (r *recorder) toolCall(ctx context.Context, call *engine.ToolCall, next eng
 		}
 		return &out, nil
 	}
-	// The last look before the tool acts: this execution must still hold the run. A worker that
-	// was paused past its lease learns here that another took the run over, and runs nothing. One
-	// paused just after this look acts late (see Admission).
-	admitted, err := r.lease.confirm(ctx)
+	// A gated tool (loupe.RequireApproval, or a gate rule of the policy) asks before it acts: the
+	// call interrupts as if the tool had, and an approval or an edit restarts it (policies.go).
+	gate, err := r.svc.gate(ctx, r.run, call)
 	if err != nil {
-		return nil, fmt.Errorf("run tool %s (ref %s): %w", call.Name, call.Ref, err)
+		return nil, fmt.Errorf("gate of tool %s (ref %s): %w", call.Name, call.Ref, err)
 	}
-	ctx = withAdmission(ctx, Admission{Epoch: r.lease.fence.Epoch, At: admitted})
-	r.svc.publish(r.run.ID, event.RunToolCallData{Turn: turn, Ref: call.Ref, Tool: call.Name, Status: store.ToolCallStarted})
-	out, err := next(ctx, call)
+	var out *engine.ToolOutput
+	if gate != nil {
+		err = &engine.InterruptError{Metadata: gate}
+	} else {
+		// The last look before the tool acts: this execution must still hold the run. A worker that
+		// was paused past its lease learns here that another took the run over, and runs nothing. One
+		// paused just after this look acts late (see Admission).
+		admitted, cerr := r.lease.confirm(ctx)
+		if cerr != nil {
+			return nil, fmt.Errorf("run tool %s (ref %s): %w", call.Name, call.Ref, cerr)
+		}
+		ctx = withAdmission(ctx, Admission{Epoch: r.lease.fence.Epoch, At: admitted})
+		r.svc.publish(r.run.ID, event.RunToolCallData{Turn: turn, Ref: call.Ref, Tool: call.Name, Status: store.ToolCallStarted})
+		out, err = next(ctx, call)
+	}
 	r.svc.fault(FaultMidTool)
 	finish := store.ToolCallFinishParams{RunID: r.run.ID, Turn: turn, Ref: call.Ref}
 	var interrupt *engine.InterruptError

@@ -59,6 +59,7 @@ type Service struct {
 	owner    string
 	queue    string // the program's River queue
 	descs    descCache
+	pol      policies
 	// publisher is set before Start and only read after.
 	publisher Publisher
 

@@ -388,7 +388,15 @@ func (s *Service) finishInterrupted(ctx context.Context, run *store.Run, l *leas
 			return err
 		}
 		// A replay offers the original run's decisions, and applies them when asked to (replay.go).
-		requeued, err = s.replayInterrupts(ctx, tx, run, created)
+		if requeued, err = s.replayInterrupts(ctx, tx, run, created); err != nil || requeued {
+			return err
+		}
+		// The policy in force decides what it has rules for (policies.go).
+		current, err := tx.InterruptListByRun(ctx, run.ID)
+		if err != nil {
+			return err
+		}
+		requeued, err = s.applyPolicy(ctx, tx, run, sameInterrupts(created, current))
 		return err
 	})
 	if errors.Is(err, store.ErrRunFinished) || errors.Is(err, store.ErrLeaseLost) {
@@ -405,6 +413,21 @@ func (s *Service) finishInterrupted(ctx context.Context, run *store.Run, l *leas
 		s.publish(run.ID, event.RunStatusData{Status: store.RunQueued})
 	}
 	return nil
+}
+
+// sameInterrupts returns the interrupts of list that are among created, as list has them now.
+func sameInterrupts(created, list []*store.Interrupt) []*store.Interrupt {
+	ids := make(map[uuid.UUID]bool, len(created))
+	for _, c := range created {
+		ids[c.ID] = true
+	}
+	var out []*store.Interrupt
+	for _, it := range list {
+		if ids[it.ID] {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // errorJSON is a run's stored error: {status, message, details}.

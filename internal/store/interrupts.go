@@ -51,6 +51,9 @@ type Interrupt struct {
 	// since ClaimedAt; nobody else may resolve it from the inbox meanwhile.
 	ClaimedBy *string    `db:"claimed_by" json:"claimed_by,omitempty"`
 	ClaimedAt *time.Time `db:"claimed_at" json:"claimed_at,omitempty"`
+	// Policy is the policy rule that decided the interrupt, or that gated its tool and left the
+	// decision to a person: {"rule", "version", "decision", "reason"}.
+	Policy json.RawMessage `db:"policy" json:"policy,omitempty"`
 }
 
 // InterruptWithAction is an interrupt with its run's action, so that a list can show and filter
@@ -61,7 +64,7 @@ type InterruptWithAction struct {
 }
 
 const interruptColumns = `id, run_id, turn, tool, ref, input, metadata, input_schema, output_schema,
-	status, resolution, resolved_by, resolved_at, comment, round, created_at, version, suggested_resolution, claimed_by, claimed_at`
+	status, resolution, resolved_by, resolved_at, comment, round, created_at, version, suggested_resolution, claimed_by, claimed_at, policy`
 
 // InterruptListPending returns pending interrupts, oldest first.
 func (s *Store) InterruptListPending(ctx context.Context, limit int) ([]*Interrupt, error) {

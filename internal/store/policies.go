@@ -1,0 +1,134 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Policy is one stored version of the approval policy (internal/policy).
+type Policy struct {
+	Version   int64     `db:"version" json:"version"`
+	Source    string    `db:"source" json:"source"`
+	Origin    string    `db:"origin" json:"origin"`
+	CreatedBy string    `db:"created_by" json:"created_by"`
+	CreatedAt time.Time `db:"created_at" json:"created_at"`
+}
+
+const policyColumns = `version, source, origin, created_by, created_at`
+
+// PolicyLatest returns the version in force: the newest. ErrNotFound when none was ever stored.
+func (s *Store) PolicyLatest(ctx context.Context) (*Policy, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+policyColumns+` FROM policies ORDER BY version DESC LIMIT 1`)
+	if err != nil {
+		return nil, fmt.Errorf("latest policy: %w", err)
+	}
+	p, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Policy])
+	if err != nil {
+		return nil, fmt.Errorf("latest policy: %w", notFound(err))
+	}
+	return p, nil
+}
+
+// PolicyLatestVersion returns the newest version's number, 0 when there is none: a cheap check of
+// whether a compiled policy is still the one in force.
+func (s *Store) PolicyLatestVersion(ctx context.Context) (int64, error) {
+	var v int64
+	if err := s.db.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM policies`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("latest policy version: %w", err)
+	}
+	return v, nil
+}
+
+// PolicySaveParams is a new version of the policy.
+type PolicySaveParams struct {
+	Source    string
+	Origin    string
+	CreatedBy string
+}
+
+// PolicySave stores the source as the new version in force, unless it is the newest version's
+// source already: then it returns that version and false. Concurrent saves are serialised (two
+// servers loading one file at start store one version).
+func (s *Store) PolicySave(ctx context.Context, p PolicySaveParams) (*Policy, bool, error) {
+	var out *Policy
+	created := false
+	err := s.WithTx(ctx, func(tx *Store) error {
+		if _, err := tx.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('loupe.policies'))`); err != nil {
+			return fmt.Errorf("save policy: %w", err)
+		}
+		latest, err := tx.PolicyLatest(ctx)
+		switch {
+		case err == nil && latest.Source == p.Source:
+			out = latest
+			return nil
+		case err != nil && !errors.Is(err, ErrNotFound):
+			return err
+		}
+		rows, err := tx.db.Query(ctx, `INSERT INTO policies (source, origin, created_by) VALUES ($1, $2, $3)
+			RETURNING `+policyColumns, p.Source, p.Origin, p.CreatedBy)
+		if err != nil {
+			return fmt.Errorf("save policy: %w", err)
+		}
+		out, err = pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Policy])
+		if err != nil {
+			return fmt.Errorf("save policy: %w", err)
+		}
+		created = true
+		return tx.AuditInsert(ctx, p.CreatedBy, "policy.save", "policy", fmt.Sprint(out.Version), map[string]any{"origin": p.Origin})
+	})
+	return out, created, err
+}
+
+// PolicyList returns the stored versions, newest first, without their sources.
+func (s *Store) PolicyList(ctx context.Context, limit int) ([]*Policy, error) {
+	rows, err := s.db.Query(ctx, `SELECT version, '' AS source, origin, created_by, created_at FROM policies
+		ORDER BY version DESC LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list policies: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[Policy])
+	if err != nil {
+		return nil, fmt.Errorf("list policies: %w", err)
+	}
+	return out, nil
+}
+
+// InterruptSetPolicy records the rule that decided or routed an interrupt.
+func (s *Store) InterruptSetPolicy(ctx context.Context, id uuid.UUID, policy json.RawMessage) error {
+	if _, err := s.db.Exec(ctx, `UPDATE interrupts SET policy = $2 WHERE id = $1`, id, policy); err != nil {
+		return fmt.Errorf("record the policy of interrupt %s: %w", id, err)
+	}
+	return nil
+}
+
+// InterruptCase is a stored interrupt with what a policy looks at: its run's action, input and
+// labels.
+type InterruptCase struct {
+	Interrupt
+	Action   string            `db:"action"`
+	RunInput json.RawMessage   `db:"run_input"`
+	Labels   map[string]string `db:"labels"`
+}
+
+// InterruptListRecent returns the newest interrupts, with their runs' action, input and labels,
+// for a what-if of a draft policy.
+func (s *Store) InterruptListRecent(ctx context.Context, limit int) ([]*InterruptCase, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+qualifyColumns("i.", interruptColumns)+`, r.action, r.input AS run_input,
+			coalesce(r.labels, '{}') AS labels
+		FROM interrupts i JOIN runs r ON r.id = i.run_id
+		ORDER BY i.created_at DESC, i.id DESC LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list recent interrupts: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[InterruptCase])
+	if err != nil {
+		return nil, fmt.Errorf("list recent interrupts: %w", err)
+	}
+	return out, nil
+}
