@@ -48,6 +48,7 @@ func newRootCommand(p *Program) *cobra.Command {
 	root.AddCommand(newRunsCommand(cfg))    // runs.go
 	root.AddCommand(newStartCommand(cfg))   // start.go
 	root.AddCommand(newActionsCommand(cfg)) // actions.go
+	root.AddCommand(newPolicyCommand(cfg))  // policy.go
 	if name := p.name(); name != "devui" {
 		nameCommands(root, name)
 	}
@@ -87,6 +88,7 @@ func newServeCommand(cfg *config) *cobra.Command {
 		bodyLimit string
 		eng       engineOptions
 		projects  []string
+		policies  string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -99,7 +101,7 @@ func newServeCommand(cfg *config) *cobra.Command {
 				return fmt.Errorf("--body-limit %q: want bytes, or a number with K, M or G (binary: 16M is 16 MiB)", bodyLimit)
 			}
 			return serve(cmd.Context(), cfg, serveOptions{addr: addr, dev: dev, migrate: !noMigrate, bodyLimit: limit, engine: eng,
-				genkitProjects: absPaths(projects)})
+				genkitProjects: absPaths(projects), policyFile: policies})
 		},
 	}
 	cmd.Flags().String("addr", envOr("LOUPE_ADDR", "127.0.0.1:4000"), "listen address (env LOUPE_ADDR)")
@@ -107,6 +109,8 @@ func newServeCommand(cfg *config) *cobra.Command {
 	cmd.Flags().BoolVar(&noMigrate, "no-migrate", false, "do not apply pending migrations at start")
 	cmd.Flags().StringVar(&bodyLimit, "body-limit", "16M", "largest accepted request body, K, M and G binary (trace ingest has its own: LOUPE_INGEST_MAX_BODY)")
 	bindGenkitProjects(cmd, &projects)
+	cmd.Flags().StringVar(&policies, "policy-file", os.Getenv("LOUPE_POLICY_FILE"),
+		"approval policy (YAML rules that approve, deny or gate interrupts; see README), loaded at start and again when it changes; the UI's policy editor is then read-only (env LOUPE_POLICY_FILE)")
 	eng.bind(cmd.Flags(), 8)
 	return cmd
 }
@@ -139,6 +143,8 @@ type serveOptions struct {
 	// genkitProjects are project roots whose .genkit/runtimes/ are watched for Genkit apps, whose
 	// actions this server then lists and runs (internal/genkitapp).
 	genkitProjects []string
+	// policyFile is the approval policy's file: stored as a new version whenever it changes.
+	policyFile string
 }
 
 func serve(ctx context.Context, cfg *config, opts serveOptions) error {
@@ -219,6 +225,11 @@ func newStack(ctx context.Context, cfg *config, opts serveOptions, log *slog.Log
 			log.Warn("created the first admin; sign in as 'admin' with the password in the file, then change it", "file", path)
 		}
 	}
+	if opts.policyFile != "" {
+		if err := watchPolicyFile(ctx, st, store.New(db.pool), opts.policyFile, log); err != nil {
+			return nil, err
+		}
+	}
 	tc, err := tracingConfigFromEnv()
 	if err != nil {
 		return nil, err
@@ -241,7 +252,7 @@ func newStack(ctx context.Context, cfg *config, opts serveOptions, log *slog.Log
 		deps.GenkitApps = svcs.Apps
 	}
 	srv, err := server.New(server.Config{
-		Addr: opts.addr, Dev: opts.dev, Version: version, BodyLimit: opts.bodyLimit, Logger: log,
+		Addr: opts.addr, Dev: opts.dev, Version: version, BodyLimit: opts.bodyLimit, Logger: log, PolicyFile: opts.policyFile,
 	}, deps)
 	if err != nil {
 		return nil, err

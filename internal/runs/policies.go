@@ -191,3 +191,40 @@ func (s *Service) applyPolicy(ctx context.Context, tx *store.Store, run *store.R
 	}
 	return true, s.enqueue(ctx, tx, run)
 }
+
+// MaxWhatIf caps how many past interrupts a what-if reads.
+const MaxWhatIf = 100_000
+
+// SavePolicy checks a policy's source and stores it as the version in force (unless it is that
+// version's source already). A policy that does not compile is a *policy.Error, and nothing is
+// stored.
+func SavePolicy(ctx context.Context, st *store.Store, src []byte, origin, by string) (*store.Policy, bool, error) {
+	if _, err := policy.Parse(src); err != nil {
+		return nil, false, err
+	}
+	return st.PolicySave(ctx, store.PolicySaveParams{Source: string(src), Origin: origin, CreatedBy: by})
+}
+
+// PolicyWhatIf applies a draft policy to the last interrupts stored, newest first.
+func PolicyWhatIf(ctx context.Context, st *store.Store, src []byte, last int) (*policy.Report, error) {
+	set, err := policy.Parse(src)
+	if err != nil {
+		return nil, err
+	}
+	if last <= 0 || last > MaxWhatIf {
+		return nil, &ValidationError{Field: "last", Message: fmt.Sprintf("must be from 1 to %d", MaxWhatIf)}
+	}
+	list, err := st.InterruptListRecent(ctx, last)
+	if err != nil {
+		return nil, err
+	}
+	past := make([]policy.Past, len(list))
+	for i, it := range list {
+		past[i] = policy.Past{
+			Case: policy.Case{Action: it.Action, Tool: it.Tool, Input: policy.DecodeJSON(it.Input),
+				RunInput: policy.DecodeJSON(it.RunInput), Metadata: policy.DecodeJSON(it.Metadata), Labels: it.Labels},
+			InterruptID: it.ID.String(), RunID: it.RunID.String(), Status: it.Status, ResolvedBy: deref(it.ResolvedBy),
+		}
+	}
+	return set.WhatIf(past), nil
+}

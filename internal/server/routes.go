@@ -143,6 +143,14 @@ func (s *Server) routeTable() []route {
 			post("/api/v1/interrupts/:id/resolve", s.apiInterruptResolve, accessReviewer),
 			get("/api/v1/actions", s.apiActionList, accessViewer),
 
+			// Approval policies (policy_api.go, pages_policy.go).
+			get("/api/v1/policy", s.apiPolicyGet, accessViewer),
+			post("/api/v1/policy", s.apiPolicySave, accessAdmin),
+			post("/api/v1/policy/whatif", s.apiPolicyWhatIf, accessViewer),
+			get("/policy", s.policyPage, accessViewer),
+			post("/policy", s.policySaveForm, accessAdmin),
+			post("/policy/whatif", s.policyWhatIfForm, accessViewer),
+
 			// Genkit's reflection API (genkit_reflection.go).
 			get("/api/actions", s.genkitActions, accessViewer),
 			raw(post("/api/runAction", s.genkitRunAction, accessReviewer)),

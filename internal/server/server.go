@@ -43,6 +43,9 @@ type Config struct {
 	// ShutdownTimeout bounds how long Stop waits for in-flight requests.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
+	// PolicyFile is the approval policy's file when the policy is loaded from one (serve
+	// --policy-file): the UI and the API then show it and do not edit it.
+	PolicyFile string
 }
 
 // Deps are the services the server fronts. Store is required; the others are optional, and their

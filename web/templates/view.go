@@ -35,6 +35,7 @@ var Nav = []NavItem{
 	{"inbox", "Inbox", "/inbox"},
 	{"traces", "Traces", "/traces"},
 	{"actions", "Actions", "/actions"},
+	{"policy", "Policy", "/policy"},
 }
 
 // StatusCount is how many runs have one status.
