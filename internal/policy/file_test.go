@@ -21,7 +21,7 @@ type syncLog struct {
 }
 
 func (l *syncLog) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
-func (l *syncLog) String() string             { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+func (l *syncLog) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 func TestWatchFileLoadsChangesAndKeepsTheLastGoodVersion(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "policy.yaml")

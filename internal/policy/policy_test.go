@@ -87,15 +87,15 @@ func TestGates(t *testing.T) {
 
 func TestBadPoliciesSayWhereAndWhy(t *testing.T) {
 	cases := map[string]string{
-		"rules:\n  - name: a\n    decide: maybe\n":                               `line 2 rule "a": decide "maybe"`,
-		"rules:\n  - decide: approve\n":                                         "line 2: a rule needs a name",
-		"rules:\n  - name: a\n    wen: input.x\n    decide: approve\n":          `line 3: unknown key "wen"`,
-		"rules:\n  - name: a\n    when: input.x <\n    decide: approve\n":       `line 2 rule "a": ERROR`,
-		"rules:\n  - name: a\n    when: tool + 'x'\n    decide: approve\n":      "must be true or false",
+		"rules:\n  - name: a\n    decide: maybe\n":                                  `line 2 rule "a": decide "maybe"`,
+		"rules:\n  - decide: approve\n":                                             "line 2: a rule needs a name",
+		"rules:\n  - name: a\n    wen: input.x\n    decide: approve\n":              `line 3: unknown key "wen"`,
+		"rules:\n  - name: a\n    when: input.x <\n    decide: approve\n":           `line 2 rule "a": ERROR`,
+		"rules:\n  - name: a\n    when: tool + 'x'\n    decide: approve\n":          "must be true or false",
 		"rules:\n  - name: a\n    decide: approve\n  - name: a\n    decide: deny\n": "taken by the rule of line 2",
-		"rules:\n  - name: a\n    gate: 'true'\n    decide: deny\n":             "a gate rule only gates",
-		"rule:\n  - name: a\n":                                                  `unknown key "rule"`,
-		"rules: [":                                                              "policy: ",
+		"rules:\n  - name: a\n    gate: 'true'\n    decide: deny\n":                 "a gate rule only gates",
+		"rule:\n  - name: a\n": `unknown key "rule"`,
+		"rules: [":             "policy: ",
 	}
 	for src, want := range cases {
 		_, err := policy.Parse([]byte(src))
