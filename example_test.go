@@ -169,3 +169,18 @@ func ExampleDefineStreamingFlow() {
 	}
 	// Output: [once ][upon a time]= once upon a time
 }
+
+// A tool that a person approves before it acts, with no interrupt in its code: in a durable run
+// (devui), the model's call of sendEmail waits in the inbox; approving it sends the e-mail, editing
+// it sends the edited one, denying it tells the model. Its definition carries the mark.
+func ExampleRequireApproval() {
+	app := loupe.New()
+	send := loupe.DefineTool(app, "sendEmail", "Sends an e-mail.",
+		func(_ *ai.ToolContext, in struct {
+			To string `json:"to"`
+		}) (string, error) {
+			return "sent to " + in.To, nil
+		}, loupe.RequireApproval())
+	fmt.Println(send.Definition().Metadata)
+	// Output: map[loupe.requireApproval:true]
+}
