@@ -80,28 +80,28 @@ func (s *Service) gatePolicy(ctx context.Context) (*policy.Set, error) {
 // gate reports whether a tool call must ask a person before the tool runs, and the metadata of the
 // interrupt it raises: the tool asks for approval by its definition (loupe.RequireApproval), or a
 // gate rule of the policy matches the call. A restarted call (approved or edited) runs.
-func (s *Service) gate(ctx context.Context, run *store.Run, call *engine.ToolCall) (map[string]any, error) {
+func (s *Service) gate(ctx context.Context, run *store.Run, call *engine.ToolCall) (map[string]any, bool, error) {
 	if call.Resumed != nil {
-		return nil, nil
+		return nil, false, nil
 	}
 	if call.Tool != nil {
 		if d := call.Tool.Definition(); d != nil && d.Metadata[engine.MetaRequireApproval] == true {
 			return map[string]any{
 				"approval": "required",
 				"message":  fmt.Sprintf("%s asks for approval before it runs", call.Name),
-			}, nil
+			}, true, nil
 		}
 	}
 	set, err := s.gatePolicy(ctx)
 	if err != nil || !set.HasGates() {
-		return nil, err
+		return nil, false, err
 	}
 	var input, runInput any
 	_ = json.Unmarshal(call.Input, &input)
 	_ = json.Unmarshal(run.Input, &runInput)
 	out, gated := set.Gate(policy.Case{Action: run.Action, Tool: call.Name, Input: input, RunInput: runInput, Labels: run.Labels})
 	if !gated {
-		return nil, nil
+		return nil, false, nil
 	}
 	msg := out.Reason
 	if msg == "" {
@@ -110,7 +110,7 @@ func (s *Service) gate(ctx context.Context, run *store.Run, call *engine.ToolCal
 	return map[string]any{
 		"approval": "required", "message": msg,
 		"policy": map[string]any{"rule": out.Rule, "version": out.Version, "decision": "gate", "reason": out.Reason},
-	}, nil
+	}, true, nil
 }
 
 // applyPolicy runs in the transaction that stores a run's new interrupts: the policy in force

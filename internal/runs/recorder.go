@@ -392,12 +392,12 @@ func (r *recorder) toolCall(ctx context.Context, call *engine.ToolCall, next eng
 	}
 	// A gated tool (loupe.RequireApproval, or a gate rule of the policy) asks before it acts: the
 	// call interrupts as if the tool had, and an approval or an edit restarts it (policies.go).
-	gate, err := r.svc.gate(ctx, r.run, call)
+	gate, gated, err := r.svc.gate(ctx, r.run, call)
 	if err != nil {
 		return nil, fmt.Errorf("gate of tool %s (ref %s): %w", call.Name, call.Ref, err)
 	}
 	var out *engine.ToolOutput
-	if gate != nil {
+	if gated {
 		err = &engine.InterruptError{Metadata: gate}
 	} else {
 		// The last look before the tool acts: this execution must still hold the run. A worker that
