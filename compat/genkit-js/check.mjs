@@ -58,6 +58,14 @@ async function waitRun(id, status) {
   });
 }
 
+async function waitFailed(id) {
+  return until(`run ${id} to fail`, async () => {
+    const r = await api('GET', `/api/v1/runs/${id}`);
+    if (r.json?.status === 'succeeded') throw new Error(`run ${id} succeeded: ${JSON.stringify(r.json.output)}`);
+    return r.json?.status === 'failed' ? r.json : undefined;
+  });
+}
+
 function lastText(run) {
   const m = run.messages[run.messages.length - 1].content;
   return m.content.map((p) => p.text || '').join('');
@@ -196,6 +204,14 @@ await waitRun(id, 'interrupted');
 await resolve(id, { action: 'deny', comment: 'not today' });
 run = await waitRun(id, 'succeeded');
 check(lastText(run).includes('"denied":true'), 'a denial reaches the model as the tool answer');
+
+// The interrupting tool run on its own: nothing can pause, so the run fails, saying that the tool
+// asked a person (FAILED_PRECONDITION, the interrupt in its details), never INTERNAL.
+id = await startRun(tool.key, { to: 'LIS', amount: 420 });
+run = await waitFailed(id);
+check(run.error?.status === 'FAILED_PRECONDITION' && run.error.message.includes('interrupted to ask a person'),
+  'the interrupting tool run on its own says it asked a person', JSON.stringify(run.error));
+check(!run.error.message.includes('code 13') && 'interrupt' in (run.error.details || {}), 'not INTERNAL, with the interrupt');
 
 // A flow that returns its interrupted generate response (CHECK_FLOW_RESUME=1): resumed through
 // the app's /util/generate, its output is the final generate response.

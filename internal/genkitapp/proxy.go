@@ -106,7 +106,7 @@ func (p *proxy) RunJSON(ctx context.Context, input json.RawMessage, cb engine.St
 	}
 	out, err := p.c.call(ctx, ext, key, input, cb)
 	if err != nil || ext == nil {
-		return out, err
+		return out, asInterrupted(key, err)
 	}
 	if opts, resp, ok := p.c.interruptedFlow(out); ok {
 		return out, p.c.record(ext, opts, resp, true)

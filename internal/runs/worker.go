@@ -431,11 +431,30 @@ func sameInterrupts(created, list []*store.Interrupt) []*store.Interrupt {
 }
 
 // errorJSON is a run's stored error: {status, message, details}.
+//
+// A tool's interrupt that ended the run (a tool run on its own: no generate to pause) is
+// FAILED_PRECONDITION, with the interrupt's metadata (or true) as details.interrupt.
 func errorJSON(err error) json.RawMessage {
-	e := map[string]any{"status": string(engine.StatusOf(err)), "message": err.Error()}
+	status := engine.StatusOf(err)
+	e := map[string]any{"status": string(status), "message": err.Error()}
+	details := map[string]any{}
 	var ee *engine.Error
 	if errors.As(err, &ee) && ee.Response != nil {
-		e["details"] = map[string]any{"last_response": ee.Response}
+		details["last_response"] = ee.Response
+	}
+	var ie *engine.InterruptError
+	if errors.As(err, &ie) {
+		if status == engine.StatusUnknown {
+			e["status"] = string(engine.StatusFailedPrecondition)
+		}
+		if ie.Metadata != nil {
+			details["interrupt"] = ie.Metadata
+		} else {
+			details["interrupt"] = true
+		}
+	}
+	if len(details) > 0 {
+		e["details"] = details
 	}
 	raw, merr := json.Marshal(e)
 	if merr != nil {

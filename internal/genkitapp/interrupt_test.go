@@ -1,0 +1,48 @@
+package genkitapp_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loupe-dev/loupe/internal/genkitapp"
+	"github.com/loupe-dev/loupe/internal/genkitapp/genkitapptest"
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// storedError is a run's stored error.
+type storedError struct {
+	Status  string         `json:"status"`
+	Message string         `json:"message"`
+	Details map[string]any `json:"details"`
+}
+
+func runError(t *testing.T, run *store.Run) storedError {
+	t.Helper()
+	var e storedError
+	require.NoError(t, json.Unmarshal(run.Error, &e), "run error %s", run.Error)
+	return e
+}
+
+// TestAppToolThatInterruptsSaysItAskedAPerson runs the app's interrupting tools on their own (no
+// generate around them to pause): the run fails FAILED_PRECONDITION saying that the tool asked a
+// person, linked to the app's trace, never INTERNAL with Genkit JS's empty code-13 error.
+func TestAppToolThatInterruptsSaysItAskedAPerson(t *testing.T) {
+	t.Parallel()
+	dir := genkitapptest.Project(t)
+	genkitapptest.Start(t, dir, "tools")
+	b := setup(t, dir)
+	b.waitLive(t, "tools")
+
+	for _, tool := range []string{"/tool/approveTransfer", "/tool/transferMoney"} {
+		run := b.start(t, genkitapp.Key("tools", tool), `{"to":"LIS","amount":420}`)
+		done := b.wait(t, run.ID, store.RunFailed)
+		e := runError(t, done)
+		require.Equal(t, "FAILED_PRECONDITION", e.Status, "%s: %s", tool, done.Error)
+		require.Contains(t, e.Message, "interrupted to ask a person")
+		require.NotContains(t, e.Message, "code 13")
+		require.Contains(t, e.Details, "interrupt", "the stored error carries the interrupt")
+		require.NotNil(t, done.TraceID, "the run is linked to the app's trace")
+	}
+}
