@@ -57,6 +57,7 @@ for mode in $MODES; do
 	realtime=""
 	case "$mode" in
 	dev) ;;
+	# Realtime mode runs the app without a default model too (NO_DEFAULT_MODEL=1).
 	realtime) realtime=true ;;
 	*) echo "ERROR: unknown mode $mode (dev, realtime)" >&2; exit 2 ;;
 	esac
@@ -67,11 +68,11 @@ for mode in $MODES; do
 	echo "==> [$mode] devui start -- node app.mjs on $URL" >&2
 	# Genkit JS writes its runtime file under the nearest package.json up from its working
 	# directory: the app runs in its own folder. APP_NAME names it (genkit({name})).
-	(cd "$APP" && exec env -u GENKIT_TELEMETRY_SERVER GENKIT_ENABLE_REALTIME_TELEMETRY="$realtime" APP_NAME="compat-js-$mode" \
+	(cd "$APP" && exec env -u GENKIT_TELEMETRY_SERVER GENKIT_ENABLE_REALTIME_TELEMETRY="$realtime" NO_DEFAULT_MODEL="$realtime" APP_NAME="compat-js-$mode" \
 		"$TMP/devui" start --addr "127.0.0.1:$PORT" --data-dir "$TMP/data-$mode" -- node app.mjs) >"$LOG" 2>&1 &
 	DEVUI_PID=$!
 	wait_ready "$URL"
-	(cd "$APP" && LOUPE_URL="$URL" APP_NAME="compat-js-$mode" node check.mjs)
+	(cd "$APP" && LOUPE_URL="$URL" APP_NAME="compat-js-$mode" NO_DEFAULT_MODEL="$realtime" node check.mjs)
 	stop_devui
 	if [[ -n "$(ls -A "$APP/.genkit/runtimes" 2>/dev/null | grep "^" || true)" ]]; then
 		# The app removes its runtime file when it stops; one left means it did not stop.

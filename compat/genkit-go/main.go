@@ -232,6 +232,21 @@ func main() {
 			ai.WithTools(approveTransfer))
 	})
 
+	// approvalStatusFlow handles the interrupt its own way: it returns an object of its own with
+	// the interrupted tool requests in it, which Loupe cannot resume (and says so).
+	genkit.DefineFlow(g, "approvalStatusFlow", func(ctx context.Context, in Transfer) (map[string]any, error) {
+		resp, err := genkit.Generate(ctx, g, ai.WithModel(model),
+			ai.WithPrompt("Please transfer %s to %s", strconv.FormatFloat(in.Amount, 'f', -1, 64), in.To),
+			ai.WithTools(approveTransfer))
+		if err != nil {
+			return nil, err
+		}
+		if resp.FinishReason == ai.FinishReasonInterrupted {
+			return map[string]any{"status": "interrupted", "pending": map[string]any{"interrupts": resp.Interrupts()}}, nil
+		}
+		return map[string]any{"status": "done", "text": resp.Text()}, nil
+	})
+
 	genkit.DefinePrompt(g, "transferPrompt",
 		ai.WithDescription("Transfers money after a person approves it"),
 		ai.WithModel(model),

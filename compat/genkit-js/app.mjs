@@ -12,8 +12,11 @@
 // It streams its text word by word when the caller streams.
 import { genkit, z } from 'genkit/beta';
 
-// The default model lets Loupe resume a flow's interrupted response, which names no model.
-const ai = genkit({ name: process.env.APP_NAME || 'compat-js', model: 'scripted' });
+// The default model lets Loupe resume a flow's interrupted response, which names no model. With
+// NO_DEFAULT_MODEL=1 the app has none, and a second model (so that its only model is not taken
+// for the default either): transferFlow's interrupted response then cannot be resumed.
+const noDefaultModel = !!process.env.NO_DEFAULT_MODEL;
+const ai = genkit({ name: process.env.APP_NAME || 'compat-js', ...(noDefaultModel ? {} : { model: 'scripted' }) });
 
 function lastText(messages, role) {
   for (let i = messages.length - 1; i >= 0; i--) {
@@ -82,6 +85,13 @@ const scripted = ai.defineModel(
     };
   }
 );
+
+if (noDefaultModel) {
+  ai.defineModel({ name: 'other', apiVersion: 'v2' }, async () => ({
+    message: { role: 'model', content: [{ text: 'other' }] },
+    finishReason: 'stop',
+  }));
+}
 
 const getWeather = ai.defineTool(
   {
@@ -163,6 +173,21 @@ ai.defineFlow(
       tools: [approveTransfer],
     });
     return response.toJSON();
+  }
+);
+
+// approvalStatusFlow handles the interrupt its own way: it returns an object of its own with the
+// interrupted tool requests in it, which Loupe cannot resume (and says so).
+ai.defineFlow(
+  { name: 'approvalStatusFlow', inputSchema: z.object({ to: z.string(), amount: z.number() }) },
+  async ({ to, amount }) => {
+    const response = await ai.generate({
+      model: scripted,
+      prompt: `Please transfer ${amount} to ${to}`,
+      tools: [approveTransfer],
+    });
+    if (response.finishReason === 'interrupted') return { status: 'interrupted', pending: { interrupts: response.interrupts } };
+    return { status: 'done', text: response.text };
   }
 );
 

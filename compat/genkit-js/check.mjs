@@ -213,6 +213,24 @@ check(run.error?.status === 'FAILED_PRECONDITION' && run.error.message.includes(
   'the interrupting tool run on its own says it asked a person', JSON.stringify(run.error));
 check(!run.error.message.includes('code 13') && 'interrupt' in (run.error.details || {}), 'not INTERNAL, with the interrupt');
 
+// A flow that returns its interrupts in an object of its own: Loupe cannot resume it, and says so
+// rather than calling it a success; the flow's output is kept.
+id = await startRun(key('/flow/approvalStatusFlow'), { to: 'Kim', amount: 3 });
+run = await waitFailed(id);
+check(run.error?.status === 'FAILED_PRECONDITION' && run.error.details?.unresumable === 'generate response' &&
+  run.error.message.includes('approveTransfer asks "Send 3 to Kim?"'), 'a flow returning its own interrupted object is no silent success',
+  JSON.stringify(run.error));
+check(run.output?.status === 'interrupted', "and keeps the flow's output");
+
+// An app without a default model (NO_DEFAULT_MODEL=1): a flow's interrupted response that names no
+// model cannot be resumed, and the run says what to add.
+if (process.env.NO_DEFAULT_MODEL) {
+  id = await startRun(key('/flow/transferFlow'), { to: 'Ann', amount: 9 });
+  run = await waitFailed(id);
+  check(run.error?.details?.unresumable === 'model' && run.error.message.includes('Add a `model` field'),
+    'an interrupted response Loupe cannot resume names what is missing', JSON.stringify(run.error));
+}
+
 // A flow that returns its interrupted generate response (CHECK_FLOW_RESUME=1): resumed through
 // the app's /util/generate, its output is the final generate response.
 if (process.env.CHECK_FLOW_RESUME) {

@@ -386,7 +386,8 @@ func (m *Manager) connect(ctx context.Context, name string, rt *Runtime) (*runs.
 	if model == "" {
 		model = soleModel(actions)
 	}
-	c := &conn{name: name, client: cl, runtime: rt, actions: actions, defaultModel: model, goApp: strings.HasPrefix(rt.GenkitVersion, "go/")}
+	c := &conn{name: name, client: cl, runtime: rt, actions: actions, defaultModel: model, goApp: strings.HasPrefix(rt.GenkitVersion, "go/"),
+		log: m.log.With("app", name)}
 	reg := engine.NewRegistry(engine.WithoutGenerateAction())
 	for _, p := range c.proxies() {
 		if err := reg.Register(p); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 
@@ -58,6 +59,8 @@ type conn struct {
 	// goApp is a Genkit Go app (its runtime's genkitVersion is go/…), which checks a
 	// resume.respond's output against the tool's output schema, a denial's too.
 	goApp bool
+	// log is nil in tests that build a conn by hand.
+	log *slog.Logger
 }
 
 // proxy is an engine action that runs an app's action through its reflection API.
@@ -110,6 +113,12 @@ func (p *proxy) RunJSON(ctx context.Context, input json.RawMessage, cb engine.St
 	}
 	if opts, resp, ok := p.c.interruptedFlow(out); ok {
 		return out, p.c.record(ext, opts, resp, true)
+	}
+	if err := p.c.unresumable(key, out); err != nil {
+		if p.c.log != nil {
+			p.c.log.Warn("a flow's output is interrupted, and Loupe cannot resume it", "run", ext.RunID(), "action", key, "missing", err.Missing, "err", err)
+		}
+		return out, err
 	}
 	return out, nil
 }

@@ -256,7 +256,9 @@ func (s *Service) executeOnce(jobCtx context.Context, run *store.Run, l *lease) 
 	case engine.StatusOf(runErr) == engine.StatusAborted:
 		finish.Status, finish.Error = store.RunAborted, errorJSON(runErr)
 	default:
-		finish.Status, finish.Error = store.RunFailed, errorJSON(runErr)
+		// An action that returned an output with its error (a Genkit flow whose interrupted output
+		// Loupe cannot resume) keeps the output beside the error.
+		finish.Status, finish.Error, finish.Output = store.RunFailed, errorJSON(runErr), out
 	}
 	// The last messages and chunks, and the outcome, in one round trip.
 	return s.finished(run, finish.Status, rec.checkpointAndFinish(ctx, finish))
@@ -432,7 +434,7 @@ func sameInterrupts(created, list []*store.Interrupt) []*store.Interrupt {
 
 // errorJSON is a run's stored error: {status, message, details}.
 //
-// A tool's interrupt that ended the run (a tool run on its own: no generate to pause) is
+// An error with ErrorDetails() adds them. A tool's interrupt that ended the run (a tool run on its own: no generate to pause) is
 // FAILED_PRECONDITION, with the interrupt's metadata (or true) as details.interrupt.
 func errorJSON(err error) json.RawMessage {
 	status := engine.StatusOf(err)
@@ -451,6 +453,12 @@ func errorJSON(err error) json.RawMessage {
 			details["interrupt"] = ie.Metadata
 		} else {
 			details["interrupt"] = true
+		}
+	}
+	var d interface{ ErrorDetails() map[string]any }
+	if errors.As(err, &d) {
+		for k, v := range d.ErrorDetails() {
+			details[k] = v
 		}
 	}
 	if len(details) > 0 {

@@ -109,14 +109,14 @@ type App struct {
 }
 
 // Start runs the app named name in the project with GENKIT_ENV=dev, and stops it when the
-// test ends. It returns once the app's reflection server listens (its runtime file is written).
+// test ends; env adds variables (NO_DEFAULT_MODEL=1). It returns once the app's reflection server listens (its runtime file is written).
 //
 // Genkit JS picks its reflection port by probing 3100..3200 for a free one and binding it later,
 // so two apps starting at once can pick the same port and one dies with EADDRINUSE. Starts are
 // therefore serialised across every test binary on the machine (a file lock held until the app
 // has written its runtime file), and an app that still loses the race (to one that devui start
 // runs, which restarts it by itself) is started again.
-func Start(t *testing.T, dir, name string) *App {
+func Start(t *testing.T, dir, name string, env ...string) *App {
 	t.Helper()
 	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "loupe-genkit-app-start.lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	require.NoError(t, err)
@@ -124,7 +124,7 @@ func Start(t *testing.T, dir, name string) *App {
 	require.NoError(t, syscall.Flock(int(lock.Fd()), syscall.LOCK_EX))
 	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
 	for attempt := 1; ; attempt++ {
-		a := start(t, dir, name)
+		a := start(t, dir, name, env)
 		switch a.waitListening(t) {
 		case nil:
 			return a
@@ -140,11 +140,11 @@ func Start(t *testing.T, dir, name string) *App {
 
 var errPortTaken = errors.New("port taken")
 
-func start(t *testing.T, dir, name string) *App {
+func start(t *testing.T, dir, name string, env []string) *App {
 	t.Helper()
 	cmd := exec.Command("node", "app.mjs")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GENKIT_ENV=dev", "APP_NAME="+name)
+	cmd.Env = append(append(os.Environ(), "GENKIT_ENV=dev", "APP_NAME="+name), env...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
