@@ -124,6 +124,12 @@ async function checkInterruptedTrace(traceId, tool) {
   check(errors.status === 200, 'GET /api/v1/traces?status=error is 200', `got ${errors.status} ${errors.text}`);
   check(!errors.json.traces.some((t) => t.trace_id === traceId), 'the error filter of the trace list leaves the interrupted trace out');
   check(errors.json.traces.some((t) => t.trace_id === controlErrorTrace), 'and lists a trace that did fail (so the filter is not simply empty)');
+  const interrupted = await api('GET', '/api/v1/traces?status=interrupted&limit=1000');
+  check(interrupted.status === 200 && interrupted.json.traces.some((t) => t.trace_id === traceId && t.interrupted),
+    'the interrupted filter of the trace list finds the trace', `got ${interrupted.status}`);
+  const page = await api('GET', '/traces?status=interrupted');
+  check(page.status === 200 && page.text.includes(`<tr data-trace="${traceId}">`) && page.text.includes('badge interrupted'),
+    'the traces page lists it as interrupted');
 }
 
 // controlErrorTrace is a trace whose one span failed, sent in Genkit's telemetry shape, against

@@ -219,6 +219,7 @@ type apiTrace struct {
 	ToolErrors   int        `json:"tool_errors"`
 	LastEnd      int64      `json:"last_end_time_unix_nano"`
 	ErrorSpans   int        `json:"error_spans"`
+	Interrupted  bool       `json:"interrupted"`
 }
 
 func apiTracesOf(ts []store.Trace) []*apiTrace {
@@ -228,7 +229,8 @@ func apiTracesOf(ts []store.Trace) []*apiTrace {
 		out[i] = &apiTrace{TraceID: t.TraceID, DisplayName: t.DisplayName, RootSpanID: t.RootSpanID, StartTime: t.StartTime,
 			EndTime: t.EndTime, StatusCode: t.StatusCode, SpanCount: t.SpanCount, Source: t.Source, RunID: t.RunID,
 			UpdatedAt: t.UpdatedAt, Service: t.Service, Model: t.Model, ModelCalls: t.ModelCalls, InputTokens: t.InputTokens,
-			OutputTokens: t.OutputTokens, ToolCalls: t.ToolCalls, ToolErrors: t.ToolErrors, LastEnd: t.LastEnd, ErrorSpans: t.ErrorSpans}
+			OutputTokens: t.OutputTokens, ToolCalls: t.ToolCalls, ToolErrors: t.ToolErrors, LastEnd: t.LastEnd, ErrorSpans: t.ErrorSpans,
+			Interrupted: t.Interrupted && !t.Failed()}
 	}
 	return out
 }

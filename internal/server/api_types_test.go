@@ -53,7 +53,7 @@ func TestAPIRunAndInterruptShapesAreTheAPIsOwn(t *testing.T) {
 func TestAPITraceShapeIsTheAPIsOwn(t *testing.T) {
 	s, id := "x", uuid.New()
 	got := keysOf(t, apiTracesOf([]store.Trace{{TraceID: "t", RootSpanID: &s, RunID: &id, Service: "svc", Model: "m"}})[0])
-	require.Equal(t, []string{"display_name", "end_time_unix_nano", "error_spans", "input_tokens", "last_end_time_unix_nano",
+	require.Equal(t, []string{"display_name", "end_time_unix_nano", "error_spans", "input_tokens", "interrupted", "last_end_time_unix_nano",
 		"model", "model_calls", "output_tokens", "root_span_id", "run_id", "service", "source", "span_count",
 		"start_time_unix_nano", "status_code", "tool_calls", "tool_errors", "trace_id", "updated_at"}, got)
 	require.Equal(t, keysOf(t, store.Trace{TraceID: "t", RootSpanID: &s, RunID: &id, Service: "svc", Model: "m"}), got,

@@ -675,7 +675,7 @@ func (s *Server) tracesPage(c echo.Context) error {
 		row := templates.TraceListRow{ID: t.TraceID, Name: t.DisplayName, Source: t.Source, Spans: t.SpanCount,
 			Start: time.Unix(0, t.StartTime), Error: t.Failed(), ErrorSpans: t.ErrorSpans, Running: t.EndTime == 0, StartNano: t.StartTime,
 			Service: t.Service, Model: t.Model, ModelCalls: t.ModelCalls, InputTokens: t.InputTokens, OutputTokens: t.OutputTokens,
-			ToolCalls: t.ToolCalls, ToolErrors: t.ToolErrors, Input: trace.Preview(it.Input, 100)}
+			ToolCalls: t.ToolCalls, ToolErrors: t.ToolErrors, Input: trace.Preview(it.Input, 100), Interrupted: t.Interrupted}
 		if row.Running && time.Since(t.UpdatedAt) > staleAfter {
 			// Nothing has come for this trace for long: what has not ended will not.
 			row.Running, row.Stale = false, true

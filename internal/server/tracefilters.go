@@ -14,8 +14,9 @@ import (
 
 // traceListFilters reads the trace list's filters from a query, the same for the API
 // (GET /api/v1/traces) and the traces page: name (exact), q (name contains), text (in the root
-// span's name, input, output or other attributes), status (error: any span failed; ok: none did
-// and the trace ended; unset: its root has no status; running), source (loupe, genkit, otlp),
+// span's name, input, output or other attributes), status (error: any span failed; interrupted:
+// none did, the trace ended and stopped at a tool's interrupt (store.Trace.Interrupted); ok: none
+// failed, the trace ended and is not interrupted; unset: its root has no status; running), source (loupe, genkit, otlp),
 // service (service.name, exact), run_id, since and until (RFC 3339, Unix nanoseconds, or a
 // duration ago such as 24h, on the start time), and attr.KEY=VALUE (a root span attribute equals
 // VALUE).
@@ -57,12 +58,17 @@ func traceListFilters(q url.Values) ([]store.TraceFilter, error) {
 	case "ok":
 		add(store.TraceFieldFailed, store.FilterEq, false)
 		add(store.TraceFieldRunning, store.FilterEq, false)
+		add(store.TraceFieldInterrupted, store.FilterEq, false)
+	case "interrupted":
+		add(store.TraceFieldFailed, store.FilterEq, false)
+		add(store.TraceFieldRunning, store.FilterEq, false)
+		add(store.TraceFieldInterrupted, store.FilterEq, true)
 	case "unset":
 		add(store.TraceFieldStatus, store.FilterEq, int64(store.StatusUnset))
 		add(store.TraceFieldFailed, store.FilterEq, false)
 		add(store.TraceFieldRunning, store.FilterEq, false)
 	default:
-		return nil, Errorf(http.StatusBadRequest, "bad_request", "status %q is not one of ok, error, unset, running", v)
+		return nil, Errorf(http.StatusBadRequest, "bad_request", "status %q is not one of ok, error, interrupted, unset, running", v)
 	}
 	for param, op := range map[string]string{"since": store.FilterGte, "until": store.FilterLt} {
 		if v := q.Get(param); v != "" {

@@ -83,7 +83,22 @@ func TestGenkitInterruptsAreNotErrors(t *testing.T) {
 	for _, tr := range list.Traces {
 		okIDs = append(okIDs, tr.TraceID)
 	}
-	require.Subset(t, okIDs, []string{jsTrace, jsMetaTrace, goTrace})
+	require.NotContains(t, okIDs, jsTrace, "an interrupted trace is not ok")
+	require.NotContains(t, okIDs, goTrace)
+	require.NotEmpty(t, okIDs)
+	require.Equal(t, http.StatusOK, getJSON(t, b.url+"/api/v1/traces?status=interrupted", &list))
+	var interruptedIDs []string
+	for _, tr := range list.Traces {
+		interruptedIDs = append(interruptedIDs, tr.TraceID)
+		require.True(t, tr.Interrupted, tr.TraceID)
+	}
+	require.Subset(t, interruptedIDs, []string{jsTrace, jsMetaTrace, goTrace}, "interrupted is a status of its own")
+	require.NotContains(t, interruptedIDs, agentTrace, "a failed trace is failed, whatever else it holds")
+	require.NotContains(t, interruptedIDs, "136a00354a91cd4d12dab6967030ac50", "the trace that resumed and ended is not interrupted")
+	resp, _ := get(t, b.url+"/traces?status=interrupted")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the page's filter takes interrupted")
+	resp, _ = get(t, b.url+"/api/v1/traces?status=paused")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 
 	for _, tc := range []struct{ trace, tool, name string }{
 		{jsTrace, jsTool, "confirmTransfer"}, {jsMetaTrace, jsMetaTool, "bookFlight"}, {goTrace, goTool, "add"},
@@ -145,7 +160,12 @@ func TestGenkitInterruptsAreNotErrors(t *testing.T) {
 		row := regexp.MustCompile(`(?s)<tr data-trace="` + id + `">.*?</tr>`).FindString(listPage)
 		require.NotEmpty(t, row, id)
 		require.NotContains(t, row, "badge failed", id)
+		require.Contains(t, row, `<span class="badge interrupted"`, id)
 	}
+	_, filtered := get(t, b.url+"/traces?status=interrupted")
+	require.Contains(t, filtered, `<tr data-trace="`+jsTrace+`">`)
+	require.NotContains(t, filtered, `<tr data-trace="`+otlpTrace+`">`)
+	require.Contains(t, filtered, `<option value="interrupted" selected`)
 	row := regexp.MustCompile(`(?s)<tr data-trace="` + otlpTrace + `">.*?</tr>`).FindString(listPage)
 	require.Contains(t, row, "badge failed")
 

@@ -42,6 +42,10 @@ type Trace struct {
 	// ErrorSpans counts its failed spans, any of them: one is enough for the trace to be failed
 	// (Failed).
 	ErrorSpans int `db:"error_spans" json:"error_spans"`
+	// Interrupted is a trace that stopped at a tool's interrupt and did not go on in itself: one of
+	// its spans is interrupted (genkit:state), none failed, and no span resumes it
+	// (loupe.link.type=resume). Genkit resumes in another trace, so its trace stays interrupted.
+	Interrupted bool `db:"interrupted" json:"interrupted"`
 }
 
 // Failed reports whether any span of the trace failed, not only its root.
@@ -59,7 +63,13 @@ func (t *Trace) Duration() int64 {
 const traceColumns = `t.trace_id, t.display_name, t.root_span_id, t.start_time_unix_nano,
 	t.end_time_unix_nano, t.status_code, t.span_count, t.source, t.run_id, t.updated_at, t.service,
 	t.model, t.model_calls, t.input_tokens, t.output_tokens, t.tool_calls, t.tool_errors,
-	t.last_end_time_unix_nano, ` + traceErrorSpansSQL + ` AS error_spans`
+	t.last_end_time_unix_nano, ` + traceErrorSpansSQL + ` AS error_spans, ` + traceInterruptedSQL + ` AS interrupted`
+
+// traceInterruptedSQL is Trace.Interrupted in SQL, short of the failed check, which the list's
+// status reads first.
+const traceInterruptedSQL = `(EXISTS (SELECT 1 FROM spans i WHERE i.trace_id = t.trace_id AND i.attributes->>'genkit:state' = 'interrupted')
+	AND NOT EXISTS (SELECT 1 FROM spans l WHERE l.trace_id = t.trace_id
+		AND strpos(l.links::text, '"loupe.link.type"') > 0 AND strpos(l.links::text, '"resume"') > 0))`
 
 // traceErrorSpansSQL counts a trace's failed spans along spans_error_idx.
 const traceErrorSpansSQL = `(SELECT count(*) FROM spans e WHERE e.trace_id = t.trace_id AND e.status_code = 2)::int`
@@ -151,6 +161,8 @@ const (
 	TraceFieldRunning = "running" // value true or false
 	// TraceFieldFailed is whether any span of the trace failed: value true or false.
 	TraceFieldFailed = "failed"
+	// TraceFieldInterrupted is Trace.Interrupted, the failed check aside: value true or false.
+	TraceFieldInterrupted = "interrupted"
 	// TraceFieldService is the service.name of the program that sent the trace.
 	TraceFieldService = "service"
 	// TraceFieldText is text in the root span's name, input, output or other attributes (contains
@@ -262,7 +274,7 @@ func (s *Store) TraceList(ctx context.Context, p TraceListParams) ([]TraceListIt
 		dest := []any{&t.TraceID, &t.DisplayName, &t.RootSpanID, &t.StartTime, &t.EndTime,
 			&t.StatusCode, &t.SpanCount, &t.Source, &t.RunID, &t.UpdatedAt, &t.Service, &t.Model,
 			&t.ModelCalls, &t.InputTokens, &t.OutputTokens, &t.ToolCalls, &t.ToolErrors, &t.LastEnd,
-			&t.ErrorSpans, &it.sortValue}
+			&t.ErrorSpans, &t.Interrupted, &it.sortValue}
 		if p.WithInput {
 			dest = append(dest, &it.Input)
 		}
@@ -387,6 +399,15 @@ func traceFilterSQL(f TraceFilter, arg func(any) string) (string, bool, error) {
 			return failed, false, nil
 		}
 		return "NOT " + failed, false, nil
+	case TraceFieldInterrupted:
+		b, ok := f.Value.(bool)
+		if !ok || (f.Op != FilterEq && f.Op != FilterNeq) {
+			return "", false, fmt.Errorf("%w: filter interrupted: want eq or neq with true or false", ErrInvalidFilter)
+		}
+		if b == (f.Op == FilterEq) {
+			return traceInterruptedSQL, false, nil
+		}
+		return "NOT " + traceInterruptedSQL, false, nil
 	case TraceFieldService:
 		col = "t.service"
 	case TraceFieldText:

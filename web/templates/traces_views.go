@@ -281,11 +281,13 @@ type TraceListRow struct {
 	ToolErrors   int
 	// ErrorSpans counts its failed spans; Error is set when there is one (or the root failed).
 	ErrorSpans int
+	// Interrupted is a trace that stopped at a tool's interrupt (store.Trace.Interrupted).
+	Interrupted bool
 	// Input is a preview of the trace's input (its root span's).
 	Input string
 }
 
-// Status is the row's status: running, failed, ok, or no end received.
+// Status is the row's status: running, failed, interrupted, ok, or no end received.
 func (r TraceListRow) Status() string {
 	switch {
 	case r.Running:
@@ -294,6 +296,8 @@ func (r TraceListRow) Status() string {
 		return "failed"
 	case r.Stale:
 		return "no end received"
+	case r.Interrupted:
+		return "interrupted"
 	}
 	return "ok"
 }
