@@ -573,9 +573,17 @@ func (r *recorder) flushEvery(ctx context.Context, d time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := r.flush(ctx); err != nil && ctx.Err() == nil {
-				r.svc.log.Warn("flush chunks", "run", r.run.ID, "err", err)
+			err := r.flush(ctx)
+			if err == nil || ctx.Err() != nil {
+				continue
 			}
+			if errors.Is(err, store.ErrLeaseLost) {
+				// Cancelled or taken over: every later flush would fail the same way, until the
+				// action returns. One line says so.
+				r.svc.log.Info("stop flushing chunks: the run is no longer held by this execution (cancelled or taken over)", "run", r.run.ID)
+				return
+			}
+			r.svc.log.Warn("flush chunks", "run", r.run.ID, "err", err)
 		}
 	}
 }
