@@ -133,6 +133,9 @@ type RunRequest struct {
 	Input           json.RawMessage   `json:"input,omitempty"`
 	Context         map[string]any    `json:"context,omitempty"`
 	TelemetryLabels map[string]string `json:"telemetryLabels,omitempty"`
+	// OnTraceID, when set, gets the run's trace id as soon as the app's response headers name it
+	// (X-Genkit-Trace-Id), before the run ends.
+	OnTraceID func(traceID string) `json:"-"`
 }
 
 // RunResult is what a run of an action returned.
@@ -189,6 +192,9 @@ func (c *Client) RunAction(ctx context.Context, r RunRequest, onChunk func(json.
 	}
 	defer resp.Body.Close()
 	traceID := resp.Header.Get("X-Genkit-Trace-Id")
+	if traceID != "" && r.OnTraceID != nil {
+		r.OnTraceID(traceID)
+	}
 	if traceID != "" {
 		// A run cancelled here is cancelled in the app too: closing the connection does not stop
 		// the action there.

@@ -130,6 +130,8 @@ func (c *conn) call(ctx context.Context, ext *runs.External, key string, input j
 		// The app's root span carries the run's id, so that every execution's trace (the first,
 		// and each resume's) is found as the run's.
 		req.TelemetryLabels = map[string]string{trace.AttrRunID: ext.RunID()}
+		// Genkit Go's root spans take no labels: the trace id the app names links the execution.
+		req.OnTraceID = ext.SetTraceID
 	}
 	var onChunk func(json.RawMessage) error
 	if cb != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/store"
@@ -24,6 +25,7 @@ const MetaExternal = "loupe:external"
 // the action's.
 type External struct {
 	rec              *recorder
+	linked           string
 	history          []*engine.Message
 	respond, restart []*engine.Part
 }
@@ -77,13 +79,26 @@ func (e *External) Resume() (respond, restart []*engine.Part) {
 	return e.respond, restart
 }
 
-// SetTraceID links the run to the trace the other process recorded, unless it has one already.
+// SetTraceID links the run to the trace the other process recorded for this execution, at once
+// (the trace is the run's while it runs, and after a cancel): the run's trace_id, unless it has one
+// already, and the execution's trace among the run's (store.RunTraceAdd), which finds it when the
+// other process's spans carry no run id. It may be called again with the same id.
 func (e *External) SetTraceID(id string) {
 	r := e.rec
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.traceID == "" && r.run.TraceID == nil {
 		r.traceID = id
+	}
+	linked := e.linked == id
+	e.linked = id
+	r.mu.Unlock()
+	if linked || id == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.svc.store.RunTraceAdd(ctx, r.lease.fence, id); err != nil {
+		r.svc.log.Warn("link the run to its execution's trace", "run", r.run.ID, "trace", id, "err", err)
 	}
 }
 

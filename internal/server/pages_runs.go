@@ -19,7 +19,6 @@ import (
 	"github.com/loupe-dev/loupe/internal/auth"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
-	"github.com/loupe-dev/loupe/internal/trace"
 	"github.com/loupe-dev/loupe/web/templates"
 )
 
@@ -481,7 +480,7 @@ var errNoRunTrace = errors.New("no trace recorded for the run")
 func (s *Server) runTrace(c echo.Context, r *store.Run) (*templates.TraceView, error) {
 	ctx := c.Request().Context()
 	items, _, err := s.store.TraceList(ctx, store.TraceListParams{Limit: 50,
-		Filters: []store.TraceFilter{{Field: trace.AttrRunID, Op: store.FilterEq, Value: r.ID.String()}}})
+		Filters: []store.TraceFilter{{Field: store.TraceFieldRunID, Op: store.FilterEq, Value: r.ID.String()}}})
 	if err != nil {
 		return nil, err
 	}

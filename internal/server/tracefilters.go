@@ -9,7 +9,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/loupe-dev/loupe/internal/store"
-	"github.com/loupe-dev/loupe/internal/trace"
 )
 
 // traceListFilters reads the trace list's filters from a query, the same for the API
@@ -47,7 +46,7 @@ func traceListFilters(q url.Values) ([]store.TraceFilter, error) {
 		if _, err := uuid.Parse(v); err != nil {
 			return nil, Errorf(http.StatusBadRequest, "bad_request", "run_id %q is not a UUID", v)
 		}
-		add(trace.AttrRunID, store.FilterEq, v)
+		add(store.TraceFieldRunID, store.FilterEq, v)
 	}
 	switch v := q.Get("status"); v {
 	case "":

@@ -161,6 +161,9 @@ const (
 	TraceFieldRunning = "running" // value true or false
 	// TraceFieldFailed is whether any span of the trace failed: value true or false.
 	TraceFieldFailed = "failed"
+	// TraceFieldRunID is the run a trace belongs to (a uuid string): its loupe.run.id (on the root
+	// or any span), or an execution's trace linked by RunTraceAdd.
+	TraceFieldRunID = "run_id"
 	// TraceFieldInterrupted is Trace.Interrupted, the failed check aside: value true or false.
 	TraceFieldInterrupted = "interrupted"
 	// TraceFieldService is the service.name of the program that sent the trace.
@@ -399,6 +402,17 @@ func traceFilterSQL(f TraceFilter, arg func(any) string) (string, bool, error) {
 			return failed, false, nil
 		}
 		return "NOT " + failed, false, nil
+	case TraceFieldRunID:
+		id, ok := f.Value.(string)
+		if !ok || f.Op != FilterEq {
+			return "", false, fmt.Errorf("%w: filter run_id: want eq with a run id", ErrInvalidFilter)
+		}
+		if _, err := uuid.Parse(id); err != nil {
+			return "", false, fmt.Errorf("%w: filter run_id: %q is not a UUID", ErrInvalidFilter, id)
+		}
+		v := arg(id)
+		return fmt.Sprintf(`(t.run_id = %[1]s::text::uuid OR (r.attributes->>'loupe.run.id') = %[1]s::text
+			OR EXISTS (SELECT 1 FROM run_traces rt WHERE rt.run_id = %[1]s::text::uuid AND rt.trace_id = t.trace_id))`, v), true, nil
 	case TraceFieldInterrupted:
 		b, ok := f.Value.(bool)
 		if !ok || (f.Op != FilterEq && f.Op != FilterNeq) {

@@ -51,3 +51,43 @@ func TestTraceInterruptedIsAStatusOfItsOwn(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// TestTraceRunIDFindsLinkedExecutions: the run_id filter finds a trace whose spans carry no run id
+// (Genkit Go's) once an execution of the run has linked it, as well as one whose root carries
+// loupe.run.id; a stale execution links nothing.
+func TestTraceRunIDFindsLinkedExecutions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	run, err := s.RunCreate(ctx, store.RunCreateParams{Action: "/flow/x", Input: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	const goTrace, labelled, other = "000000000000000000000000000000c1", "000000000000000000000000000000c2", "000000000000000000000000000000c3"
+	_, err = s.SpanIngest(ctx, []store.Span{
+		{TraceID: goTrace, SpanID: "00000000000000c1", Name: "flow", StartTime: 1, EndTime: 9, Source: store.SpanSourceGenkit},
+		{TraceID: labelled, SpanID: "00000000000000c2", Name: "flow", StartTime: 2, EndTime: 9, Source: store.SpanSourceGenkit,
+			Attributes: json.RawMessage(`{"loupe.run.id":"` + run.ID.String() + `"}`)},
+		{TraceID: other, SpanID: "00000000000000c3", Name: "flow", StartTime: 3, EndTime: 9, Source: store.SpanSourceGenkit},
+	})
+	require.NoError(t, err)
+	list := func() []string {
+		items, _, err := s.TraceList(ctx, store.TraceListParams{Limit: 10,
+			Filters: []store.TraceFilter{{Field: store.TraceFieldRunID, Op: store.FilterEq, Value: run.ID.String()}}})
+		require.NoError(t, err)
+		var ids []string
+		for _, it := range items {
+			ids = append(ids, it.TraceID)
+		}
+		return ids
+	}
+	require.Equal(t, []string{labelled}, list())
+	require.NoError(t, s.RunTraceAdd(ctx, store.Fence{RunID: run.ID, Epoch: run.LeaseEpoch + 7}, other), "a stale execution")
+	require.NoError(t, s.RunTraceAdd(ctx, store.FenceOf(run), goTrace))
+	require.NoError(t, s.RunTraceAdd(ctx, store.FenceOf(run), goTrace), "twice is once")
+	require.ElementsMatch(t, []string{labelled, goTrace}, list())
+	got, err := s.RunGet(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, goTrace, *got.TraceID, "the first linked trace is the run's")
+	_, _, err = s.TraceList(ctx, store.TraceListParams{Limit: 10,
+		Filters: []store.TraceFilter{{Field: store.TraceFieldRunID, Op: store.FilterEq, Value: "nope"}}})
+	require.ErrorIs(t, err, store.ErrInvalidFilter)
+}
