@@ -142,6 +142,7 @@ func (s *supervisor) run(ctx context.Context) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // stop `go run`'s child too
 		stdout, stderr := prefixed(s.out, "app | "), prefixed(s.out, "app | ")
 		cmd.Stdout, cmd.Stderr = stdout, stderr
+		exitedZero := false
 		if err := cmd.Start(); err != nil {
 			fmt.Fprintf(s.out, "devui start: cannot run %s: %v\n", s.argv[0], err)
 		} else {
@@ -151,7 +152,10 @@ func (s *supervisor) run(ctx context.Context) {
 			case err := <-exited:
 				stdout.Flush()
 				stderr.Flush()
-				fmt.Fprintf(s.out, "devui start: %s exited (%v); running it again\n", s.argv[0], exitText(err))
+				exitedZero = err == nil
+				if !exitedZero || time.Since(began) > quickExit {
+					fmt.Fprintf(s.out, "devui start: %s exited (%v); running it again\n", s.argv[0], exitText(err))
+				}
 			case <-hup:
 				fmt.Fprintf(s.out, "devui start: restarting %s\n", s.argv[0])
 				s.stopGroup(cmd, exited)
@@ -161,17 +165,33 @@ func (s *supervisor) run(ctx context.Context) {
 				return
 			}
 		}
-		if time.Since(began) > 10*time.Second {
+		ran := time.Since(began)
+		if ran > quickExit {
 			pause = time.Second
+		}
+		maxPause := 10 * time.Second
+		if exitedZero && ran <= quickExit {
+			// A program that ends by itself at once is no Dev UI target (a script, a CLI that
+			// printed its help): running it again every second helps nobody.
+			pause, maxPause = max(pause, 5*time.Second), time.Minute
+			fmt.Fprintf(s.out, "devui start: %s exited on its own (status 0) after %s; a program under devui start must keep running "+
+				"(a Genkit app's reflection server, or a Loupe worker, runs only while its process does). Running it again in %s; SIGHUP runs it now\n",
+				s.argv[0], ran.Round(time.Millisecond), pause)
 		}
 		select {
 		case <-ctx.Done():
 			return
+		case <-hup:
+			fmt.Fprintf(s.out, "devui start: restarting %s\n", s.argv[0])
 		case <-time.After(pause):
 		}
-		pause = min(max(pause*2, time.Second), 10*time.Second)
+		pause = min(max(pause*2, time.Second), maxPause)
 	}
 }
+
+// quickExit is how soon a program that exits counts as exiting at once: a program that ran longer
+// is started again after a second.
+const quickExit = 10 * time.Second
 
 // stopGroup asks the command's process group to stop (SIGTERM: a Loupe worker keeps its runs'
 // checkpoints), and kills it after ten seconds. The exit status of a command it stopped is the
