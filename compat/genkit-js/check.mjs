@@ -191,6 +191,11 @@ const it = await resolve(id, { action: 'respond', output: { approved: true } });
 check(it.tool === 'approveTransfer' && it.metadata?.message === 'Send 50 to Bob?', "the interrupt asks the app's question");
 run = await waitRun(id, 'succeeded');
 check(lastText(run) === 'Done: approveTransfer={"approved":true}', `the app's model answered after the reviewer (${lastText(run)})`);
+const execs = await until(`both executions' traces of run ${id}`, async () => {
+  const r = await api('GET', `/api/v1/traces?run_id=${id}`);
+  return r.json?.traces?.length >= 2 ? r.json.traces : undefined;
+});
+check(execs.length === 2, `GET /api/v1/traces?run_id= finds the resumed run's two executions (${execs.length})`);
 
 // A tool that interrupts until restarted: approving it runs it in the app.
 id = await startRun(key('/prompt/wirePrompt'), { to: 'Eve', amount: 7 });
