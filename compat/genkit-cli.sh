@@ -198,6 +198,11 @@ genkit trace:get "$T1"
 check "trace:get shows the span tree" eval 'has "Trace ID: $T1" && has "countdown (flow)" && clean'
 genkit trace:get "$T1" --format json
 check "trace:get --format json prints the trace" eval 'has "\"traceId\": \"$T1\"" && clean'
+genkit trace:get 0123456789abcdef0123456789abcdef
+check "trace:get of an unknown trace says not found, as against Genkit's own server" eval \
+	'has "not found" && hasnt "Error retrieving trace" && clean'
+check "trace:get --format json keeps Genkit's span shape (status code 0 on success, links [])" eval \
+	'[[ "$(jsget "$URL/api/traces/$T1" "Object.values(d.spans).every(s => s.status.code === 0 && Array.isArray(s.links) && Array.isArray(s.timeEvents.timeEvent))")" == true ]]'
 genkit log:list
 check "log:list answers (an empty list)" eval 'has "No logs found." && clean'
 genkit log:list --trace-id "$T1"

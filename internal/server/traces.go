@@ -163,6 +163,12 @@ func (s *Server) genkitTraceGet(c echo.Context) error {
 		return err
 	}
 	td, err := s.deps.Traces.GenkitGet(c.Request().Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		// Genkit's telemetry server answers an unknown trace with 200 and no body (its store's
+		// load gives undefined), which the genkit CLI and the Dev UI read as "not found".
+		c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+		return c.NoContent(http.StatusOK)
+	}
 	if err != nil {
 		return traceError(err)
 	}

@@ -36,7 +36,7 @@ type SpanData struct {
 	EndTime                 Millis                 `json:"endTime"`
 	Attributes              json.RawMessage        `json:"attributes"`
 	DisplayName             string                 `json:"displayName"`
-	Links                   []GenkitLink           `json:"links,omitempty"`
+	Links                   []GenkitLink           `json:"links"`
 	InstrumentationLibrary  InstrumentationLibrary `json:"instrumentationLibrary"`
 	SpanKind                string                 `json:"spanKind"`
 	SameProcessAsParentSpan *BoolValue             `json:"sameProcessAsParentSpan,omitempty"`
@@ -66,7 +66,7 @@ type SpanStatus struct {
 
 // TimeEvents holds a span's events.
 type TimeEvents struct {
-	TimeEvent []TimeEvent `json:"timeEvent,omitempty"`
+	TimeEvent []TimeEvent `json:"timeEvent"`
 }
 
 // TimeEvent is one span event.
@@ -486,8 +486,11 @@ func toSpanData(sp *store.Span, truncate bool) *SpanData {
 		InstrumentationLibrary:  InstrumentationLibrary{Name: sp.Scope, Version: sp.ScopeVersion},
 		SpanKind:                genkitKindNames[sp.Kind],
 		SameProcessAsParentSpan: &BoolValue{Value: true},
-		Status:                  &SpanStatus{Code: int(sp.StatusCode), Message: sp.StatusMessage},
-		TimeEvents:              &TimeEvents{},
+		Status:                  &SpanStatus{Code: genkitStatusCode(sp.StatusCode), Message: sp.StatusMessage},
+		// As Genkit's own telemetry server returns what the SDK sent: links [] and
+		// timeEvents {timeEvent: []} when there are none.
+		TimeEvents: &TimeEvents{TimeEvent: []TimeEvent{}},
+		Links:      []GenkitLink{},
 	}
 	if sp.ParentSpanID != nil {
 		sd.ParentSpanID = *sp.ParentSpanID
@@ -522,6 +525,16 @@ func toSpanData(sp *store.Span, truncate bool) *SpanData {
 		}
 	}
 	return sd
+}
+
+// genkitStatusCode is a stored status code as Genkit's telemetry API returns it: a successful
+// span is 0, as Genkit JS sends it (OTel's UNSET) and Genkit's own server keeps it, not OTel's OK
+// (1), which the Dev UI and the genkit CLI do not expect; an error is 2.
+func genkitStatusCode(c int16) int {
+	if c == store.StatusOK {
+		return 0
+	}
+	return int(c)
 }
 
 // truncateAttributes cuts string values longer than n characters, with "...", as Genkit's list
