@@ -29,8 +29,9 @@ var (
 // text/event-stream whose first message is the trace so far ("data: <TraceData>\n\n", when it
 // exists), followed by "data: {"type":"span_start"|"span_end","traceId","span"}\n\n" as spans
 // start and end (an ended span that was not seen running gets both, as Genkit sends them).
-// Genkit's stream stays open until the client leaves; Loupe's also ends once the root span has
-// ended, when nothing more is to come, or after traceStreamIdle without a change.
+// As Genkit's, the stream stays open until the client leaves, after the root span has ended too
+// (the Dev UI's streamTrace ends when the stream does); Loupe's also ends after traceStreamIdle
+// without a change, or when the server stops.
 func (s *Server) genkitTraceStream(c echo.Context) error {
 	if err := s.checkTelemetryToken(c, "reading traces"); err != nil {
 		return err
@@ -91,9 +92,6 @@ func (s *Server) genkitTraceStream(c echo.Context) error {
 				}
 			}
 		}
-		if td != nil && rootEnded(td) {
-			return nil
-		}
 		if time.Since(lastChange) > traceStreamIdle {
 			return nil
 		}
@@ -143,16 +141,6 @@ func traceStreamEvents(traceID string, td *trace.TraceData, seen map[string]bool
 		}
 	}
 	return evs
-}
-
-// rootEnded reports whether the trace's root span (the one without a parent) has ended.
-func rootEnded(td *trace.TraceData) bool {
-	for _, sp := range td.Spans {
-		if sp.ParentSpanID == "" && sp.EndTime > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // genkitLogs is Genkit's GET /api/logs, /api/traces/{id}/logs and
