@@ -9,7 +9,7 @@
 //	    action: /flow/transferMoney      # optional
 //	    tool: transfer                   # optional
 //	    when: input.amount < 100         # CEL, optional
-//	    decide: approve                  # approve | deny | ask
+//	    decide: approve                  # approve | deny | ask | require (approvals: N)
 //	    reason: small amounts need no review
 //	  - name: mail-is-gated
 //	    gate: tool == "sendEmail"        # CEL: interrupt before the tool runs
@@ -46,7 +46,13 @@ const (
 	Deny    Decision = "deny"
 	// Ask leaves the interrupt to a person: what happens when no rule matches.
 	Ask Decision = "ask"
+	// Require leaves it to people: Approvals distinct reviewers must approve it (one denial
+	// denies it).
+	Require Decision = "require"
 )
+
+// MaxApprovals caps a rule's approvals.
+const MaxApprovals = 10
 
 // MaxSourceBytes caps a policy's source.
 const MaxSourceBytes = 1 << 20
@@ -60,6 +66,8 @@ type Rule struct {
 	Gate   string   `yaml:"gate,omitempty" json:"gate,omitempty"`
 	Decide Decision `yaml:"decide,omitempty" json:"decide,omitempty"`
 	Reason string   `yaml:"reason,omitempty" json:"reason,omitempty"`
+	// Approvals is how many distinct reviewers must approve, for decide: require.
+	Approvals int `yaml:"approvals,omitempty" json:"approvals,omitempty"`
 
 	line int
 	prog cel.Program // When's, or Gate's
@@ -89,6 +97,8 @@ type Outcome struct {
 	Rule    string `json:"rule,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 	Version int64  `json:"version,omitempty"`
+	// Approvals is how many distinct reviewers must approve, when Decision is Require.
+	Approvals int `json:"approvals,omitempty"`
 	// Errors are the rules whose expression failed on this case, with why: they did not match.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -168,7 +178,7 @@ func Parse(src []byte) (*Set, error) {
 	for i := range file.Rules {
 		n := &file.Rules[i]
 		r := &Rule{line: n.Line}
-		if err := knownKeys(n, "name", "action", "tool", "when", "gate", "decide", "reason"); err != nil {
+		if err := knownKeys(n, "name", "action", "tool", "when", "gate", "decide", "reason", "approvals"); err != nil {
 			return nil, err
 		}
 		if err := n.Decode(r); err != nil {
@@ -216,15 +226,22 @@ func (r *Rule) compile() error {
 		return fail("a rule needs a name: decisions are signed with it")
 	}
 	switch {
-	case r.Gate != "" && (r.Decide != "" || r.When != ""):
+	case r.Gate != "" && (r.Decide != "" || r.When != "" || r.Approvals != 0):
 		return fail("a gate rule only gates (gate, action, tool, reason); decide and when belong to decision rules")
 	case r.Gate == "":
 		switch r.Decide {
 		case Approve, Deny, Ask:
+			if r.Approvals != 0 {
+				return fail("approvals go with decide: require")
+			}
+		case Require:
+			if r.Approvals < 2 || r.Approvals > MaxApprovals {
+				return fail("decide: require needs approvals from 2 to %d (one approval is decide: ask)", MaxApprovals)
+			}
 		case "":
-			return fail("decide is missing: approve, deny or ask (or write a gate rule)")
+			return fail("decide is missing: approve, deny, ask or require (or write a gate rule)")
 		default:
-			return fail("decide %q: want approve, deny or ask", r.Decide)
+			return fail("decide %q: want approve, deny, ask or require", r.Decide)
 		}
 	}
 	expr := r.When
@@ -302,7 +319,7 @@ func (s *Set) Decide(c Case) Outcome {
 			continue
 		}
 		if ok {
-			out.Decision, out.Rule, out.Reason, out.Version = r.Decide, r.Name, r.Reason, s.Version
+			out.Decision, out.Rule, out.Reason, out.Version, out.Approvals = r.Decide, r.Name, r.Reason, s.Version, r.Approvals
 			return out
 		}
 	}

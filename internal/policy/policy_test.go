@@ -94,8 +94,10 @@ func TestBadPoliciesSayWhereAndWhy(t *testing.T) {
 		"rules:\n  - name: a\n    when: tool + 'x'\n    decide: approve\n":          "must be true or false",
 		"rules:\n  - name: a\n    decide: approve\n  - name: a\n    decide: deny\n": "taken by the rule of line 2",
 		"rules:\n  - name: a\n    gate: 'true'\n    decide: deny\n":                 "a gate rule only gates",
-		"rule:\n  - name: a\n": `unknown key "rule"`,
-		"rules: [":             "policy: ",
+		"rules:\n  - name: a\n    decide: require\n":                                "needs approvals from 2",
+		"rules:\n  - name: a\n    decide: approve\n    approvals: 2\n":              "approvals go with decide: require",
+		"rule:\n  - name: a\n":                                                      `unknown key "rule"`,
+		"rules: [":                                                                  "policy: ",
 	}
 	for src, want := range cases {
 		_, err := policy.Parse([]byte(src))

@@ -63,7 +63,7 @@ func (s *Set) WhatIf(past []Past) *Report {
 			r.Approve++
 		case Deny:
 			r.Deny++
-		default:
+		default: // ask and require leave it to people
 			r.Ask++
 			if out.Rule != "" {
 				r.AskByRule++

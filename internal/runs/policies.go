@@ -140,7 +140,11 @@ func (s *Service) applyPolicy(ctx context.Context, tx *store.Store, run *store.R
 		if out.Rule == "" {
 			continue
 		}
-		record, err := json.Marshal(map[string]any{"rule": out.Rule, "version": out.Version, "decision": out.Decision, "reason": out.Reason})
+		rec := map[string]any{"rule": out.Rule, "version": out.Version, "decision": out.Decision, "reason": out.Reason}
+		if out.Decision == policy.Require {
+			rec["approvals"] = out.Approvals
+		}
+		record, err := json.Marshal(rec)
 		if err != nil {
 			return false, err
 		}
@@ -227,4 +231,21 @@ func PolicyWhatIf(ctx context.Context, st *store.Store, src []byte, last int) (*
 		}
 	}
 	return set.WhatIf(past), nil
+}
+
+// requiredApprovals is how many distinct approvals the policy rule that routed the interrupt
+// requires (0 when none), and the rule.
+func requiredApprovals(it *store.Interrupt) (int, string) {
+	if len(it.Policy) == 0 {
+		return 0, ""
+	}
+	var rec struct {
+		Rule      string          `json:"rule"`
+		Decision  policy.Decision `json:"decision"`
+		Approvals int             `json:"approvals"`
+	}
+	if json.Unmarshal(it.Policy, &rec) != nil || rec.Decision != policy.Require {
+		return 0, ""
+	}
+	return rec.Approvals, rec.Rule
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -249,4 +250,93 @@ rules:
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	require.Contains(t, *list[0].ResolvedBy, "policy partners v")
+}
+
+func TestARuleRequiringTwoApproversKeepsTheInterruptUntilTwoDistinctApprove(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	b.savePolicy(t, `
+rules:
+  - name: four-eyes
+    tool: transfer
+    when: input.amount >= 1000
+    decide: require
+    approvals: 2
+    reason: large amounts need two people
+`)
+	ctx := context.Background()
+	approve := func(it *store.Interrupt, who string) (*store.Interrupt, error) {
+		return b.svc.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionApprove, Actor: who, Version: it.Version})
+	}
+
+	run := b.startPolicyAgent(t, "transfer", map[string]any{"amount": 5000, "to": "bob"})
+	b.wait(t, run.ID, store.RunInterrupted)
+	it := b.pending(t, run.ID)[0]
+	require.Contains(t, string(it.Policy), `"approvals": 2`)
+	got, err := approve(it, "ann")
+	require.NoError(t, err)
+	require.Equal(t, store.InterruptPending, got.Status, "one approval of two")
+	_, err = approve(got, "ann")
+	var ce *runs.ConflictError
+	require.ErrorAs(t, err, &ce, "the same reviewer twice counts once")
+	require.Contains(t, ce.Error(), "ann approved interrupt")
+	_, err = b.svc.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionEdit, Actor: "cid", Input: json.RawMessage(`{"amount":1,"to":"bob"}`)})
+	var ve *runs.ValidationError
+	require.ErrorAs(t, err, &ve, "an edit cannot stand in for the approvals")
+	require.Empty(t, b.effects(t, run.ID))
+	// The first reviewer's form is stale by a version: the second approval is still taken.
+	got, err = approve(it, "bea")
+	require.NoError(t, err)
+	require.Equal(t, store.InterruptApproved, got.Status)
+	require.Equal(t, "ann, bea", *got.ResolvedBy)
+	b.wait(t, run.ID, store.RunSucceeded)
+	require.Equal(t, map[string]int{"p1": 1}, b.effects(t, run.ID))
+
+	// One denial denies.
+	run = b.startPolicyAgent(t, "transfer", map[string]any{"amount": 5000, "to": "cy"})
+	b.wait(t, run.ID, store.RunInterrupted)
+	it = b.pending(t, run.ID)[0]
+	_, err = approve(it, "ann")
+	require.NoError(t, err)
+	_, err = b.svc.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionDeny, Actor: "bea", Comment: "no"})
+	require.NoError(t, err)
+	b.wait(t, run.ID, store.RunSucceeded)
+	require.Empty(t, b.effects(t, run.ID))
+
+	// 50 racing reviewers: exactly two approvals count, the tool runs once.
+	run = b.startPolicyAgent(t, "transfer", map[string]any{"amount": 9000, "to": "dan"})
+	b.wait(t, run.ID, store.RunInterrupted)
+	it = b.pending(t, run.ID)[0]
+	const n = 50
+	errs := make([]error, n)
+	outs := make([]*store.Interrupt, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			outs[i], errs[i] = b.svc.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionApprove, Actor: fmt.Sprintf("r%02d", i)})
+		})
+	}
+	close(start)
+	wg.Wait()
+	partial, final := 0, 0
+	for i, err := range errs {
+		if err != nil {
+			require.ErrorIs(t, err, runs.ErrConflict)
+			continue
+		}
+		if outs[i].Status == store.InterruptPending {
+			partial++
+		} else {
+			final++
+		}
+	}
+	require.Equal(t, 1, partial, "one approval recorded before the last")
+	require.Equal(t, 1, final, "exactly one approval completes it")
+	b.wait(t, run.ID, store.RunSucceeded)
+	require.Equal(t, map[string]int{"p1": 1}, b.effects(t, run.ID))
+	approvals, err := b.store.InterruptApprovals(ctx, it.ID)
+	require.NoError(t, err)
+	require.Len(t, approvals, 2)
 }

@@ -114,6 +114,38 @@ func (s *Service) Resolve(ctx context.Context, p ResolveParams) (*store.Interrup
 			return &ConflictError{Interrupt: it, ClaimedBy: *it.ClaimedBy,
 				Reason: fmt.Sprintf("interrupt %s is claimed by %s: they decide it, unless they release it or it is taken over", it.ID, *it.ClaimedBy)}
 		}
+		// A policy rule that requires several approvers keeps the interrupt pending until enough
+		// distinct ones approved (policies.go); each approval bumps its version, so none is stale.
+		need, rule := requiredApprovals(it)
+		if need > 1 {
+			switch p.Action {
+			case ActionApprove:
+				list, added, err := tx.InterruptApprove(ctx, it.ID, p.Actor, p.Comment)
+				if err != nil {
+					return err
+				}
+				if !added {
+					return &ConflictError{Interrupt: it, Reason: fmt.Sprintf("%s approved interrupt %s already: it needs %d distinct approvals (%d so far, policy rule %s)",
+						p.Actor, it.ID, need, len(list), rule)}
+				}
+				if len(list) < need {
+					if resolved, err = tx.InterruptTouch(ctx, it.ID); err != nil {
+						return err
+					}
+					return tx.AuditInsert(ctx, p.Actor, "interrupt.approval", "interrupt", it.ID.String(), map[string]any{
+						"run_id": it.RunID, "tool": it.Tool, "ref": it.Ref, "comment": p.Comment,
+						"approvals": len(list), "required": need, "rule": rule})
+				}
+				names := make([]string, len(list))
+				for i, a := range list {
+					names[i] = a.Actor
+				}
+				p.Actor, p.Version = strings.Join(names, ", "), 0
+			case ActionDeny:
+			default:
+				return &ValidationError{Field: "action", Message: fmt.Sprintf("interrupt %s needs %d distinct approvals (policy rule %s): approve it or deny it", it.ID, need, rule)}
+			}
+		}
 		if p.Version != 0 && p.Version != it.Version {
 			return &ConflictError{Interrupt: it, Reason: fmt.Sprintf("interrupt %s changed since version %d (now %d): reload it", it.ID, p.Version, it.Version)}
 		}

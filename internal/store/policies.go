@@ -132,3 +132,54 @@ func (s *Store) InterruptListRecent(ctx context.Context, limit int) ([]*Interrup
 	}
 	return out, nil
 }
+
+// InterruptApproval is one reviewer's approval of an interrupt that needs several.
+type InterruptApproval struct {
+	Actor     string    `db:"actor" json:"actor"`
+	Comment   *string   `db:"comment" json:"comment,omitempty"`
+	CreatedAt time.Time `db:"created_at" json:"created_at"`
+}
+
+// InterruptApprove records actor's approval of an interrupt that needs several, and returns its
+// approvals so far, oldest first; added is false when actor had approved it already. Call it in
+// the transaction that locked the interrupt.
+func (s *Store) InterruptApprove(ctx context.Context, id uuid.UUID, actor, comment string) (list []*InterruptApproval, added bool, err error) {
+	tag, err := s.db.Exec(ctx, `INSERT INTO interrupt_approvals (interrupt_id, actor, comment) VALUES ($1, $2, NULLIF($3, ''))
+		ON CONFLICT DO NOTHING`, id, actor, comment)
+	if err != nil {
+		return nil, false, fmt.Errorf("record an approval of interrupt %s: %w", id, err)
+	}
+	if list, err = s.InterruptApprovals(ctx, id); err != nil {
+		return nil, false, err
+	}
+	return list, tag.RowsAffected() == 1, nil
+}
+
+// InterruptApprovals returns an interrupt's approvals so far, oldest first.
+func (s *Store) InterruptApprovals(ctx context.Context, id uuid.UUID) ([]*InterruptApproval, error) {
+	rows, err := s.db.Query(ctx, `SELECT actor, comment, created_at FROM interrupt_approvals WHERE interrupt_id = $1
+		ORDER BY created_at, actor`, id)
+	if err != nil {
+		return nil, fmt.Errorf("approvals of interrupt %s: %w", id, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[InterruptApproval])
+	if err != nil {
+		return nil, fmt.Errorf("approvals of interrupt %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// InterruptTouch bumps a pending interrupt's version: something about it changed (an approval of
+// several was recorded) that a reviewer's open form must learn.
+func (s *Store) InterruptTouch(ctx context.Context, id uuid.UUID) (*Interrupt, error) {
+	rows, err := s.db.Query(ctx, `UPDATE interrupts SET version = version + 1 WHERE id = $1 AND status = 'pending'
+		RETURNING `+interruptColumns, id)
+	if err != nil {
+		return nil, fmt.Errorf("touch interrupt %s: %w", id, err)
+	}
+	i, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Interrupt])
+	if err != nil {
+		return nil, fmt.Errorf("touch interrupt %s: %w", id, notFound(err))
+	}
+	return i, nil
+}
