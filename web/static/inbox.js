@@ -427,14 +427,18 @@ detail.addEventListener("submit", (ev) => {
 
 // swallow drops the keypress that follows a key we handled on keydown: a shortcut that moved the
 // focus into a field must not type its letter there, and Enter in the reason must not also submit
-// the form with its first button (implicit submission).
+// the form with its first button (implicit submission). It holds until that key is released, not
+// for a time: a busy machine delivers the keypress late.
 let swallowed = null;
-const swallow = (key) => { swallowed = { key, until: Date.now() + 300 }; };
+const swallow = (key) => { swallowed = key; };
 document.addEventListener("keypress", (ev) => {
-  if (swallowed && ev.key === swallowed.key && Date.now() < swallowed.until) {
+  if (swallowed !== null && ev.key === swallowed) {
     ev.preventDefault();
     swallowed = null;
   }
+}, true);
+document.addEventListener("keyup", (ev) => {
+  if (ev.key === swallowed) swallowed = null;
 }, true);
 
 detail.addEventListener("keydown", (ev) => {
