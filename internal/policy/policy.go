@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
@@ -68,6 +69,11 @@ type Rule struct {
 	Reason string   `yaml:"reason,omitempty" json:"reason,omitempty"`
 	// Approvals is how many distinct reviewers must approve, for decide: require.
 	Approvals int `yaml:"approvals,omitempty" json:"approvals,omitempty"`
+	// Expires, for decide: ask or require, is how long people have (a Go duration, "30m"): then
+	// the interrupt is denied, failing safe.
+	Expires string `yaml:"expires,omitempty" json:"expires,omitempty"`
+
+	expires time.Duration
 
 	line int
 	prog cel.Program // When's, or Gate's
@@ -99,6 +105,8 @@ type Outcome struct {
 	Version int64  `json:"version,omitempty"`
 	// Approvals is how many distinct reviewers must approve, when Decision is Require.
 	Approvals int `json:"approvals,omitempty"`
+	// Expires is how long people have to decide, when Decision is Ask or Require (0: no limit).
+	Expires time.Duration `json:"expires,omitempty"`
 	// Errors are the rules whose expression failed on this case, with why: they did not match.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -178,7 +186,7 @@ func Parse(src []byte) (*Set, error) {
 	for i := range file.Rules {
 		n := &file.Rules[i]
 		r := &Rule{line: n.Line}
-		if err := knownKeys(n, "name", "action", "tool", "when", "gate", "decide", "reason", "approvals"); err != nil {
+		if err := knownKeys(n, "name", "action", "tool", "when", "gate", "decide", "reason", "approvals", "expires"); err != nil {
 			return nil, err
 		}
 		if err := n.Decode(r); err != nil {
@@ -226,7 +234,7 @@ func (r *Rule) compile() error {
 		return fail("a rule needs a name: decisions are signed with it")
 	}
 	switch {
-	case r.Gate != "" && (r.Decide != "" || r.When != "" || r.Approvals != 0):
+	case r.Gate != "" && (r.Decide != "" || r.When != "" || r.Approvals != 0 || r.Expires != ""):
 		return fail("a gate rule only gates (gate, action, tool, reason); decide and when belong to decision rules")
 	case r.Gate == "":
 		switch r.Decide {
@@ -243,6 +251,16 @@ func (r *Rule) compile() error {
 		default:
 			return fail("decide %q: want approve, deny, ask or require", r.Decide)
 		}
+	}
+	if r.Expires != "" {
+		d, err := time.ParseDuration(r.Expires)
+		switch {
+		case err != nil || d <= 0:
+			return fail("expires %q: want a duration such as 30m or 24h", r.Expires)
+		case r.Decide != Ask && r.Decide != Require:
+			return fail("expires goes with decide: ask or require (the deadline of a person's decision)")
+		}
+		r.expires = d
 	}
 	expr := r.When
 	if r.Gate != "" {
@@ -319,7 +337,7 @@ func (s *Set) Decide(c Case) Outcome {
 			continue
 		}
 		if ok {
-			out.Decision, out.Rule, out.Reason, out.Version, out.Approvals = r.Decide, r.Name, r.Reason, s.Version, r.Approvals
+			out.Decision, out.Rule, out.Reason, out.Version, out.Approvals, out.Expires = r.Decide, r.Name, r.Reason, s.Version, r.Approvals, r.expires
 			return out
 		}
 	}

@@ -96,8 +96,10 @@ func TestBadPoliciesSayWhereAndWhy(t *testing.T) {
 		"rules:\n  - name: a\n    gate: 'true'\n    decide: deny\n":                 "a gate rule only gates",
 		"rules:\n  - name: a\n    decide: require\n":                                "needs approvals from 2",
 		"rules:\n  - name: a\n    decide: approve\n    approvals: 2\n":              "approvals go with decide: require",
-		"rule:\n  - name: a\n":                                                      `unknown key "rule"`,
-		"rules: [":                                                                  "policy: ",
+		"rules:\n  - name: a\n    decide: ask\n    expires: soon\n":                 `expires "soon"`,
+		"rules:\n  - name: a\n    decide: approve\n    expires: 1h\n":               "expires goes with decide: ask or require",
+		"rule:\n  - name: a\n": `unknown key "rule"`,
+		"rules: [":             "policy: ",
 	}
 	for src, want := range cases {
 		_, err := policy.Parse([]byte(src))

@@ -144,6 +144,9 @@ func (s *Service) applyPolicy(ctx context.Context, tx *store.Store, run *store.R
 		if out.Decision == policy.Require {
 			rec["approvals"] = out.Approvals
 		}
+		if out.Expires > 0 {
+			rec["expires"] = out.Expires.String()
+		}
 		record, err := json.Marshal(rec)
 		if err != nil {
 			return false, err
@@ -152,6 +155,11 @@ func (s *Service) applyPolicy(ctx context.Context, tx *store.Store, run *store.R
 			return false, err
 		}
 		if out.Decision != policy.Approve && out.Decision != policy.Deny {
+			if out.Expires > 0 {
+				if err := tx.InterruptSetExpiry(ctx, it.ID, out.Expires); err != nil {
+					return false, err
+				}
+			}
 			continue
 		}
 		p := ResolveParams{InterruptID: it.ID, Action: string(out.Decision), Actor: out.By(), Comment: out.Reason}
@@ -248,4 +256,35 @@ func requiredApprovals(it *store.Interrupt) (int, string) {
 		return 0, ""
 	}
 	return rec.Approvals, rec.Rule
+}
+
+// expireInterrupts denies the pending interrupts whose policy deadline passed, each through
+// Resolve: a reviewer deciding at the same moment and the deadline are serialised by its locks,
+// and exactly one of them decides. It runs in the recovery sweep, so a deadline passed during a
+// crash is applied by whichever process sweeps next.
+func (s *Service) expireInterrupts(ctx context.Context) {
+	list, err := s.store.InterruptListExpired(ctx, 100)
+	if err != nil {
+		s.log.Warn("recovery sweep: expired interrupts", "err", err)
+		return
+	}
+	for _, it := range list {
+		var rec struct {
+			Rule    string `json:"rule"`
+			Version int64  `json:"version"`
+			Expires string `json:"expires"`
+		}
+		_ = json.Unmarshal(it.Policy, &rec)
+		by := policy.Outcome{Rule: rec.Rule, Version: rec.Version}.By()
+		_, err := s.Resolve(ctx, ResolveParams{InterruptID: it.ID, Action: ActionDeny, Actor: by, Expired: true,
+			Comment: fmt.Sprintf("nobody decided within %s (policy rule %s): denied", rec.Expires, rec.Rule)})
+		switch {
+		case err == nil:
+			s.log.Info("denied an interrupt nobody decided in time", "interrupt", it.ID, "run", it.RunID, "rule", rec.Rule)
+		case errors.Is(err, ErrConflict):
+			// A reviewer decided it first.
+		default:
+			s.log.Warn("recovery sweep: expire interrupt", "interrupt", it.ID, "err", err)
+		}
+	}
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe/internal/engine"
@@ -339,4 +341,78 @@ rules:
 	approvals, err := b.store.InterruptApprovals(ctx, it.ID)
 	require.NoError(t, err)
 	require.Len(t, approvals, 2)
+}
+
+func TestAnInterruptNobodyDecidesInTimeIsDeniedOnceEvenRacingAReviewer(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	v := b.savePolicy(t, `
+rules:
+  - name: quick
+    tool: transfer
+    decide: ask
+    expires: 1s
+`)
+	ctx := context.Background()
+	run := b.startPolicyAgent(t, "transfer", map[string]any{"amount": 5, "to": "bob"})
+	done := b.wait(t, run.ID, store.RunSucceeded)
+	require.Contains(t, string(done.Output), "nobody decided within 1s")
+	require.Empty(t, b.effects(t, run.ID))
+	list, err := b.store.InterruptListByRun(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.InterruptDenied, list[0].Status)
+	require.Equal(t, fmt.Sprintf("policy quick v%d", v.Version), *list[0].ResolvedBy)
+
+	// A reviewer approving as the deadline passes: one of them decides, once.
+	const rounds = 20
+	ids := make([]*store.Run, rounds)
+	for i := range rounds {
+		ids[i] = b.startPolicyAgent(t, "transfer", map[string]any{"amount": i, "to": "cy"})
+	}
+	var wg sync.WaitGroup
+	for i, r := range ids {
+		wg.Go(func() {
+			// From just before the deadline to past the next sweep (a third of a second here).
+			it := b.waitPending(t, r.ID)
+			time.Sleep(time.Until(it.ExpiresAt.Add(time.Duration(i*25-50) * time.Millisecond)))
+			_, _ = b.svc.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionApprove, Actor: "rita"})
+		})
+	}
+	wg.Wait()
+	approved := 0
+	for _, r := range ids {
+		done := b.wait(t, r.ID, store.RunSucceeded)
+		list, err := b.store.InterruptListByRun(ctx, r.ID)
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		audit, err := b.store.AuditList(ctx, "interrupt", list[0].ID.String())
+		require.NoError(t, err)
+		require.Len(t, audit, 1, "one decision: %+v", audit)
+		switch list[0].Status {
+		case store.InterruptApproved:
+			approved++
+			require.Equal(t, map[string]int{"p1": 1}, b.effects(t, r.ID))
+		case store.InterruptDenied:
+			require.Empty(t, b.effects(t, r.ID))
+			require.Contains(t, string(done.Output), "nobody decided")
+		default:
+			t.Fatalf("interrupt %s is %s", list[0].ID, list[0].Status)
+		}
+	}
+	t.Logf("%d of %d approved by the reviewer, the others denied by the deadline", approved, rounds)
+}
+
+// waitPending waits for the run's pending interrupt.
+func (b *bundle) waitPending(t *testing.T, id uuid.UUID) *store.Interrupt {
+	t.Helper()
+	var it *store.Interrupt
+	require.Eventually(t, func() bool {
+		list, err := b.store.InterruptListByRun(context.Background(), id)
+		require.NoError(t, err)
+		if len(list) == 1 {
+			it = list[0]
+		}
+		return it != nil
+	}, 60*time.Second, 20*time.Millisecond)
+	return it
 }

@@ -36,6 +36,9 @@ type ResolveParams struct {
 	// Version, when not zero, must match the interrupt's version: a stale form loses.
 	Version int64
 	Actor   string
+	// Expired says that the policy's deadline makes this decision (the sweep): a reviewer's
+	// claim does not hold it back.
+	Expired bool
 }
 
 // ConflictError says that an interrupt was already resolved, by whom and how.
@@ -109,7 +112,7 @@ func (s *Service) Resolve(ctx context.Context, p ResolveParams) (*store.Interrup
 		if it.Status != store.InterruptPending {
 			return alreadyResolved(it)
 		}
-		if it.ClaimedBy != nil && *it.ClaimedBy != "" && *it.ClaimedBy != p.Actor {
+		if it.ClaimedBy != nil && *it.ClaimedBy != "" && *it.ClaimedBy != p.Actor && !p.Expired {
 			// Claims keep two reviewers off one item: the claimant decides, or releases it.
 			return &ConflictError{Interrupt: it, ClaimedBy: *it.ClaimedBy,
 				Reason: fmt.Sprintf("interrupt %s is claimed by %s: they decide it, unless they release it or it is taken over", it.ID, *it.ClaimedBy)}

@@ -42,6 +42,7 @@ func (s *Service) sweep() {
 	} else if n > 0 {
 		s.log.Info("finalized the jobs of workers that died", "jobs", n)
 	}
+	s.expireInterrupts(ctx)
 	for _, id := range ids {
 		err := s.store.WithTx(ctx, func(tx *store.Store) error {
 			waiting, err := tx.RunJobWaiting(ctx, id)

@@ -54,6 +54,8 @@ type Interrupt struct {
 	// Policy is the policy rule that decided the interrupt, or that gated its tool and left the
 	// decision to a person: {"rule", "version", "decision", "reason"}.
 	Policy json.RawMessage `db:"policy" json:"policy,omitempty"`
+	// ExpiresAt is when the policy's deadline denies the interrupt if nobody decided it.
+	ExpiresAt *time.Time `db:"expires_at" json:"expires_at,omitempty"`
 }
 
 // InterruptWithAction is an interrupt with its run's action, so that a list can show and filter
@@ -64,7 +66,7 @@ type InterruptWithAction struct {
 }
 
 const interruptColumns = `id, run_id, turn, tool, ref, input, metadata, input_schema, output_schema,
-	status, resolution, resolved_by, resolved_at, comment, round, created_at, version, suggested_resolution, claimed_by, claimed_at, policy`
+	status, resolution, resolved_by, resolved_at, comment, round, created_at, version, suggested_resolution, claimed_by, claimed_at, policy, expires_at`
 
 // InterruptListPending returns pending interrupts, oldest first.
 func (s *Store) InterruptListPending(ctx context.Context, limit int) ([]*Interrupt, error) {

@@ -183,3 +183,25 @@ func (s *Store) InterruptTouch(ctx context.Context, id uuid.UUID) (*Interrupt, e
 	}
 	return i, nil
 }
+
+// InterruptSetExpiry gives a pending interrupt a deadline, after from now.
+func (s *Store) InterruptSetExpiry(ctx context.Context, id uuid.UUID, after time.Duration) error {
+	if _, err := s.db.Exec(ctx, `UPDATE interrupts SET expires_at = now() + $2::interval WHERE id = $1 AND status = 'pending'`, id, after); err != nil {
+		return fmt.Errorf("set the deadline of interrupt %s: %w", id, err)
+	}
+	return nil
+}
+
+// InterruptListExpired returns pending interrupts whose deadline has passed, oldest deadline first.
+func (s *Store) InterruptListExpired(ctx context.Context, limit int) ([]*Interrupt, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+interruptColumns+` FROM interrupts
+		WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= now() ORDER BY expires_at LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list expired interrupts: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[Interrupt])
+	if err != nil {
+		return nil, fmt.Errorf("list expired interrupts: %w", err)
+	}
+	return out, nil
+}
