@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -144,18 +145,30 @@ func traceStreamEvents(traceID string, td *trace.TraceData, seen map[string]bool
 }
 
 // genkitLogs is Genkit's GET /api/logs, /api/traces/{id}/logs and
-// /api/traces/{id}/spans/{spanId}/logs. Loupe keeps no logs yet, so the list is empty, in
-// Genkit's shape ({"logs":[]}), which the genkit CLI's log:list and the Dev UI read.
+// /api/traces/{id}/spans/{spanId}/logs: the stored OTLP log records, in Genkit's list shape
+// ({"logs":[…]}), which the genkit CLI's log:list and the Dev UI read. limit is 1 to 1000.
 func (s *Server) genkitLogs(c echo.Context) error {
 	if err := s.checkTelemetryToken(c, "reading logs"); err != nil {
 		return err
 	}
-	if c.Param("id") != "" {
+	p := store.LogListParams{TraceID: c.Param("id"), SpanID: c.Param("spanId")}
+	if p.TraceID != "" {
 		if _, err := traceParam(c, "id"); err != nil {
 			return err
 		}
 	}
-	return c.JSON(http.StatusOK, map[string]any{"logs": []any{}})
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxTraceListLimit {
+			return Errorf(http.StatusBadRequest, "bad_request", "limit %q: want a number from 1 to %d", v, maxTraceListLimit)
+		}
+		p.Limit = n
+	}
+	logs, err := s.deps.Traces.Logs(c.Request().Context(), p)
+	if err != nil {
+		return traceError(err)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"logs": trace.GenkitLogsOf(logs)})
 }
 
 // stopStreams ends the long streams (trace streams) when the server stops, instead of letting

@@ -170,6 +170,7 @@ func (s *Server) routeTable() []route {
 			get("/api/traces/:id/logs", s.genkitLogs, accessTelemetry),
 			get("/api/traces/:id/spans/:spanId/logs", s.genkitLogs, accessTelemetry),
 			raw(post("/v1/traces", s.otlpTraceIngest, accessTelemetry)),
+			raw(post("/v1/logs", s.otlpLogIngest, accessTelemetry)),
 
 			// Loupe's traces API (traces.go); a trace's stored JSON is compressed by its handler,
 			// at a level for its size (writeTraceJSON).

@@ -208,6 +208,35 @@ func (s *Server) otlpTraceIngest(c echo.Context) error {
 	return c.Blob(http.StatusOK, ct, resp)
 }
 
+// otlpLogIngest is OTLP/HTTP's POST /v1/logs, with the checks, limits and error answers of
+// otlpTraceIngest.
+func (s *Server) otlpLogIngest(c echo.Context) error {
+	reqCT, _, _ := mime.ParseMediaType(c.Request().Header.Get("Content-Type"))
+	ct := reqCT
+	if ct != trace.ContentTypeJSON {
+		ct = trace.ContentTypeProtobuf
+	}
+	if err := s.checkIngest(c); err != nil {
+		return s.otlpError(c, ct, err)
+	}
+	if reqCT != trace.ContentTypeJSON && reqCT != trace.ContentTypeProtobuf {
+		return s.otlpError(c, ct, Errorf(http.StatusUnsupportedMediaType, "unsupported_media_type",
+			"Content-Type %q: want %s or %s", c.Request().Header.Get("Content-Type"), trace.ContentTypeProtobuf, trace.ContentTypeJSON))
+	}
+	body, err := s.readIngestBody(c)
+	if err != nil {
+		return s.otlpError(c, ct, err)
+	}
+	resp, err := s.deps.Traces.IngestOTLPLogs(c.Request().Context(), body, reqCT)
+	if err != nil {
+		if trace.IsInputError(err) {
+			return s.otlpError(c, ct, traceError(err))
+		}
+		return err
+	}
+	return c.Blob(http.StatusOK, ct, resp)
+}
+
 // otlpError writes a client error as an OTLP Status; server errors go to the central handler.
 func (s *Server) otlpError(c echo.Context, ct string, err error) error {
 	var apiErr *Error

@@ -626,6 +626,10 @@ func (s *Store) TraceDeleteBatch(ctx context.Context, p TraceDeleteParams) (trac
 			return err
 		}
 		spans = tag.RowsAffected()
+		// A trace's logs go with it (logs_trace_idx).
+		if _, err := tx.db.Exec(ctx, `DELETE FROM logs WHERE trace_id = ANY($1)`, ids); err != nil {
+			return err
+		}
 		tag, err = tx.db.Exec(ctx, `DELETE FROM traces WHERE trace_id = ANY($1)`, ids)
 		if err != nil {
 			return err

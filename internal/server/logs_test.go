@@ -1,0 +1,114 @@
+package server
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+)
+
+// TestOTLPLogsAreStoredAndListed proves that OTLP logs, protobuf (gzipped) and JSON, are stored
+// with their time, severity, body, attributes, resource, trace and span ids, and come back through
+// Genkit's log lists: all, by trace, by span.
+func TestOTLPLogsAreStoredAndListed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{ingest: true, dev: true})
+	const traceID, spanID = "0102030405060708090a0b0c0d0e0f10", "0102030405060708"
+	ld := plog.NewLogs()
+	rl := ld.ResourceLogs().AppendEmpty()
+	rl.Resource().Attributes().PutStr("service.name", "genkit-app")
+	sl := rl.ScopeLogs().AppendEmpty()
+	sl.Scope().SetName("genkit")
+	in := sl.LogRecords().AppendEmpty()
+	in.SetTimestamp(1_700_000_000_000_000_000)
+	in.SetSeverityNumber(plog.SeverityNumberInfo)
+	in.SetSeverityText("INFO")
+	in.Body().SetStr("calling the model")
+	in.Attributes().PutStr("genkit.flow", "agentFlow")
+	in.SetTraceID([16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
+	in.SetSpanID([8]byte{1, 2, 3, 4, 5, 6, 7, 8})
+	out := sl.LogRecords().AppendEmpty() // outside any span
+	out.SetObservedTimestamp(1_700_000_001_000_000_000)
+	out.SetSeverityNumber(plog.SeverityNumberWarn)
+	out.Body().SetStr("no span")
+
+	req := plogotlp.NewExportRequestFromLogs(ld)
+	pb, err := req.MarshalProto()
+	require.NoError(t, err)
+	resp, body := post(t, b.url+"/v1/logs", "application/x-protobuf", gzipBytes(t, pb), "Content-Encoding", "gzip")
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.Equal(t, "application/x-protobuf", resp.Header.Get("Content-Type"))
+	er := plogotlp.NewExportResponse()
+	require.NoError(t, er.UnmarshalProto(body))
+	require.Zero(t, er.PartialSuccess().RejectedLogRecords())
+
+	js, err := req.MarshalJSON()
+	require.NoError(t, err)
+	resp, body = post(t, b.url+"/v1/logs", "application/json", js)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+
+	type entry struct {
+		Timestamp      float64        `json:"timestamp"`
+		SeverityNumber int            `json:"severityNumber"`
+		SeverityText   string         `json:"severityText"`
+		Body           any            `json:"body"`
+		Attributes     map[string]any `json:"attributes"`
+		Resource       map[string]any `json:"resource"`
+		TraceID        string         `json:"traceId"`
+		SpanID         string         `json:"spanId"`
+	}
+	var all struct{ Logs []entry }
+	require.Equal(t, http.StatusOK, getJSON(t, b.url+"/api/logs", &all))
+	require.Len(t, all.Logs, 4)
+	require.Equal(t, "no span", all.Logs[0].Body, "newest first")
+	require.Empty(t, all.Logs[0].TraceID)
+
+	for _, path := range []string{"/api/traces/" + traceID + "/logs", "/api/traces/" + traceID + "/spans/" + spanID + "/logs"} {
+		var got struct{ Logs []entry }
+		require.Equal(t, http.StatusOK, getJSON(t, b.url+path, &got), path)
+		require.Len(t, got.Logs, 2, path)
+		e := got.Logs[0]
+		require.Equal(t, entry{Timestamp: float64(time.Unix(1_700_000_000, 0).UnixMilli()), SeverityNumber: 9, SeverityText: "INFO",
+			Body: "calling the model", Attributes: map[string]any{"genkit.flow": "agentFlow"},
+			Resource: map[string]any{"service.name": "genkit-app"}, TraceID: traceID, SpanID: spanID}, e, path)
+	}
+	var none struct{ Logs []entry }
+	require.Equal(t, http.StatusOK, getJSON(t, b.url+"/api/traces/"+traceID+"/spans/ffffffffffffffff/logs", &none))
+	require.Empty(t, none.Logs)
+}
+
+// TestBadOTLPLogsAre4xx proves that malformed or refused log exports are client errors, never
+// 500, and store nothing.
+func TestBadOTLPLogsAre4xx(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{ingest: true, dev: true, maxBody: 4 << 10})
+	cases := []struct {
+		name, ct string
+		body     []byte
+		header   []string
+		want     int
+	}{
+		{"bad protobuf", "application/x-protobuf", []byte{0xff, 0xff, 0xff}, nil, http.StatusBadRequest},
+		{"bad JSON", "application/json", []byte(`{"resourceLogs":[{`), nil, http.StatusBadRequest},
+		{"wrong JSON types", "application/json", []byte(`{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"timeUnixNano":"x"}]}]}]}`), nil, http.StatusBadRequest},
+		{"text", "text/plain", []byte("hi"), nil, http.StatusUnsupportedMediaType},
+		{"bad gzip", "application/json", []byte("not gzip"), []string{"Content-Encoding", "gzip"}, http.StatusBadRequest},
+		{"too large", "application/json", make([]byte, 8<<10), nil, http.StatusRequestEntityTooLarge},
+		{"cross-site", "application/json", []byte(`{}`), []string{"Sec-Fetch-Site", "cross-site"}, http.StatusForbidden},
+	}
+	for _, tc := range cases {
+		resp, body := post(t, b.url+"/v1/logs", tc.ct, tc.body, tc.header...)
+		require.Equal(t, tc.want, resp.StatusCode, "%s: %s", tc.name, body)
+	}
+	for _, path := range []string{"/api/logs?limit=0", "/api/logs?limit=x", "/api/traces/nothex/logs", "/api/traces/0102030405060708090a0b0c0d0e0f10/spans/zz/logs"} {
+		resp, body := get(t, b.url+path)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", path, body)
+	}
+	var all struct{ Logs []any }
+	require.Equal(t, http.StatusOK, getJSON(t, b.url+"/api/logs", &all))
+	require.Empty(t, all.Logs)
+}
