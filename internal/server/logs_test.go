@@ -2,12 +2,15 @@ package server
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 )
 
 // TestOTLPLogsAreStoredAndListed proves that OTLP logs, protobuf (gzipped) and JSON, are stored
@@ -76,6 +79,24 @@ func TestOTLPLogsAreStoredAndListed(t *testing.T) {
 			Body: "calling the model", Attributes: map[string]any{"genkit.flow": "agentFlow"},
 			Resource: map[string]any{"service.name": "genkit-app"}, TraceID: traceID, SpanID: spanID}, e, path)
 	}
+	// The span panel shows the span's logs.
+	td := ptrace.NewTraces()
+	sp := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	sp.SetName("agentFlow")
+	sp.SetTraceID([16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
+	sp.SetSpanID([8]byte{1, 2, 3, 4, 5, 6, 7, 8})
+	sp.SetStartTimestamp(1_700_000_000_000_000_000)
+	sp.SetEndTimestamp(1_700_000_002_000_000_000)
+	tpb, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+	require.NoError(t, err)
+	resp, body = post(t, b.url+"/v1/traces", "application/x-protobuf", tpb)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	resp, page := get(t, b.url+"/traces/"+traceID+"/spans/"+spanID)
+	require.Equal(t, http.StatusOK, resp.StatusCode, page)
+	require.Contains(t, page, `data-testid="logs"`)
+	require.Equal(t, 2, strings.Count(page, `data-testid="log-line"`))
+	require.Contains(t, page, "calling the model")
+
 	var none struct{ Logs []entry }
 	require.Equal(t, http.StatusOK, getJSON(t, b.url+"/api/traces/"+traceID+"/spans/ffffffffffffffff/logs", &none))
 	require.Empty(t, none.Logs)

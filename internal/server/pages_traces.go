@@ -363,6 +363,7 @@ func (s *Server) spanDetail(ctx context.Context, traceID, spanID, link string) (
 	d.EventList, d.Events = spanEvents(sp.Events, sp.StartTime)
 	d.Links = nonEmptyJSON(sp.Links)
 	d.Resource = nonEmptyJSON(sp.Resource)
+	d.Logs = s.logLines(ctx, traceID, sp.SpanID)
 	return d, nil
 }
 

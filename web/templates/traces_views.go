@@ -159,6 +159,8 @@ type SpanDetail struct {
 	Events    string
 	Links     string
 	Resource  string
+	// Logs are the log records written in the span (OTLP logs).
+	Logs []LogLine
 }
 
 // MarkStale marks a span without an end as stale when its trace is: not running, its end never came.
