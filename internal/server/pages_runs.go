@@ -341,6 +341,9 @@ func (s *Server) runPageData(c echo.Context, id uuid.UUID, whole bool) (template
 		if p.Trace, err = s.runTrace(c, r); err != nil && !errors.Is(err, errNoRunTrace) {
 			return p, err
 		}
+		if p.Trace != nil {
+			p.Logs = s.logLines(c.Request().Context(), p.Trace.TraceID, "")
+		}
 	}
 	return p, nil
 }

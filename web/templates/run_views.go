@@ -196,6 +196,8 @@ type RunPage struct {
 	// Stream is a page of the run's chunks (the stream tab's).
 	Stream StreamView
 	Trace  *TraceView
+	// Logs are the log records of the trace shown (OTLP logs).
+	Logs []LogLine
 	// LiveSeq is the run's last chunk sequence when the page was read; the live stream resumes
 	// after it.
 	LiveSeq int64
