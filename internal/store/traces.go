@@ -171,6 +171,9 @@ const (
 	// TraceFieldText is text in the root span's name, input, output or other attributes (contains
 	// only).
 	TraceFieldText = "text"
+	// TraceFieldRunID is the Loupe run the trace belongs to (eq or neq, a UUID string): the
+	// summary's run_id, found along traces_run_idx, never by reading spans.
+	TraceFieldRunID = "run_id"
 )
 
 // TraceFilter is one condition on the trace list. Value is a string, an int64, a float64, a bool,
@@ -380,6 +383,8 @@ func traceFilterSQL(f TraceFilter, arg func(any) string) (string, bool, error) {
 		col, numeric = "t.end_time_unix_nano", true
 	case TraceFieldStatus:
 		col, numeric = "t.status_code", true
+	case TraceFieldRunID:
+		return runIDFilterSQL(f, arg)
 	case TraceFieldRunning:
 		b, ok := f.Value.(bool)
 		if !ok || (f.Op != FilterEq && f.Op != FilterNeq) {
@@ -492,6 +497,32 @@ func traceFilterSQL(f TraceFilter, arg func(any) string) (string, bool, error) {
 		return fmt.Sprintf("%s %s %s", col, sqlOp(f.Op), p), root, nil
 	}
 	return "", false, fmt.Errorf("%w: filter %s: unknown operator %q (want eq, neq, gt, gte, lt, lte or contains)", ErrInvalidFilter, f.Field, f.Op)
+}
+
+// runIDFilterSQL compares the summary's run_id with one run id or a list of them, as uuid, so that
+// traces_run_idx serves it.
+func runIDFilterSQL(f TraceFilter, arg func(any) string) (string, bool, error) {
+	vals, isList := f.Value.([]any)
+	if !isList {
+		vals = []any{f.Value}
+	}
+	if (f.Op != FilterEq && f.Op != FilterNeq) || len(vals) == 0 {
+		return "", false, fmt.Errorf("%w: filter run_id: want eq or neq with run ids", ErrInvalidFilter)
+	}
+	ids := make([]uuid.UUID, len(vals))
+	for i, v := range vals {
+		str, _ := v.(string)
+		id, err := uuid.Parse(str)
+		if err != nil {
+			return "", false, fmt.Errorf("%w: filter run_id: %v is not a run id", ErrInvalidFilter, v)
+		}
+		ids[i] = id
+	}
+	in := "t.run_id = ANY(" + arg(ids) + "::uuid[])"
+	if f.Op == FilterNeq {
+		return "(t.run_id IS NULL OR NOT " + in + ")", false, nil
+	}
+	return in, false, nil
 }
 
 func isOrdering(op string) bool {

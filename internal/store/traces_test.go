@@ -207,3 +207,43 @@ func TestTraceWithAHugeRootNameIsStored(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, items, 101)
 }
+
+// TestTraceListFiltersByRunAndDuration proves the run filter: a run's traces are found by the
+// summary's run_id (whatever its root's attributes say).
+func TestTraceListFiltersByRunAndDuration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	run, err := s.RunCreate(ctx, store.RunCreateParams{Action: "/flow/a"})
+	require.NoError(t, err)
+	root := "00000000000000a1"
+	_, err = s.SpanIngest(ctx, []store.Span{
+		{TraceID: fmt.Sprintf("%032x", 100), SpanID: root, Name: "flow", StartTime: 1000, EndTime: 2000, Source: store.SpanSourceLoupe},
+		// The child outlasts its root: the trace lasts 5,000 ns, and it is the child that names the run.
+		{TraceID: fmt.Sprintf("%032x", 100), SpanID: "00000000000000a2", ParentSpanID: &root, Name: "tool", StartTime: 1500, EndTime: 6000,
+			Source: store.SpanSourceLoupe, RunID: &run.ID},
+		{TraceID: fmt.Sprintf("%032x", 101), SpanID: "00000000000000b1", Name: "other", StartTime: 1000, EndTime: 1300, Source: store.SpanSourceLoupe,
+			Attributes: json.RawMessage(`{"loupe.run.id":"` + run.ID.String() + `"}`)},
+	})
+	require.NoError(t, err)
+	ids := func(filters ...store.TraceFilter) []string {
+		t.Helper()
+		items, _, err := s.TraceList(ctx, store.TraceListParams{Filters: filters})
+		require.NoError(t, err)
+		var out []string
+		for _, it := range items {
+			out = append(out, it.TraceID)
+		}
+		return out
+	}
+	f := func(field, op string, v any) store.TraceFilter {
+		return store.TraceFilter{Field: field, Op: op, Value: v}
+	}
+	require.Equal(t, []string{fmt.Sprintf("%032x", 100)}, ids(f(store.TraceFieldRunID, store.FilterEq, run.ID.String())))
+	require.Equal(t, []string{fmt.Sprintf("%032x", 101)}, ids(f(store.TraceFieldRunID, store.FilterNeq, run.ID.String())))
+
+	_, _, err = s.TraceList(ctx, store.TraceListParams{Filters: []store.TraceFilter{f(store.TraceFieldRunID, store.FilterEq, "12")}})
+	require.ErrorIs(t, err, store.ErrInvalidFilter)
+	_, _, err = s.TraceList(ctx, store.TraceListParams{Filters: []store.TraceFilter{f(store.TraceFieldRunID, store.FilterContains, "12")}})
+	require.ErrorIs(t, err, store.ErrInvalidFilter)
+}
