@@ -81,6 +81,67 @@ func NewURL(t testing.TB) string {
 	return newDatabase(t, createFromTemplate)
 }
 
+// NewSeededURL creates a fresh migrated database holding what seed stored, and returns its URL;
+// the database is dropped when the test ends. seed runs once per cluster and key, on a template
+// kept beside the migrated one (named after the migrations and key), so that a dataset that takes
+// half a minute to build (a million spans) costs a file copy in every later test and run. Change
+// key whenever seed changes what it stores.
+func NewSeededURL(t testing.TB, key string, seed func(ctx context.Context, url string) error) string {
+	t.Helper()
+	setupOnce.Do(func() { setupErr = setup() })
+	if setupErr != nil {
+		t.Fatalf("storetest: %v", setupErr)
+	}
+	seeded := template + "_" + key
+	if err := buildSeeded(seeded, seed); err != nil {
+		t.Fatalf("storetest: seed %s: %v", seeded, err)
+	}
+	return newDatabase(t, func(ctx context.Context, conn *pgx.Conn, name string) error {
+		// FILE_COPY copies the files as they are, much faster than WAL_LOG for a big template.
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+name+" TEMPLATE "+seeded+" STRATEGY FILE_COPY"); err != nil {
+			return fmt.Errorf("create database %s from %s: %w", name, seeded, err)
+		}
+		return nil
+	})
+}
+
+// buildSeeded builds the seeded template name once, under an advisory lock (other processes wait,
+// then find it), from a migrated clone that seed fills.
+func buildSeeded(name string, seed func(ctx context.Context, url string) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(7340212)"); err != nil {
+		return fmt.Errorf("lock: %w", err)
+	}
+	defer conn.Exec(context.Background(), "SELECT pg_advisory_unlock(7340212)") //nolint:errcheck
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return fmt.Errorf("look up: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	building := name + "_b"
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+building+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop half-built: %w", err)
+	}
+	if err := createFromTemplate(ctx, conn, building); err != nil {
+		return err
+	}
+	if err := seed(ctx, withDatabase(adminURL, building)); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+building+" RENAME TO "+name); err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	return nil
+}
+
 // NewEmptyURL creates a fresh database with no schema at all, as a first deploy finds it, and
 // returns its URL. The database is dropped when the test ends.
 func NewEmptyURL(t testing.TB) string {
