@@ -42,6 +42,13 @@ func chromiumPath() (string, error) {
 // skips, when no browser is installed.
 func New(t testing.TB) *Browser {
 	t.Helper()
+	return NewWithTimeout(t, 2*time.Minute)
+}
+
+// NewWithTimeout is New for a test that needs the browser longer than New's two minutes, such as
+// one that checks every page twice.
+func NewWithTimeout(t testing.TB, timeout time.Duration) *Browser {
+	t.Helper()
 	path, err := chromiumPath()
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +72,7 @@ func New(t testing.TB) *Browser {
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(allocCtx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
 	t.Cleanup(func() {
 		cancelTimeout()
 		cancelCtx()
