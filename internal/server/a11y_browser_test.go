@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -18,7 +19,8 @@ import (
 
 // TestBrowserEveryPageReadableInBothThemes runs axe-core's contrast and naming rules
 // (browsertest.AxeReadabilityRules) on every page, in light and in dark mode, over real data: demo
-// runs waiting for a reviewer, finished, resolved and replayed, and the Genkit and OTel fixtures'
+// runs waiting for a reviewer, finished, resolved, replayed and forked (the compare page with
+// marked changes), and the Genkit and OTel fixtures'
 // traces with a failed tool call, with a span selected so that its panel (and its copy buttons)
 // is on screen. Any violation fails the test, naming the page, the theme, the rule and the element.
 func TestBrowserEveryPageReadableInBothThemes(t *testing.T) {
@@ -41,6 +43,13 @@ func TestBrowserEveryPageReadableInBothThemes(t *testing.T) {
 	replay, err := b.runs.Replay(ctx, runs.ReplayParams{RunID: countdown.ID, Mode: store.ReplayExact})
 	require.NoError(t, err)
 	b.waitStatus(t, replay.ID, store.RunSucceeded)
+	// A fork whose edited tool output differs inside a string: the compare page marks the change.
+	research := b.startRun(t, "/flow/researchAgent", `{"topic":"comparisons","depth":2}`, store.RunSucceeded)
+	one := 1
+	fork, err := b.runs.Replay(ctx, runs.ReplayParams{RunID: research.ID, Mode: store.ReplayFork, Turn: &one,
+		Edits: []runs.Edit{{Turn: new(int), Ref: "r0-0", Output: json.RawMessage(`{"query":"q","source":"an edited source of note","summary":"s"}`)}}})
+	require.NoError(t, err)
+	b.waitStatus(t, fork.ID, store.RunSucceeded)
 	b.flushSpans(t, countdown.ID, 1)
 	b.flushSpans(t, transfer.ID, 2)
 	b.flushSpans(t, travel.ID, 2)
@@ -67,6 +76,7 @@ func TestBrowserEveryPageReadableInBothThemes(t *testing.T) {
 		"/runs/" + transfer.ID.String() + "?tab=ledger",
 		"/runs/" + countdown.ID.String() + "?tab=lineage",
 		"/runs/" + countdown.ID.String() + "/diff/" + replay.ID.String(),
+		"/runs/" + research.ID.String() + "/diff/" + fork.ID.String(),
 		"/inbox",
 		"/inbox/items/" + pendingTravel.ID.String(),
 		"/inbox/history",
