@@ -621,11 +621,12 @@ func (s *Server) traceSpanPayload(c echo.Context) error {
 
 // tracesPage is GET /traces: traces newest first, or sorted by duration, span count or tokens,
 // filtered as the API filters them (traceListFilters): status (a trace failed when any span in
-// it did), time, source, service, name, a root attribute and text.
+// it did), time, source, service, name, a root attribute, text, and duration bounds.
 func (s *Server) tracesPage(c echo.Context) error {
 	q := c.QueryParams()
 	f := templates.TraceFilters{Source: q.Get("source"), Query: q.Get("q"), Text: q.Get("text"),
-		Status: q.Get("status"), Service: q.Get("service"), Since: q.Get("since"), Attr: q.Get("attr")}
+		Status: q.Get("status"), Service: q.Get("service"), Since: q.Get("since"), Attr: q.Get("attr"),
+		MinDuration: q.Get("min_duration"), MaxDuration: q.Get("max_duration")}
 	// The page's attribute box takes key=value; the API's parameter is attr.key=value.
 	if k, v, ok := strings.Cut(f.Attr, "="); ok && strings.TrimSpace(k) != "" {
 		q.Set("attr."+strings.TrimSpace(k), strings.TrimSpace(v))
@@ -656,7 +657,7 @@ func (s *Server) tracesPage(c echo.Context) error {
 	// page carries over.
 	keep := url.Values{}
 	for k, v := range map[string]string{"source": f.Source, "q": f.Query, "text": f.Text, "status": f.Status,
-		"service": f.Service, "since": f.Since, "attr": f.Attr} {
+		"service": f.Service, "since": f.Since, "attr": f.Attr, "min_duration": f.MinDuration, "max_duration": f.MaxDuration} {
 		if v != "" {
 			keep.Set(k, v)
 		}

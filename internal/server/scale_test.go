@@ -171,6 +171,7 @@ func TestPageQueriesReadNoSpansSequentially(t *testing.T) {
 		"/traces?status=error",
 		"/traces?q=travel",
 		"/traces?text=Lisbon",
+		"/traces?min_duration=1ms&max_duration=10s",
 		"/traces?sort=duration",
 		"/traces/" + traceID,
 		"/traces/" + traceID + "/tree",

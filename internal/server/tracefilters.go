@@ -1,10 +1,14 @@
 package server
 
 import (
+	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -17,7 +21,8 @@ import (
 // none did, the trace ended and stopped at a tool's interrupt (store.Trace.Interrupted); ok: none
 // failed, the trace ended and is not interrupted; unset: its root has no status; running), source (loupe, genkit, otlp),
 // service (service.name, exact), run_id, since and until (RFC 3339, Unix nanoseconds, or a
-// duration ago such as 24h, on the start time), and attr.KEY=VALUE (a root span attribute equals
+// duration ago such as 24h, on the start time), min_duration and max_duration (parseDuration; a
+// running trace has none, so either leaves it out), and attr.KEY=VALUE (a root span attribute equals
 // VALUE).
 func traceListFilters(q url.Values) ([]store.TraceFilter, error) {
 	var fs []store.TraceFilter
@@ -47,6 +52,15 @@ func traceListFilters(q url.Values) ([]store.TraceFilter, error) {
 			return nil, Errorf(http.StatusBadRequest, "bad_request", "run_id %q is not a UUID", v)
 		}
 		add(store.TraceFieldRunID, store.FilterEq, v)
+	}
+	for param, op := range map[string]string{"min_duration": store.FilterGte, "max_duration": store.FilterLte} {
+		if v := strings.TrimSpace(q.Get(param)); v != "" {
+			d, err := parseDuration(v)
+			if err != nil {
+				return nil, Errorf(http.StatusBadRequest, "bad_request", "%s %q: want a duration such as 250ms, 1.5s or 2m (a bare number is milliseconds)", param, v)
+			}
+			add(store.TraceFieldDuration, op, int64(d))
+		}
 	}
 	switch v := q.Get("status"); v {
 	case "":
@@ -89,6 +103,22 @@ func traceListFilters(q url.Values) ([]store.TraceFilter, error) {
 		}
 	}
 	return fs, nil
+}
+
+// parseDuration reads a trace-list duration bound: Go's syntax (250ms, 1.5s, 2m, 300us), or a bare
+// number of milliseconds, as a person types it into the traces page's filter.
+func parseDuration(v string) (time.Duration, error) {
+	if ms, err := strconv.ParseFloat(v, 64); err == nil {
+		if ms < 0 || ms > float64(math.MaxInt64/int64(time.Millisecond)) {
+			return 0, fmt.Errorf("duration %q out of range", v)
+		}
+		return time.Duration(ms * float64(time.Millisecond)), nil
+	}
+	d, err := time.ParseDuration(v)
+	if err == nil && d < 0 {
+		return 0, fmt.Errorf("duration %q is negative", v)
+	}
+	return d, err
 }
 
 // traceListSort reads sort (start, duration, spans or tokens) and dir (asc or desc, the default).

@@ -3,6 +3,8 @@ package server
 import (
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,7 +14,8 @@ import (
 
 // TestTraceListAPISortsPagesAndFilters: GET /api/v1/traces sorts by span count either way, and
 // paging through it one trace at a time, cursor after cursor, gives the same order as one page;
-// service and text filter as the page does; a trace says how many of its spans failed.
+// service and text filter as the page does; a trace says how many of its spans failed;
+// min_duration and max_duration bound the list, on the API and the page.
 func TestTraceListAPISortsPagesAndFilters(t *testing.T) {
 	t.Parallel()
 	b := setup(t, opts{ingest: true, dev: true})
@@ -78,6 +81,29 @@ func TestTraceListAPISortsPagesAndFilters(t *testing.T) {
 	for _, tr := range text.Traces {
 		require.Equal(t, "invoke_agent travel-bot", tr.DisplayName)
 	}
+	// Duration bounds: each trace of all lies within min_duration..max_duration taken from the
+	// list's own extremes, and a bound between two traces' durations splits them.
+	all := list(url.Values{"sort": {"duration"}, "dir": {"asc"}, "status": {"ok"}})
+	require.Greater(t, len(all.Traces), 2)
+	lo, hi := all.Traces[0].Duration(), all.Traces[len(all.Traces)-1].Duration()
+	require.Less(t, lo, hi)
+	ns := func(d int64) string { return strconv.FormatInt(d, 10) + "ns" }
+	require.Len(t, list(url.Values{"status": {"ok"}, "min_duration": {ns(lo)}, "max_duration": {ns(hi)}}).Traces, len(all.Traces))
+	longer := list(url.Values{"status": {"ok"}, "min_duration": {ns(lo + 1)}}).Traces
+	require.NotEmpty(t, longer)
+	for _, tr := range longer {
+		require.Greater(t, tr.Duration(), lo)
+	}
+	for _, tr := range list(url.Values{"status": {"ok"}, "max_duration": {ns(hi - 1)}}).Traces {
+		require.Less(t, tr.Duration(), hi)
+	}
+	// The traces page has the same bounds, and keeps them in its form.
+	resp, html := get(t, b.url+"/traces?status=ok&min_duration="+ns(lo+1))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, len(longer), strings.Count(html, "<tr data-trace="))
+	require.Contains(t, html, `name="min_duration" value="`+ns(lo+1)+`"`)
+	resp, _ = get(t, b.url+"/traces?min_duration=soon")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	var bad struct{}
 	require.Equal(t, http.StatusBadRequest, getJSON(t, b.url+"/api/v1/traces?sort=name", &bad))
 }

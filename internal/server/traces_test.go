@@ -484,7 +484,7 @@ func TestBadIngestIsRefusedAndWritesNothing(t *testing.T) {
 		resp, body := get(t, b.url+"/api/traces?"+q)
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", q, body)
 	}
-	for _, q := range []string{`status=weird`, `since=yesterday`, `cursor=zzz`, `run_id=12`, `source=zzz`, `attr.=x`, `limit=1001`, `limit=0`} {
+	for _, q := range []string{`status=weird`, `since=yesterday`, `cursor=zzz`, `run_id=12`, `source=zzz`, `attr.=x`, `limit=1001`, `limit=0`, `min_duration=soon`, `max_duration=-1s`} {
 		resp, body := get(t, b.url+"/api/v1/traces?"+q)
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", q, body)
 	}

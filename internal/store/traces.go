@@ -161,8 +161,9 @@ const (
 	TraceFieldRunning = "running" // value true or false
 	// TraceFieldFailed is whether any span of the trace failed: value true or false.
 	TraceFieldFailed = "failed"
-	// TraceFieldRunID is the run a trace belongs to (a uuid string): its loupe.run.id (on the root
-	// or any span), or an execution's trace linked by RunTraceAdd.
+	// TraceFieldRunID is the run a trace belongs to (eq or neq, a UUID string, or a list of them):
+	// the summary's run_id (from its loupe.run.id), found along traces_run_idx, or an execution's
+	// trace linked by RunTraceAdd; never by reading spans.
 	TraceFieldRunID = "run_id"
 	// TraceFieldInterrupted is Trace.Interrupted, the failed check aside: value true or false.
 	TraceFieldInterrupted = "interrupted"
@@ -171,9 +172,8 @@ const (
 	// TraceFieldText is text in the root span's name, input, output or other attributes (contains
 	// only).
 	TraceFieldText = "text"
-	// TraceFieldRunID is the Loupe run the trace belongs to (eq or neq, a UUID string): the
-	// summary's run_id, found along traces_run_idx, never by reading spans.
-	TraceFieldRunID = "run_id"
+	// TraceFieldDuration is how long the trace lasted (Trace.Duration), in nanoseconds.
+	TraceFieldDuration = "duration"
 )
 
 // TraceFilter is one condition on the trace list. Value is a string, an int64, a float64, a bool,
@@ -383,6 +383,8 @@ func traceFilterSQL(f TraceFilter, arg func(any) string) (string, bool, error) {
 		col, numeric = "t.end_time_unix_nano", true
 	case TraceFieldStatus:
 		col, numeric = "t.status_code", true
+	case TraceFieldDuration:
+		col, numeric = traceDurationSQL, true
 	case TraceFieldRunID:
 		return runIDFilterSQL(f, arg)
 	case TraceFieldRunning:
@@ -407,17 +409,6 @@ func traceFilterSQL(f TraceFilter, arg func(any) string) (string, bool, error) {
 			return failed, false, nil
 		}
 		return "NOT " + failed, false, nil
-	case TraceFieldRunID:
-		id, ok := f.Value.(string)
-		if !ok || f.Op != FilterEq {
-			return "", false, fmt.Errorf("%w: filter run_id: want eq with a run id", ErrInvalidFilter)
-		}
-		if _, err := uuid.Parse(id); err != nil {
-			return "", false, fmt.Errorf("%w: filter run_id: %q is not a UUID", ErrInvalidFilter, id)
-		}
-		v := arg(id)
-		return fmt.Sprintf(`(t.run_id = %[1]s::text::uuid OR (r.attributes->>'loupe.run.id') = %[1]s::text
-			OR EXISTS (SELECT 1 FROM run_traces rt WHERE rt.run_id = %[1]s::text::uuid AND rt.trace_id = t.trace_id))`, v), true, nil
 	case TraceFieldInterrupted:
 		b, ok := f.Value.(bool)
 		if !ok || (f.Op != FilterEq && f.Op != FilterNeq) {
@@ -518,7 +509,8 @@ func runIDFilterSQL(f TraceFilter, arg func(any) string) (string, bool, error) {
 		}
 		ids[i] = id
 	}
-	in := "t.run_id = ANY(" + arg(ids) + "::uuid[])"
+	v := arg(ids)
+	in := "(t.run_id = ANY(" + v + "::uuid[]) OR t.trace_id IN (SELECT rt.trace_id FROM run_traces rt WHERE rt.run_id = ANY(" + v + "::uuid[])))"
 	if f.Op == FilterNeq {
 		return "(t.run_id IS NULL OR NOT " + in + ")", false, nil
 	}

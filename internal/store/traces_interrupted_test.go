@@ -65,7 +65,7 @@ func TestTraceRunIDFindsLinkedExecutions(t *testing.T) {
 	_, err = s.SpanIngest(ctx, []store.Span{
 		{TraceID: goTrace, SpanID: "00000000000000c1", Name: "flow", StartTime: 1, EndTime: 9, Source: store.SpanSourceGenkit},
 		{TraceID: labelled, SpanID: "00000000000000c2", Name: "flow", StartTime: 2, EndTime: 9, Source: store.SpanSourceGenkit,
-			Attributes: json.RawMessage(`{"loupe.run.id":"` + run.ID.String() + `"}`)},
+			Attributes: json.RawMessage(`{"loupe.run.id":"` + run.ID.String() + `"}`), RunID: &run.ID}, // as ingest reads it
 		{TraceID: other, SpanID: "00000000000000c3", Name: "flow", StartTime: 3, EndTime: 9, Source: store.SpanSourceGenkit},
 	})
 	require.NoError(t, err)

@@ -208,8 +208,9 @@ func TestTraceWithAHugeRootNameIsStored(t *testing.T) {
 	require.Len(t, items, 101)
 }
 
-// TestTraceListFiltersByRunAndDuration proves the run filter: a run's traces are found by the
-// summary's run_id (whatever its root's attributes say).
+// TestTraceListFiltersByRunAndDuration proves the run and duration filters: a run's traces are
+// found by the summary's run_id (whatever its root's attributes say), and a trace's duration runs
+// from its start to the latest end of any of its spans.
 func TestTraceListFiltersByRunAndDuration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -241,6 +242,9 @@ func TestTraceListFiltersByRunAndDuration(t *testing.T) {
 	}
 	require.Equal(t, []string{fmt.Sprintf("%032x", 100)}, ids(f(store.TraceFieldRunID, store.FilterEq, run.ID.String())))
 	require.Equal(t, []string{fmt.Sprintf("%032x", 101)}, ids(f(store.TraceFieldRunID, store.FilterNeq, run.ID.String())))
+	require.Equal(t, []string{fmt.Sprintf("%032x", 100)}, ids(f(store.TraceFieldDuration, store.FilterGte, int64(5000))))
+	require.Equal(t, []string{fmt.Sprintf("%032x", 101)}, ids(f(store.TraceFieldDuration, store.FilterLte, int64(4999))))
+	require.Empty(t, ids(f(store.TraceFieldDuration, store.FilterGte, int64(301)), f(store.TraceFieldDuration, store.FilterLte, int64(4999))))
 
 	_, _, err = s.TraceList(ctx, store.TraceListParams{Filters: []store.TraceFilter{f(store.TraceFieldRunID, store.FilterEq, "12")}})
 	require.ErrorIs(t, err, store.ErrInvalidFilter)

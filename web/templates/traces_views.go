@@ -339,6 +339,9 @@ type TracesPage struct {
 // TraceFilters are the traces list's filters, as the form sends them.
 type TraceFilters struct {
 	Source, Query, Text, Status, Service, Since, Attr string
+	// MinDuration and MaxDuration bound how long a trace lasted, as typed (250ms, 1.5s, or a
+	// number of milliseconds).
+	MinDuration, MaxDuration string
 }
 
 // Any reports whether a filter is set.
