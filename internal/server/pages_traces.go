@@ -266,10 +266,15 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 }
 
 // turnRows renders the per-turn summary; link is the deep-link prefix a span id completes.
-// A turn still running in a stale trace never ended.
+// A turn still running in a stale trace never ended. A generate span that called no model and no
+// tool (a resume that found nothing left to do) is no turn a person would count: it gets no row,
+// rather than "turn 3 — 0 0 — 0µs".
 func turnRows(turns []trace.Turn, link string, stale bool) []templates.TurnRow {
-	rows := make([]templates.TurnRow, len(turns))
-	for i, t := range turns {
+	rows := make([]templates.TurnRow, 0, len(turns))
+	for _, t := range turns {
+		if emptyTurn(t) {
+			continue
+		}
 		// Tool names in first-call order, counted, and marked when a call interrupted or failed:
 		// "search ×6, approve (interrupted), book (failed)".
 		var tools []string
@@ -303,9 +308,15 @@ func turnRows(turns []trace.Turn, link string, stale bool) []templates.TurnRow {
 		case stale:
 			r.Running, r.Stale, r.Duration = false, true, "no end received"
 		}
-		rows[i] = r
+		rows = append(rows, r)
 	}
 	return rows
+}
+
+// emptyTurn reports a finished turn with nothing in it: no model, no tokens, no tool call, no
+// error.
+func emptyTurn(t trace.Turn) bool {
+	return !t.Running && t.Model == "" && t.InputTokens == 0 && t.OutputTokens == 0 && len(t.ToolCalls) == 0 && t.State != "error"
 }
 
 // spanDetail reads one span in full and splits its attributes into payloads (large values and
