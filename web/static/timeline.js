@@ -264,6 +264,44 @@ function setup(tl) {
   draw();
 }
 
-document.querySelectorAll(".timeline").forEach(setup);
+// The divider between the span names and the waterfall: drag it (or focus it and press ← →) to
+// give the names more or less room. The width is kept in localStorage, for every trace.
+const nameWidthKey = "loupe.timeline.names";
+const clampName = (tl, px) => Math.round(Math.max(160, Math.min(px, tl.getBoundingClientRect().width - 240)));
+function applyNameWidth(tl, px) {
+  const trace = tl.closest(".trace") ?? tl;
+  trace.style.setProperty("--tl-name", `${px}px`);
+  const div = tl.querySelector("[data-tl-divider]");
+  if (div) div.setAttribute("aria-valuenow", String(px));
+}
+function setupDivider(tl) {
+  const div = tl.querySelector("[data-tl-divider]");
+  if (!div || div.dataset.ready) return;
+  div.dataset.ready = "1";
+  const saved = Number(localStorage.getItem(nameWidthKey));
+  if (saved > 0) applyNameWidth(tl, clampName(tl, saved));
+  const set = (px) => {
+    const w = clampName(tl, px);
+    applyNameWidth(tl, w);
+    localStorage.setItem(nameWidthKey, String(w));
+  };
+  const current = () => tl.querySelector(".span-row .tree-cell, .timeline-tools")?.getBoundingClientRect().width ?? 0;
+  div.addEventListener("pointerdown", (ev) => {
+    ev.preventDefault();
+    div.setPointerCapture(ev.pointerId);
+    const left = tl.getBoundingClientRect().left;
+    const move = (e) => set(e.clientX - left - 8);
+    const up = () => { div.removeEventListener("pointermove", move); div.removeEventListener("pointerup", up); };
+    div.addEventListener("pointermove", move);
+    div.addEventListener("pointerup", up);
+  });
+  div.addEventListener("keydown", (ev) => {
+    if (ev.key !== "ArrowLeft" && ev.key !== "ArrowRight") return;
+    ev.preventDefault();
+    set(current() + (ev.key === "ArrowLeft" ? -24 : 24));
+  });
+}
+
+document.querySelectorAll(".timeline").forEach((tl) => { setup(tl); setupDivider(tl); });
 // ui.js announces each span tree it sets up (a live reload may replace the whole trace).
-document.addEventListener("loupe:tree", (ev) => ev.target.querySelectorAll?.(".timeline").forEach(setup));
+document.addEventListener("loupe:tree", (ev) => ev.target.querySelectorAll?.(".timeline").forEach((tl) => { setup(tl); setupDivider(tl); }));

@@ -102,3 +102,25 @@ type Login struct {
 	Username string
 	Error    string
 }
+
+// breakParts splits a value after each separator a person reads as a boundary (/ . _ : - , = ? &
+// and space), so that breakable can let the browser wrap there. Long values past 4,000 bytes are
+// left whole: the panel shows those folded.
+func breakParts(v string) []string {
+	if len(v) > 4000 {
+		return []string{v}
+	}
+	var parts []string
+	start := 0
+	for i := 0; i < len(v); i++ {
+		switch v[i] {
+		case '/', '.', '_', ':', '-', ',', '=', '?', '&', ' ':
+			parts = append(parts, v[start:i+1])
+			start = i + 1
+		}
+	}
+	if start < len(v) {
+		parts = append(parts, v[start:])
+	}
+	return parts
+}
