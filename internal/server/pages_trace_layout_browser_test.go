@@ -43,7 +43,7 @@ func TestBrowserTraceViewDividerBadgesAndWrapping(t *testing.T) {
 		chromedp.KeyEvent(kb.ArrowRight),
 		// Keys are handled after KeyEvent returns: wait for the second step.
 		chromedp.ActionFunc(func(ctx context.Context) error {
-			return wait(nameWidth+` >= `+strconv.Itoa(before+46)).Do(ctx)
+			return wait(nameWidth + ` >= ` + strconv.Itoa(before+46)).Do(ctx)
 		}),
 		chromedp.Evaluate(nameWidth, &after),
 		chromedp.Evaluate(`localStorage.getItem("loupe.timeline.names")`, &saved),
