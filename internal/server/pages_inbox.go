@@ -1,11 +1,13 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -179,7 +181,36 @@ func (s *Server) inboxDetail(ctx context.Context, it *store.Interrupt, action, m
 		input = d.Suggestion.Input
 	}
 	d.Fields = schemaFields(it.InputSchema, input)
+	d.Metadata = metadataRows(it.Metadata, v.Prompt)
 	return d, nil
+}
+
+// metadataRows is an interrupt's metadata as table rows, keys in order, without the string that
+// is already shown as its question.
+func metadataRows(raw json.RawMessage, question string) []templates.MetaRow {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	rows := make([]templates.MetaRow, 0, len(keys))
+	for _, k := range keys {
+		var str string
+		if json.Unmarshal(m[k], &str) == nil {
+			if str == question && question != "" {
+				continue
+			}
+			rows = append(rows, templates.MetaRow{Key: k, Value: str})
+			continue
+		}
+		var buf bytes.Buffer
+		if json.Compact(&buf, m[k]) != nil {
+			buf.Reset()
+			buf.Write(m[k])
+		}
+		rows = append(rows, templates.MetaRow{Key: k, Value: buf.String(), JSON: true})
+	}
+	return rows
 }
 
 // inboxPage is GET /inbox?tool=&action=&sel=&after=&done=. done names the interrupt just
@@ -204,6 +235,28 @@ func (s *Server) inboxPage(c echo.Context) error {
 	return s.render(c, http.StatusOK, templates.InboxView(p))
 }
 
+// inboxCount is GET /inbox/count?tool=&action=: how many items wait, in all and under the
+// filters. The inbox script asks after live events, so that its count stays true even for a page
+// that shows only some of the items.
+func (s *Server) inboxCount(c echo.Context) error {
+	facets, err := s.store.InterruptPendingFacets(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	tool, action := c.QueryParam("tool"), c.QueryParam("action")
+	var out struct {
+		Pending int `json:"pending"`
+		Total   int `json:"total"`
+	}
+	for _, f := range facets {
+		out.Total += f.Count
+		if (tool == "" || f.Tool == tool) && (action == "" || f.Action == action) {
+			out.Pending += f.Count
+		}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
 // doneMessage says what became of the interrupt a reviewer just resolved: "" unless id names an
 // interrupt that is no longer pending.
 func (s *Server) doneMessage(ctx context.Context, id string) (string, error) {
@@ -225,15 +278,20 @@ func (s *Server) doneMessage(ctx context.Context, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return doneText(it, run.Action), nil
+}
+
+// doneText is doneMessage's sentence for a resolved interrupt of a run of action.
+func doneText(it *store.Interrupt, action string) string {
 	who := "someone"
 	if it.ResolvedBy != nil && *it.ResolvedBy != "" {
 		who = *it.ResolvedBy
 	}
-	msg := fmt.Sprintf("Resolved %s in %s (run %s): %s by %s.", it.Tool, run.Action, shortRunID(it.RunID), it.Status, who)
+	msg := fmt.Sprintf("Resolved %s in %s (run %s): %s by %s.", it.Tool, action, shortRunID(it.RunID), it.Status, who)
 	if it.Comment != nil && *it.Comment != "" {
 		msg += " Reason: " + *it.Comment
 	}
-	return msg, nil
+	return msg
 }
 
 // shortRunID is the end of a run's id, as the pages show it.
@@ -242,9 +300,14 @@ func shortRunID(id uuid.UUID) string {
 	return s[len(s)-8:]
 }
 
+// fragmentHeader marks a script's request for a page's fragment (ui.js fetchHTML sends it): the
+// same address opened in a tab gets the whole page.
+const fragmentHeader = "X-Loupe-Fragment"
+
 // inboxItem is GET /inbox/items/{id}?tool=&action=: one pending interrupt's detail as a fragment,
-// for the live inbox's selection; with row=1 its line of the list. 204 when it is no longer
-// pending or does not match the filters. With notice=1 it is the note for an interrupt resolved
+// for the live inbox's selection (the whole styled page when opened on its own, fragmentHeader
+// absent); with row=1 its line of the list. The fragment is 204 when it is no longer pending or
+// does not match the filters. With notice=1 it is the note for an interrupt resolved
 // while the reviewer worked on it (who, when, how), and 204 while it is pending.
 func (s *Server) inboxItem(c echo.Context) error {
 	id, err := pathID(c, "id")
@@ -267,12 +330,26 @@ func (s *Server) inboxItem(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if it.Status != store.InterruptPending || (tool != "" && tool != it.Tool) || (action != "" && action != run.Action) {
-		return c.NoContent(http.StatusNoContent)
-	}
 	pr := principal(c)
 	canResolve := pr != nil && auth.Allows(pr.Role, store.RoleReviewer)
 	filter := templates.InboxFilterQuery(tool, action)
+	c.Response().Header().Add("Vary", fragmentHeader)
+	if c.Request().Header.Get(fragmentHeader) == "" && c.QueryParam("row") == "" {
+		// Opened on its own (a link, a new tab): the whole page, styled, whatever its status.
+		d, err := s.inboxDetail(ctx, it, run.Action, me(c))
+		if err != nil {
+			return err
+		}
+		o := templates.InboxItemOpts{CSRF: csrfToken(c), CanResolve: canResolve, Filter: filter}
+		if it.Status != store.InterruptPending {
+			o.Form = &templates.InboxForm{ID: it.ID.String(), Resolved: resolvedNote(it)}
+		}
+		return s.render(c, http.StatusOK, templates.InboxItemView(templates.InboxItemPage{
+			Page: s.page(c, it.Tool+" · Inbox", "inbox"), Detail: d, Opts: o}))
+	}
+	if it.Status != store.InterruptPending || (tool != "" && tool != it.Tool) || (action != "" && action != run.Action) {
+		return c.NoContent(http.StatusNoContent)
+	}
 	if c.QueryParam("row") != "" {
 		return s.render(c, http.StatusOK, templates.InboxRowItem(s.inboxRow(&store.InterruptWithAction{Interrupt: *it, Action: run.Action}, me(c), time.Now(), filter), canResolve))
 	}
@@ -313,8 +390,15 @@ func (s *Server) inboxResolve(c echo.Context) error {
 	}
 	params := runs.ResolveParams{InterruptID: id, Action: action, Actor: me(c)}
 
-	// refuse shows the inbox again with the reviewer's values in the item, and why next to it.
+	// inPlace: the inbox script sent the form (fetch, Accept: application/json) and applies the
+	// answer where the reviewer is, without a page load.
+	inPlace := wantsJSON(c)
+	// refuse shows the inbox again with the reviewer's values in the item, and why next to it; in
+	// place, the item alone, as JSON with the flash.
 	refuse := func(status int, flash string) error {
+		if inPlace {
+			return s.inboxRefuseInPlace(c, status, id, q, form, flash)
+		}
 		p, err := s.inboxData(c, q)
 		if err != nil {
 			return err
@@ -441,6 +525,13 @@ func (s *Server) inboxResolve(c echo.Context) error {
 	case err != nil:
 		return runsError(err)
 	}
+	if inPlace {
+		run, err := s.store.RunGet(ctx, it.RunID)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, inboxDecision{ID: it.ID.String(), Status: it.Status, Flash: doneText(it, run.Action)})
+	}
 	fq := templates.InboxFilterQuery(q.tool, q.action)
 	if fq == "" {
 		fq = "?"
@@ -448,6 +539,43 @@ func (s *Server) inboxResolve(c echo.Context) error {
 		fq += "&"
 	}
 	return c.Redirect(http.StatusSeeOther, "/inbox"+fq+"done="+url.QueryEscape(it.ID.String()))
+}
+
+// inboxDecision is the answer to a decision sent in place: what became of the interrupt (Status,
+// "" when it was not applied), the flash to show, and, when the item must be shown again (refused,
+// or waiting for confirmation), its detail as HTML.
+type inboxDecision struct {
+	ID         string `json:"id"`
+	Status     string `json:"status,omitempty"`
+	Flash      string `json:"flash"`
+	FlashError bool   `json:"flash_error,omitempty"`
+	Detail     string `json:"detail,omitempty"`
+}
+
+// inboxRefuseInPlace answers a refused or confirming in-place decision: the item's detail with the
+// reviewer's values kept and why, as inboxResolve's page would show it, without the list.
+func (s *Server) inboxRefuseInPlace(c echo.Context, status int, id uuid.UUID, q inboxQuery, form *templates.InboxForm, flash string) error {
+	ctx := c.Request().Context()
+	it, err := s.store.InterruptGet(ctx, id, false)
+	if err != nil {
+		return err
+	}
+	run, err := s.store.RunGet(ctx, it.RunID)
+	if err != nil {
+		return err
+	}
+	d, err := s.inboxDetail(ctx, it, run.Action, me(c))
+	if err != nil {
+		return err
+	}
+	pr := principal(c)
+	var buf bytes.Buffer
+	opts := templates.InboxItemOpts{CSRF: csrfToken(c), CanResolve: pr != nil && auth.Allows(pr.Role, store.RoleReviewer),
+		Filter: templates.InboxFilterQuery(q.tool, q.action), Form: form}
+	if err := templates.InboxDetailView(d, opts).Render(ctx, &buf); err != nil {
+		return fmt.Errorf("render inbox item %s: %w", id, err)
+	}
+	return c.JSON(status, inboxDecision{ID: id.String(), Flash: flash, FlashError: true, Detail: buf.String()})
 }
 
 // inboxClaim is POST /inbox/{id}/claim: op=claim takes a pending item, release gives it back,
@@ -526,7 +654,9 @@ const inboxBulkMax = store.InterruptListMax
 
 // inboxBulk is POST /inbox/bulk: approve or deny the selected items (id=…, repeated). Each one
 // goes through the same path as a single decision, so each is locked, checked (still pending,
-// not claimed by another) and audited on its own; the page then says what became of each. A
+// not claimed by another) and audited on its own. The decision is recorded first; without JS it
+// is applied whole and the answer redirects to its result page (inboxBulkPage); the script
+// (Accept: application/json) gets its id and applies it a step at a time, showing progress. A
 // denial needs a reason, which the model receives; a denial, and an approval that includes an
 // item on an amount or an irreversible tool, needs confirm=1.
 func (s *Server) inboxBulk(c echo.Context) error {
@@ -550,6 +680,9 @@ func (s *Server) inboxBulk(c echo.Context) error {
 		}
 	}
 	refuse := func(msg string) error {
+		if wantsJSON(c) {
+			return Errorf(http.StatusUnprocessableEntity, "invalid", "Nothing was resolved: %s", msg)
+		}
 		p, err := s.inboxData(c, q)
 		if err != nil {
 			return err
@@ -582,20 +715,55 @@ func (s *Server) inboxBulk(c echo.Context) error {
 			return refuse(fmt.Sprintf("%d of the selected items move an amount or are irreversible: confirm that you have checked them.", risky))
 		}
 	}
-	results := make([]templates.BulkResult, 0, len(ids))
-	ok := 0
-	for _, id := range ids {
-		r := templates.BulkResult{ID: id.String()}
-		it, err := s.deps.Runs.Resolve(ctx, runs.ResolveParams{InterruptID: id, Action: action, Comment: reason, Actor: me(c)})
+	bulk, err := s.store.InboxBulkCreate(ctx, store.InboxBulkCreateParams{Actor: me(c), Action: action, Reason: reason, InterruptIDs: ids})
+	if err != nil {
+		return err
+	}
+	page := "/inbox/bulk/" + bulk.ID.String() + templates.InboxFilterQuery(q.tool, q.action)
+	if wantsJSON(c) {
+		// The script applies it a slice at a time (inboxBulkStep), showing progress, then opens page.
+		return c.JSON(http.StatusCreated, inboxBulkProgress{ID: bulk.ID.String(), Total: len(ids), URL: page})
+	}
+	if _, err := s.inboxBulkApply(c, bulk, len(ids)); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, page)
+}
+
+// inboxBulkStepSize is how many items one step of a bulk decision applies: small enough that the
+// progress moves every fraction of a second.
+const inboxBulkStepSize = 10
+
+// inboxBulkProgress is a bulk decision's progress as the inbox script shows it.
+type inboxBulkProgress struct {
+	ID    string `json:"id"`
+	Total int    `json:"total"`
+	Done  int    `json:"done"`
+	OK    int    `json:"ok"`
+	// Finished says no item is left to apply; URL is the result page.
+	Finished bool   `json:"finished"`
+	URL      string `json:"url"`
+}
+
+// inboxBulkApply applies up to limit items of a bulk decision that no step has taken yet, each
+// through the same path as a single decision (locked, checked, audited on its own), and records
+// what became of each. It returns how many it took.
+func (s *Server) inboxBulkApply(c echo.Context, bulk *store.InboxBulk, limit int) (int, error) {
+	ctx := c.Request().Context()
+	items, err := s.store.InboxBulkTake(ctx, bulk.ID, limit)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range items {
+		it, err := s.deps.Runs.Resolve(ctx, runs.ResolveParams{InterruptID: r.InterruptID, Action: bulk.Action, Comment: bulk.Reason, Actor: bulk.Actor})
 		var ce *runs.ConflictError
 		var ve *runs.ValidationError
 		switch {
 		case err == nil:
-			r.OK, r.Status, r.Tool, r.RunID = true, it.Status, it.Tool, it.RunID.String()
+			r.OK, r.Status, r.Tool, r.RunID = true, it.Status, it.Tool, &it.RunID
 			r.Message = "by " + deref(it.ResolvedBy)
-			ok++
 		case errors.As(err, &ce):
-			r.Tool, r.RunID, r.Status = ce.Interrupt.Tool, ce.Interrupt.RunID.String(), ce.Interrupt.Status
+			r.Tool, r.RunID, r.Status = ce.Interrupt.Tool, &ce.Interrupt.RunID, ce.Interrupt.Status
 			if ce.ClaimedBy != "" {
 				r.Message = "not applied: claimed by " + ce.ClaimedBy
 			} else {
@@ -606,24 +774,104 @@ func (s *Server) inboxBulk(c echo.Context) error {
 		case errors.Is(err, store.ErrNotFound):
 			r.Message = "not applied: no such interrupt"
 		default:
-			return err
+			r.Message = "not applied: " + err.Error()
 		}
 		if r.Tool == "" {
-			if cur, err := s.store.InterruptGet(ctx, id, false); err == nil {
-				r.Tool, r.RunID = cur.Tool, cur.RunID.String()
+			if cur, err := s.store.InterruptGet(ctx, r.InterruptID, false); err == nil {
+				r.Tool, r.RunID = cur.Tool, &cur.RunID
 			}
 		}
-		results = append(results, r)
+		if err := s.store.InboxBulkItemDone(ctx, r); err != nil {
+			return 0, err
+		}
 	}
-	p, err := s.inboxData(c, q)
+	return len(items), nil
+}
+
+// inboxBulkOf is the bulk decision named by the path, refused to anyone but the reviewer who
+// took it.
+func (s *Server) inboxBulkOf(c echo.Context) (*store.InboxBulk, []*store.InboxBulkItem, error) {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return nil, nil, err
+	}
+	bulk, items, err := s.store.InboxBulkGet(c.Request().Context(), id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if bulk.Actor != me(c) {
+		return nil, nil, Errorf(http.StatusNotFound, "not_found", "no bulk decision %s of yours", id)
+	}
+	return bulk, items, nil
+}
+
+// inboxBulkStep is POST /inbox/bulk/{id}/step: apply the next slice of a bulk decision. The
+// script calls it until finished (JSON); the result page's "Apply the rest" posts it without JS
+// and is redirected back.
+func (s *Server) inboxBulkStep(c echo.Context) error {
+	bulk, items, err := s.inboxBulkOf(c)
 	if err != nil {
 		return err
 	}
-	p.Bulk = results
-	verb := map[string]string{runs.ActionApprove: "Approved", runs.ActionDeny: "Denied"}[action]
-	p.Flash = fmt.Sprintf("%s %d of %d selected items; each result is below.", verb, ok, len(ids))
-	p.FlashError = ok < len(ids)
-	return s.render(c, http.StatusOK, templates.InboxView(p))
+	page := "/inbox/bulk/" + bulk.ID.String() + templates.InboxFilterQuery(c.QueryParam("tool"), c.QueryParam("action"))
+	if !wantsJSON(c) {
+		if _, err := s.inboxBulkApply(c, bulk, len(items)); err != nil {
+			return err
+		}
+		return c.Redirect(http.StatusSeeOther, page)
+	}
+	if _, err := s.inboxBulkApply(c, bulk, inboxBulkStepSize); err != nil {
+		return err
+	}
+	if _, items, err = s.store.InboxBulkGet(c.Request().Context(), bulk.ID); err != nil {
+		return err
+	}
+	p := inboxBulkProgress{ID: bulk.ID.String(), Total: len(items), URL: page, Finished: true}
+	for _, it := range items {
+		if it.DoneAt != nil {
+			p.Done++
+		}
+		if it.OK {
+			p.OK++
+		}
+		if it.StartedAt == nil {
+			p.Finished = false
+		}
+	}
+	return c.JSON(http.StatusOK, p)
+}
+
+// inboxBulkPage is GET /inbox/bulk/{id}: what became of each item of a bulk decision, on a page
+// of its own (the POST redirects here, so a reload shows it again rather than re-posting).
+func (s *Server) inboxBulkPage(c echo.Context) error {
+	bulk, items, err := s.inboxBulkOf(c)
+	if err != nil {
+		return err
+	}
+	p := templates.InboxBulkPage{Page: s.page(c, "Bulk decision", "inbox"), ID: bulk.ID.String(), Action: bulk.Action,
+		Reason: bulk.Reason, At: bulk.CreatedAt, Back: "/inbox" + templates.InboxFilterQuery(c.QueryParam("tool"), c.QueryParam("action"))}
+	ok := 0
+	for _, it := range items {
+		r := templates.BulkResult{ID: it.InterruptID.String(), OK: it.OK, Status: it.Status, Tool: it.Tool, Message: it.Message}
+		if it.RunID != nil {
+			r.RunID = it.RunID.String()
+		}
+		switch {
+		case it.DoneAt == nil && it.StartedAt == nil:
+			r.Message = "not applied yet"
+			p.Left++
+		case it.DoneAt == nil:
+			r.Message = "being applied, or interrupted while it was: see the item's history"
+		}
+		if it.OK {
+			ok++
+		}
+		p.Results = append(p.Results, r)
+	}
+	verb := map[string]string{runs.ActionApprove: "Approved", runs.ActionDeny: "Denied"}[bulk.Action]
+	p.Summary = fmt.Sprintf("%s %d of %d selected items; each result is below.", verb, ok, len(items))
+	p.Failed = ok < len(items)
+	return s.render(c, http.StatusOK, templates.InboxBulkView(p))
 }
 
 // inboxHistoryPage is GET /inbox/history?tool=&action=&status=&by=&q=&before=: resolved items,

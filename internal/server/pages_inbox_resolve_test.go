@@ -251,8 +251,9 @@ func TestBrowserInboxCancelledRunLeaves(t *testing.T) {
 	require.Empty(t, br.Problems())
 }
 
-// TestBrowserInboxFailedSubmitKeepsWork: a submit the server refuses comes back with the edited
-// arguments, the comment and the filters, at an address that reloads the inbox.
+// TestBrowserInboxFailedSubmitKeepsWork: a submit the server refuses comes back in place, without
+// a page load, with the edited arguments, the comment and the filters, at an address that reloads
+// the inbox.
 func TestBrowserInboxFailedSubmitKeepsWork(t *testing.T) {
 	t.Parallel()
 	b := setup(t, opts{dev: true, stack: true})
@@ -275,7 +276,7 @@ func TestBrowserInboxFailedSubmitKeepsWork(t *testing.T) {
 		chromedp.WaitVisible(sel+` [data-confirm-step]`, chromedp.ByQuery),
 		chromedp.Evaluate(`setTimeout(() => document.querySelector("`+sel+` [data-confirm-submit]").click(), 0); true`, nil),
 		chromedp.WaitVisible(sel+` .form-error`, chromedp.ByQuery),
-		wait(`window.marker === undefined && location.pathname === "/inbox"`),
+		wait(`window.marker === 1 && location.pathname === "/inbox"`),
 		chromedp.Evaluate(`document.querySelector("`+sel+` textarea[name=input]").value`, &input),
 		chromedp.Evaluate(`document.querySelector("`+sel+` input[name=comment]").value`, &comment),
 		chromedp.Evaluate(`location.pathname`, &path),

@@ -231,9 +231,24 @@ func TestBrowserInboxBulkApprovesEachAndSaysWhatBecameOfIt(t *testing.T) {
 			require.Equal(t, store.InterruptPending, got.Status)
 		}
 	}
+	// It ends on a result page of its own, a GET: reloading it shows the same results and sends nothing.
 	var path string
 	require.NoError(t, br.Run(chromedp.Evaluate(`location.pathname`, &path)))
-	require.Equal(t, "/inbox", path, "a reload does not send the bulk form again")
+	require.Regexp(t, `^/inbox/bulk/[0-9a-f-]{36}$`, path)
+	require.NoError(t, br.Run(
+		chromedp.Reload(),
+		chromedp.WaitVisible(`#bulk-results`, chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll("[data-bulk-result]")].map((r) => ({id: r.dataset.bulkResult, ok: r.dataset.ok, text: r.innerText}))`, &results),
+	))
+	require.Len(t, results, 3)
+	require.Contains(t, results[0]["text"], "approved", "the reload shows what the decision did, not a second attempt")
+	for i, it := range items {
+		audit, err := b.store.AuditList(ctx, "interrupt", it.ID.String())
+		require.NoError(t, err)
+		if i < 2 {
+			require.Len(t, audit, 1, "nothing was applied twice")
+		}
+	}
 	require.Empty(t, br.Problems())
 }
 
@@ -262,7 +277,10 @@ func TestInboxBulkNeedsReasonAndConfirmation(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, list, 2, "nothing was resolved")
 
-	resp, body = post(url.Values{"action": {"deny"}, "reason": {"budget frozen"}, "confirm": {"1"}})
+	resp, _ = post(url.Values{"action": {"deny"}, "reason": {"budget frozen"}, "confirm": {"1"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "POST, redirect, GET: a reload does not re-post")
+	require.Regexp(t, `^/inbox/bulk/[0-9a-f-]{36}$`, resp.Header.Get("Location"))
+	resp, body = get(t, b.url+resp.Header.Get("Location"), "Accept", "text/html")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, body, "Denied 2 of 2 selected items")
 	for _, id := range ids {

@@ -125,6 +125,9 @@ func (s *Server) routeTable() []route {
 			post("/inbox/:id/resolve", s.inboxResolve, accessReviewer),
 			post("/inbox/:id/claim", s.inboxClaim, accessReviewer),
 			post("/inbox/bulk", s.inboxBulk, accessReviewer),
+			get("/inbox/bulk/:id", s.inboxBulkPage, accessReviewer),
+			post("/inbox/bulk/:id/step", s.inboxBulkStep, accessReviewer),
+			get("/inbox/count", s.inboxCount, accessViewer),
 			post("/inbox/presence", s.inboxPresenceUpdate, accessViewer),
 			// The address a refused form leaves behind without JS: reloading it shows the item.
 			get("/inbox/:id/resolve", s.inboxResolveRedirect, accessViewer),

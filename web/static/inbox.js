@@ -133,7 +133,39 @@ function checkJSON(text, schemaText, label) {
 
 const labels = { approve: "Confirm approve", edit: "Confirm approve edited", respond: "Confirm respond", deny: "Confirm deny" };
 
+// showSent fills the confirmation of an edited approval with what will be sent: each changed
+// argument (old → new) and the edited arguments whole, instead of the original question.
+function showSent(f, action) {
+  const step = f.querySelector("[data-confirm-step]");
+  const args = step.querySelector("[data-confirm-args]");
+  const prompt = step.querySelector("[data-confirm-prompt]");
+  const edit = action === "edit";
+  if (prompt) prompt.hidden = edit;
+  if (!args) return;
+  args.hidden = !edit;
+  if (!edit) return;
+  const text = f.elements.input.value;
+  let now = null, was = null;
+  try { now = JSON.parse(text); } catch { /* shown as typed */ }
+  try { was = JSON.parse(f.elements.input.dataset.original ?? ""); } catch { /* no list of changes */ }
+  args.querySelector("[data-confirm-json]").textContent = now === null ? text : JSON.stringify(now, null, 2);
+  const list = args.querySelector("[data-confirm-changes]");
+  list.replaceChildren();
+  if (now && was && typeof now === "object" && typeof was === "object") {
+    for (const k of new Set([...Object.keys(was), ...Object.keys(now)])) {
+      const a = JSON.stringify(was[k]), b = JSON.stringify(now[k]);
+      if (a === b) continue;
+      const li = document.createElement("li");
+      const key = document.createElement("code");
+      key.textContent = k;
+      li.append(key, `: ${a ?? "(none)"} → ${b ?? "(removed)"}`);
+      list.append(li);
+    }
+  }
+}
+
 function askConfirm(f, action) {
+  showSent(f, action);
   const step = f.querySelector("[data-confirm-step]");
   const btn = step.querySelector("[data-confirm-submit]");
   btn.value = action;
@@ -195,15 +227,37 @@ function restore(id) {
   if (d.output) f.querySelector("[data-respond]")?.setAttribute("open", "");
 }
 
+// ahead holds the next item's detail, fetched while the reviewer reads the current one, so that a
+// decision shows the next item at once. An entry is dropped when used, when a live event touches
+// its item, and after a few seconds (claims and presence move on).
+const ahead = new Map();
+const aheadTTL = 5000;
+const itemURL = (id) => `/inbox/items/${encodeURIComponent(id)}?${filter}`;
+function prefetch(row) {
+  const id = row?.dataset.interrupt;
+  if (!id || ahead.has(id) || shownID() === id) return;
+  ahead.set(id, { at: Date.now(), html: fetchHTML(itemURL(id)).catch(() => undefined) });
+}
+async function fetched(id) {
+  const hit = ahead.get(id);
+  ahead.delete(id);
+  if (hit && Date.now() - hit.at < aheadTTL) {
+    const html = await hit.html;
+    if (html !== undefined) return html;
+  }
+  return fetchHTML(itemURL(id));
+}
+
 async function load(id) {
   const n = ++loading;
-  const html = await fetchHTML(`/inbox/items/${encodeURIComponent(id)}?${filter}`);
+  const html = await fetched(id);
   if (n !== loading) return;
   stash();
   if (html === null) { detail.replaceChildren(); return; }
   detail.replaceChildren(fragment(html));
   restore(id);
   initDetail();
+  prefetch(current?.nextElementSibling);
 }
 
 function select(row, { fetch = true } = {}) {
@@ -225,6 +279,79 @@ function initDetail() {
   const f = form();
   if (!f) return;
   showEdited(f);
+  const step = f.querySelector("[data-confirm-step]:not([hidden])");
+  if (step) showSent(f, step.querySelector("[data-confirm-submit]").value);
+}
+
+// ---- the flash: what became of the last decision ----
+
+function flash(text, isError) {
+  let el = document.getElementById("flash");
+  if (!el) {
+    el = document.createElement("div");
+    el.id = "flash";
+    el.setAttribute("role", "status");
+    page.querySelector(".section-head").after(el);
+  }
+  el.className = isError ? "flash" : "flash ok";
+  el.textContent = text;
+}
+
+// ---- decisions in place: the form's POST sent by fetch; the server answers JSON ----
+
+// decide sends a resolve form as the browser would (the same fields, the pressed button's value,
+// the CSRF token) and applies the answer here: a decision taken drops its row and shows the next
+// item; a refusal or a confirmation step puts the item back as the server rendered it.
+async function decide(f, submitter) {
+  f.dataset.submitting = "1";
+  const art = f.closest(".inbox-detail");
+  const id = art?.dataset.interrupt;
+  let res, out;
+  try {
+    res = await fetch(f.getAttribute("action"), {
+      method: "POST", body: new FormData(f, submitter), credentials: "same-origin",
+      headers: { Accept: "application/json", "X-CSRF-Token": csrf },
+    });
+    out = await res.json();
+  } catch (e) {
+    delete f.dataset.submitting;
+    flash(`Not sent (${e.message}): nothing was resolved; try again.`, true);
+    return;
+  }
+  if (res.ok && out.status) {
+    flash(out.flash, false);
+    const row = document.getElementById("i-" + id);
+    if (row) dropRow(row);
+    else if (shownID() === id) { detail.replaceChildren(); select(current ?? rows()[0] ?? null); }
+    countSoon();
+    return;
+  }
+  flash(out.flash || out.error?.message || `Not resolved (${res.status}).`, true);
+  if (!out.detail || shownID() !== id) { delete f.dataset.submitting; return; }
+  detail.replaceChildren(fragment(out.detail));
+  initDetail();
+  const q = new URLSearchParams(filter);
+  q.set("sel", id);
+  history.replaceState(null, "", "/inbox?" + q); // a reload shows the item again, and sends nothing
+  const reason = form()?.querySelector("[data-confirm-step]:not([hidden]) [data-reason]");
+  if (reason) reason.focus();
+  else form()?.querySelector(".form-error:not([hidden]), .field-error:not([hidden])")?.scrollIntoView({ block: "nearest" });
+}
+
+// ---- the pending count: asked of the server after live events, so that it counts the items
+// this page does not show too ----
+
+let countTimer = 0;
+function countSoon() {
+  clearTimeout(countTimer);
+  countTimer = setTimeout(async () => {
+    try {
+      const res = await fetch("/inbox/count" + (filter.size ? "?" + filter : ""), { headers: { Accept: "application/json" }, credentials: "same-origin" });
+      if (!res.ok) return;
+      pending = (await res.json()).pending;
+      count.textContent = `${pending} pending`;
+    } catch { /* the next event asks again */ }
+  }, 250);
 }
 
 // ---- presence: which item this tab has open, every change and every 15 s ----
@@ -281,6 +408,7 @@ function closeDetail(note) {
 }
 
 async function gone(id) {
+  ahead.delete(id);
   const row = document.getElementById("i-" + id);
   const f = form();
   if (shownID() === id && f?.dataset.submitting) return; // our own decision is on its way
@@ -329,6 +457,7 @@ async function add(id) {
 }
 
 async function refreshRow(id) {
+  ahead.delete(id);
   const row = document.getElementById("i-" + id);
   if (row) {
     const q = new URLSearchParams(filter);
@@ -348,6 +477,7 @@ async function refreshRow(id) {
 
 const live = new Live(async (m) => {
   if (m.topic !== "inbox") return;
+  if (m.kind !== Kind.InboxPresence) countSoon();
   if (m.kind === Kind.Snapshot) {
     const ids = new Set(m.data.pending);
     const all = rows();
@@ -399,7 +529,8 @@ detail.addEventListener("submit", (ev) => {
   const f = ev.target.closest("form[data-resolve]");
   if (!f) return;
   showEdited(f);
-  if (ev.submitter?.name === "apply") { f.dataset.submitting = "1"; return; } // the server confirms what needs it
+  if (f.dataset.submitting) { ev.preventDefault(); return; } // one decision at a time
+  if (ev.submitter?.name === "apply") { ev.preventDefault(); decide(f, ev.submitter); return; } // the server confirms what needs it
   let action = ev.submitter?.value ?? "approve";
   if (action === "approve" && argsEdited(f)) action = "edit";
   let errs = [];
@@ -422,7 +553,8 @@ detail.addEventListener("submit", (ev) => {
     return;
   }
   if (flag && !confirming) flag.disabled = true;
-  f.dataset.submitting = "1";
+  ev.preventDefault();
+  decide(f, ev.submitter);
 });
 
 // swallow drops the keypress that follows a key we handled on keydown: a shortcut that moved the
@@ -491,14 +623,59 @@ page.addEventListener("change", (ev) => {
 bulk?.addEventListener("click", () => bulk.elements.reason?.setCustomValidity(""), true);
 detail.addEventListener("click", () => detail.querySelector("[data-reason]")?.setCustomValidity(""), true);
 bulk?.addEventListener("submit", (ev) => {
+  ev.preventDefault();
   const n = picked().length;
-  if (n === 0) { ev.preventDefault(); bulkCount.textContent = "select items first"; return; }
+  if (n === 0) { bulkCount.textContent = "select items first"; return; }
   if (ev.submitter?.value === "deny" && !bulk.elements.reason.value.trim()) {
-    ev.preventDefault();
     bulk.elements.reason.setCustomValidity("A denial needs a reason: the model receives it.");
     bulk.elements.reason.reportValidity();
+    return;
   }
+  if (!bulk.dataset.running) runBulk(ev.submitter);
 });
+
+// runBulk records the bulk decision, applies it a step at a time with its progress in view, and
+// ends on its result page (a GET: reloading it sends nothing again).
+async function runBulk(submitter) {
+  bulk.dataset.running = "1";
+  const box = bulk.querySelector("[data-bulk-progress]");
+  const bar = box.querySelector("progress");
+  const text = box.querySelector("[data-bulk-progress-text]");
+  const body = new FormData(bulk, submitter); // before the buttons are disabled: a disabled submitter is not sent
+  const buttons = [...bulk.querySelectorAll("button")];
+  buttons.forEach((b) => { b.disabled = true; });
+  const stop = (msg) => {
+    delete bulk.dataset.running;
+    buttons.forEach((b) => { b.disabled = false; });
+    box.hidden = true;
+    flash(msg, true);
+  };
+  const post = async (url, body) => {
+    const res = await fetch(url, { method: "POST", body, credentials: "same-origin", headers: { Accept: "application/json", "X-CSRF-Token": csrf } });
+    const out = await res.json();
+    if (!res.ok) throw new Error(out.error?.message ?? `${res.status}`);
+    return out;
+  };
+  let p;
+  try {
+    p = await post(bulk.getAttribute("action"), body);
+  } catch (e) { stop(e.message); return; }
+  const done = p.url; // with the inbox's filters, for its way back
+  box.hidden = false;
+  bar.max = p.total;
+  const verb = submitter?.value === "deny" ? "Denying" : "Approving";
+  text.textContent = `${verb}: 0 of ${p.total}`;
+  const step = new FormData();
+  step.set("_csrf", csrf);
+  while (!p.finished) {
+    try {
+      p = await post(`/inbox/bulk/${encodeURIComponent(p.id)}/step`, step);
+    } catch (e) { stop(`Stopped (${e.message}); the result page says what was applied.`); return; }
+    bar.value = p.done;
+    text.textContent = `${verb}: ${p.done} of ${p.total}`;
+  }
+  location.assign(done);
+}
 
 // ---- keyboard ----
 
@@ -558,6 +735,7 @@ document.addEventListener("keydown", (ev) => {
 // ---- start ----
 
 initDetail();
+prefetch(current?.nextElementSibling ?? list.querySelector(".inbox-item.current")?.nextElementSibling);
 // A refused or confirming submit answers at /inbox/{id}/resolve or /inbox/bulk: the address
 // becomes the inbox's again (with its filters and the item), so that a reload shows the inbox
 // instead of sending the form again.

@@ -109,7 +109,8 @@ function debounce(fn, ms) {
 }
 
 export async function fetchHTML(url) {
-  const res = await fetch(url, { headers: { Accept: "text/html" }, credentials: "same-origin" });
+  // X-Loupe-Fragment asks for the fragment: the same address opened in a tab is the whole page.
+  const res = await fetch(url, { headers: { Accept: "text/html", "X-Loupe-Fragment": "1" }, credentials: "same-origin" });
   if (res.status === 204) return null;
   if (!res.ok) throw new Error(url + ": " + res.status);
   return res.text();

@@ -28,8 +28,6 @@ type InboxPage struct {
 	Flash      string
 	FlashError bool
 	CanResolve bool
-	// Bulk is the per-item outcome of a bulk decision.
-	Bulk []BulkResult
 	// BulkError says why a bulk decision was refused as a whole.
 	BulkError string
 	// Me is the reviewer's name, as claims and presence record it.
@@ -70,6 +68,25 @@ type InboxDetail struct {
 	// Suggestion pre-fills the form, from a replay's suggested resolution.
 	Suggestion *InboxSuggestion
 	Viewers    []string
+	// Metadata is the interrupt's metadata as rows of a table, the question left out (it is shown
+	// above it); MetadataJSON keeps the whole document.
+	Metadata []MetaRow
+}
+
+// MetaRow is one top-level key of an interrupt's metadata: a string as text, anything else as
+// compact JSON (JSON says which).
+type MetaRow struct {
+	Key   string
+	Value string
+	JSON  bool
+}
+
+// InboxItemPage is one interrupt opened on its own (/inbox/items/{id} in a tab): the layout around
+// the same detail the inbox shows beside its list.
+type InboxItemPage struct {
+	Page
+	Detail *InboxDetail
+	Opts   InboxItemOpts
 }
 
 // InboxSuggestion is the decision a replay suggests, as the form applies it.
@@ -114,6 +131,23 @@ type BulkResult struct {
 	OK      bool
 	Status  string
 	Message string
+}
+
+// InboxBulkPage is the result page of one bulk decision: what became of each item.
+type InboxBulkPage struct {
+	Page
+	ID      string
+	Action  string
+	Reason  string
+	At      time.Time
+	Summary string
+	// Failed says some item was not applied.
+	Failed  bool
+	Results []BulkResult
+	// Left is how many items no step has applied yet (a page left while it ran).
+	Left int
+	// Back is the inbox with the filters the decision was taken under.
+	Back string
 }
 
 // InboxHistoryPage lists resolved interrupts, most recent first.
