@@ -119,6 +119,46 @@ func (s *Service) SignIn(ctx context.Context, username, password string) (string
 	return token, u, nil
 }
 
+// ChangePassword is a user changing their own password: the current one must match. Their
+// other sessions end; the one with token keepSession ("" for none) stays signed in.
+func (s *Service) ChangePassword(ctx context.Context, username, current, next, keepSession string) error {
+	u, err := s.store.UserGetByUsername(ctx, username)
+	if err != nil {
+		return err
+	}
+	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(current)) != nil {
+		return ErrBadCredentials
+	}
+	var keep []byte
+	if keepSession != "" {
+		keep = HashToken(keepSession)
+	}
+	return s.setPassword(ctx, u, next, keep)
+}
+
+// SetPassword replaces a user's password without the current one (an admin's reset, or
+// devui user passwd on the server's database) and ends all their sessions.
+func (s *Service) SetPassword(ctx context.Context, username, password string) error {
+	u, err := s.store.UserGetByUsername(ctx, username)
+	if err != nil {
+		return err
+	}
+	return s.setPassword(ctx, u, password, nil)
+}
+
+func (s *Service) setPassword(ctx context.Context, u *store.User, password string, keep []byte) error {
+	hash, err := HashPassword(password)
+	if err != nil {
+		return err
+	}
+	return s.store.WithTx(ctx, func(tx *store.Store) error {
+		if _, err := tx.UserUpdate(ctx, u.ID, store.UserUpdateParams{PasswordHash: &hash}); err != nil {
+			return err
+		}
+		return tx.SessionDeleteOthers(ctx, u.ID, keep)
+	})
+}
+
 // SignOut ends the session of a cookie token.
 func (s *Service) SignOut(ctx context.Context, token string) error {
 	return s.store.SessionDelete(ctx, HashToken(token))

@@ -49,6 +49,34 @@ func newUserCommand(cfg *config) *cobra.Command {
 	add.Flags().StringVar(&role, "role", store.RoleViewer, "viewer, reviewer or admin")
 	add.Flags().BoolVar(&passwordStdin, "password-stdin", false, "read the password from standard input")
 
+	var passwdStdin bool
+	passwd := &cobra.Command{
+		Use:   "passwd <username>",
+		Short: "Set a user's password (an admin's reset); prints a generated one unless --password-stdin is given. Their sessions end.",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			password := auth.NewPassword()
+			if passwdStdin {
+				line, err := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+				if err != nil && !errors.Is(err, io.EOF) {
+					return fmt.Errorf("read password: %w", err)
+				}
+				password = strings.TrimRight(line, "\r\n")
+			}
+			return withAuth(cmd, cfg, func(svc *auth.Service) error {
+				if err := svc.SetPassword(cmd.Context(), args[0], password); err != nil {
+					return fmt.Errorf("set the password of %s: %w", args[0], err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "password of %s changed; their sessions are signed out\n", args[0])
+				if !passwdStdin {
+					fmt.Fprintf(cmd.OutOrStdout(), "password: %s\n", password)
+				}
+				return nil
+			})
+		},
+	}
+	passwd.Flags().BoolVar(&passwdStdin, "password-stdin", false, "read the new password from standard input")
+
 	var tokenName string
 	token := &cobra.Command{
 		Use:   "token <username>",
@@ -67,7 +95,7 @@ func newUserCommand(cfg *config) *cobra.Command {
 	}
 	token.Flags().StringVar(&tokenName, "name", "cli", "a label for the token")
 
-	cmd.AddCommand(add, token)
+	cmd.AddCommand(add, passwd, token)
 	return cmd
 }
 

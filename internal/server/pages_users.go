@@ -108,3 +108,87 @@ func (s *Server) userUpdate(c echo.Context) error {
 	}
 	return s.usersFlash(c, http.StatusOK, "Saved "+target.Username+".", false, "")
 }
+
+// userResetPassword is POST /users/{id}/password (admin): a new password for another user, the
+// one given or a generated one shown once; their sessions end. One's own goes through the
+// account page, which asks for the current password.
+func (s *Server) userResetPassword(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	users, err := s.store.UserList(ctx)
+	if err != nil {
+		return err
+	}
+	var target *store.User
+	for _, u := range users {
+		if u.ID == id {
+			target = u
+		}
+	}
+	if target == nil {
+		return Errorf(http.StatusNotFound, "not_found", "user %s not found", id)
+	}
+	if target.Username == principal(c).Username {
+		return s.usersFlash(c, http.StatusUnprocessableEntity, "Change your own password on your account page: it asks for the current one.", true, "")
+	}
+	password, shown := c.FormValue("password"), ""
+	if password == "" {
+		password = auth.NewPassword()
+		shown = password
+	}
+	if err := s.auth.SetPassword(ctx, target.Username, password); err != nil {
+		return s.usersFlash(c, http.StatusUnprocessableEntity, err.Error(), true, "")
+	}
+	if err := s.store.AuditInsert(ctx, principal(c).Username, "user.password_reset", "user", target.Username, nil); err != nil {
+		return err
+	}
+	return s.usersFlash(c, http.StatusOK, "Reset the password of "+target.Username+"; their sessions are signed out.", false, shown)
+}
+
+// accountPage is GET /account: one's own account and the password change.
+func (s *Server) accountPage(c echo.Context) error {
+	return s.accountFlash(c, http.StatusOK, "", false)
+}
+
+func (s *Server) accountFlash(c echo.Context, status int, msg string, isErr bool) error {
+	pr := principal(c)
+	p := templates.AccountPage{Page: s.page(c, "Your account", ""), Username: pr.Username, Role: pr.Role, Local: pr.Local,
+		Flash: msg, FlashError: isErr}
+	return s.render(c, status, templates.AccountView(p))
+}
+
+// accountPassword is POST /account/password: change one's own password, given the current one.
+// The other sessions end; this one stays signed in.
+func (s *Server) accountPassword(c echo.Context) error {
+	pr := principal(c)
+	if pr.Local {
+		return s.accountFlash(c, http.StatusUnprocessableEntity, "Local mode has no passwords to change.", true)
+	}
+	current, next := c.FormValue("current"), c.FormValue("password")
+	if next != c.FormValue("confirm") {
+		return s.accountFlash(c, http.StatusUnprocessableEntity, "The new password and its repetition differ: nothing was changed.", true)
+	}
+	keep := ""
+	if ck, err := c.Cookie(sessionCookie); err == nil {
+		keep = ck.Value
+	}
+	ctx := c.Request().Context()
+	err := s.auth.ChangePassword(ctx, pr.Username, current, next, keep)
+	switch {
+	case errors.Is(err, auth.ErrBadCredentials):
+		return s.accountFlash(c, http.StatusUnprocessableEntity, "The current password is wrong: nothing was changed.", true)
+	case errors.Is(err, store.ErrNotFound):
+		return s.accountFlash(c, http.StatusUnprocessableEntity, "This sign-in has no password (an API token's user?): nothing was changed.", true)
+	case err != nil && strings.HasPrefix(err.Error(), "password must"):
+		return s.accountFlash(c, http.StatusUnprocessableEntity, "The new "+err.Error()+": nothing was changed.", true)
+	case err != nil:
+		return err
+	}
+	if err := s.store.AuditInsert(ctx, pr.Username, "user.password_change", "user", pr.Username, nil); err != nil {
+		return err
+	}
+	return s.accountFlash(c, http.StatusOK, "Your password is changed; your other sessions are signed out.", false)
+}

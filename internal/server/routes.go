@@ -106,6 +106,9 @@ func (s *Server) routeTable() []route {
 		get("/users", s.usersPage, accessAdmin),
 		post("/users", s.userCreate, accessAdmin),
 		post("/users/:id", s.userUpdate, accessAdmin),
+		post("/users/:id/password", s.userResetPassword, accessAdmin),
+		get("/account", s.accountPage, accessViewer),
+		post("/account/password", s.accountPassword, accessViewer),
 
 		get("/api/v1/dashboard", s.apiDashboard, accessViewer),
 	}

@@ -58,6 +58,7 @@ var wantAccess = map[string]access{
 	"POST /api/runAction": accessReviewer, "POST /api/cancelAction": accessReviewer,
 
 	"GET /users": accessAdmin, "POST /users": accessAdmin, "POST /users/:id": accessAdmin,
+	"POST /users/:id/password": accessAdmin, "GET /account": accessViewer, "POST /account/password": accessViewer,
 }
 
 // TestEveryRouteSaysWhoMayCallIt walks every route the server registers (with every service

@@ -245,3 +245,12 @@ func (s *Store) AuditListByInterrupts(ctx context.Context, interruptIDs []uuid.U
 	}
 	return out, nil
 }
+
+// SessionDeleteOthers ends every session of a user except the one whose token hashes to keep
+// (nil keeps none): after a password change, whoever knew the old one is signed out.
+func (s *Store) SessionDeleteOthers(ctx context.Context, userID uuid.UUID, keep []byte) error {
+	if _, err := s.db.Exec(ctx, `DELETE FROM sessions WHERE user_id = $1 AND ($2::bytea IS NULL OR token_hash <> $2)`, userID, keep); err != nil {
+		return fmt.Errorf("end sessions of %s: %w", userID, err)
+	}
+	return nil
+}

@@ -24,3 +24,13 @@ type UsersPage struct {
 	// NewPassword is shown once, after creating a user without a chosen password.
 	NewPassword string
 }
+
+// AccountPage is a signed-in user's own page: who they are, and the form to change their password.
+type AccountPage struct {
+	Page
+	Username   string
+	Role       string
+	Local      bool
+	Flash      string
+	FlashError bool
+}
