@@ -80,8 +80,34 @@ func (s *Server) apiDashboard(c echo.Context) error {
 		"range":              rg.name,
 		"runs_in_range":      d.Chart.Total,
 		"errors_in_range":    d.Chart.Errors,
-		"by_action":          d.Stats,
+		"by_action":          apiActionStats(d.Stats),
 	})
+}
+
+// actionStatsJSON is one row of the dashboard's per-action table in the API's snake_case.
+type actionStatsJSON struct {
+	Action    string `json:"action"`
+	Model     string `json:"model"`
+	Runs      int    `json:"runs"`
+	Failed    int    `json:"failed"`
+	Aborted   int    `json:"aborted"`
+	Finished  int    `json:"finished"`
+	RanP50    string `json:"ran_p50"`
+	RanP95    string `json:"ran_p95"`
+	TokensP50 string `json:"tokens_p50"`
+	TokensP95 string `json:"tokens_p95"`
+	TokensSum int64  `json:"tokens_sum"`
+	RunsURL   string `json:"runs_url"`
+}
+
+func apiActionStats(list []templates.ActionStats) []actionStatsJSON {
+	out := make([]actionStatsJSON, 0, len(list))
+	for _, st := range list {
+		out = append(out, actionStatsJSON{Action: st.Action, Model: st.Model, Runs: st.Runs, Failed: st.Failed, Aborted: st.Aborted,
+			Finished: st.Finished, RanP50: st.RanP50, RanP95: st.RanP95, TokensP50: st.TokensP50, TokensP95: st.TokensP95,
+			TokensSum: st.TokensSum, RunsURL: st.RunsURL})
+	}
+	return out
 }
 
 // humanAge renders a duration the way an inbox does: "42s", "5m", "3h", "2d".

@@ -100,7 +100,7 @@ func (s *Server) dashboardStats(ctx context.Context, now time.Time, rg dashboard
 			mq := url.Values{"action": {p.Action}, "model": {p.Model}, "since": {since.UTC().Format(time.RFC3339)}}
 			modelRuns = "/runs?" + mq.Encode()
 		}
-		out = append(out, templates.ActionStats{ModelRunsURL: modelRuns, Action: p.Action, Model: p.Model, Runs: p.Runs, Failed: p.Failed,
+		out = append(out, templates.ActionStats{ModelRunsURL: modelRuns, Action: p.Action, Model: p.Model, Runs: p.Runs, Failed: p.Failed, Aborted: p.Aborted, Finished: p.Finished,
 			RanP50: fmtNanos(int64(p.RanP50Ms * 1e6)), RanP95: fmtNanos(int64(p.RanP95Ms * 1e6)),
 			TokensP50: fmt.Sprintf("%.0f", p.TokensP50), TokensP95: fmt.Sprintf("%.0f", p.TokensP95), TokensSum: p.TokensSum,
 			RunsURL: "/runs?" + q.Encode(), FailedRunsURL: "/runs?" + failed.Encode()})

@@ -32,12 +32,17 @@ func (s *Store) RunStatsPerBucket(ctx context.Context, since time.Time, width ti
 	return out, nil
 }
 
-// RunPercentiles are the duration and token percentiles of one action and model's finished runs.
+// RunPercentiles are one action and model's runs created in a range: how many, how many failed
+// and aborted (maxTurns exceeded, counted apart from failures), and the duration and token
+// percentiles of those that finished.
 type RunPercentiles struct {
-	Action string `db:"action"`
-	Model  string `db:"model"`
-	Runs   int    `db:"runs"`
-	Failed int    `db:"failed"`
+	Action  string `db:"action"`
+	Model   string `db:"model"`
+	Runs    int    `db:"runs"`
+	Failed  int    `db:"failed"`
+	Aborted int    `db:"aborted"`
+	// Finished is how many of them finished: the percentiles are theirs (0 when none did).
+	Finished int `db:"finished"`
 	// RanMs are percentiles of the time the runs ran, their waits for reviewers left out.
 	RanP50Ms float64 `db:"ran_p50_ms"`
 	RanP95Ms float64 `db:"ran_p95_ms"`
@@ -47,19 +52,24 @@ type RunPercentiles struct {
 	TokensSum int64   `db:"tokens_sum"`
 }
 
-// RunPercentilesSince returns, per action and model, the p50 and p95 running time and tokens of
-// the runs that finished since a time, most runs first (at most limit rows).
+// RunPercentilesSince returns, per action and model, the runs created since a time (every
+// status: queued, running and waiting ones count too) and the p50 and p95 running time and
+// tokens of those of them that finished, most runs first (at most limit rows).
 func (s *Store) RunPercentilesSince(ctx context.Context, since time.Time, limit int) ([]RunPercentiles, error) {
 	rows, err := s.db.Query(ctx, `SELECT action, coalesce(model, '') AS model, count(*)::int AS runs,
-			(count(*) FILTER (WHERE status IN ('failed', 'aborted')))::int AS failed,
-			percentile_cont(0.5) WITHIN GROUP (ORDER BY ran) AS ran_p50_ms,
-			percentile_cont(0.95) WITHIN GROUP (ORDER BY ran) AS ran_p95_ms,
-			percentile_cont(0.5) WITHIN GROUP (ORDER BY tokens) AS tokens_p50,
-			percentile_cont(0.95) WITHIN GROUP (ORDER BY tokens) AS tokens_p95,
-			sum(tokens)::bigint AS tokens_sum
-		FROM (SELECT action, model, status, input_tokens + output_tokens AS tokens,
+			(count(*) FILTER (WHERE status = 'failed'))::int AS failed,
+			(count(*) FILTER (WHERE status = 'aborted'))::int AS aborted,
+			count(tokens)::int AS finished,
+			coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ran), 0) AS ran_p50_ms,
+			coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY ran), 0) AS ran_p95_ms,
+			coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY tokens), 0) AS tokens_p50,
+			coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY tokens), 0) AS tokens_p95,
+			coalesce(sum(input_tokens + output_tokens), 0)::bigint AS tokens_sum
+		FROM (SELECT action, model, status, input_tokens, output_tokens,
+				-- percentile_cont skips NULLs: the runs still going count, but not in the percentiles.
+				CASE WHEN finished_at IS NOT NULL THEN input_tokens + output_tokens END AS tokens,
 				greatest(extract(epoch FROM finished_at - coalesce(started_at, created_at)) * 1000 - waited_ms, 0) AS ran
-			FROM runs WHERE finished_at >= $1) r
+			FROM runs WHERE created_at >= $1) r
 		GROUP BY action, coalesce(model, '') ORDER BY runs DESC, action, model LIMIT $2`, since, limit)
 	if err != nil {
 		return nil, fmt.Errorf("run percentiles: %w", err)

@@ -74,10 +74,12 @@ type Dashboard struct {
 	Stats []ActionStats
 }
 
-// ActionStats are one action and model's finished runs over the dashboard's range.
+// ActionStats are one action and model's runs created in the dashboard's range: all of them,
+// failed and aborted apart, and the percentiles of those that finished.
 type ActionStats struct {
 	Action, Model          string
-	Runs, Failed           int
+	Runs, Failed, Aborted  int
+	Finished               int
 	RanP50, RanP95         string
 	TokensP50, TokensP95   string
 	TokensSum              int64
