@@ -222,7 +222,7 @@ func newStack(ctx context.Context, cfg *config, opts serveOptions, log *slog.Log
 			return nil, err
 		}
 		if path != "" {
-			log.Warn("created the first admin; sign in as 'admin' with the password in the file, then change it", "file", path)
+			log.Warn("created the first admin; sign in as 'admin' with the password in the file, then change it on /account or with devui user passwd admin", "file", path)
 		}
 	}
 	if opts.policyFile != "" {
