@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"context"
 	"encoding/json"
 	"errors"
@@ -199,11 +200,14 @@ func exampleOf(sch map[string]any, depth int) any {
 	typ, _ := sch["type"].(string)
 	switch typ {
 	case "object":
+		// Only the required properties: an optional one left out means "not set", which a
+		// pre-filled value (false, 0, "") would not (travelAgent's approve:false takes the deny path).
 		out := map[string]any{}
 		props, _ := sch["properties"].(map[string]any)
+		required, _ := sch["required"].([]any)
 		if depth < 5 {
 			for k, v := range props {
-				if ps, ok := v.(map[string]any); ok {
+				if ps, ok := v.(map[string]any); ok && slices.Contains(required, any(k)) {
 					out[k] = exampleOf(ps, depth+1)
 				}
 			}

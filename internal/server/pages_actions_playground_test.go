@@ -25,7 +25,7 @@ func TestBrowserActionsPlaygroundRunsInPlace(t *testing.T) {
 			chromedp.Click(article(key)+` button[data-run-here]`, chromedp.ByQuery),
 		}
 	}
-	var toolOut, chunks, flowOut, links, interrupted, inboxLink, bounds string
+	var toolOut, chunks, flowOut, links, interrupted, inboxLink, bounds, travelStart string
 	var fromField int
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.Navigate(b.url+"/actions"),
@@ -45,8 +45,12 @@ func TestBrowserActionsPlaygroundRunsInPlace(t *testing.T) {
 		chromedp.Text(article("/flow/countdown")+` [data-run-result]`, &flowOut, chromedp.ByQuery),
 		chromedp.Evaluate(`[...document.querySelectorAll('`+article("/flow/countdown")+` [data-run-links] a')].map(a => a.getAttribute("href")).join(" ")`, &links),
 
+		// The form starts from the required fields only: travelAgent's optional approve is not
+		// pre-filled with false (which would take the deny path instead of asking).
+		chromedp.Evaluate(`document.querySelector('`+article("/flow/travelAgent")+` textarea[name="input"]').value`, &travelStart),
 		runHere("/flow/travelAgent", `{"destination":"Lisbon"}`),
-		wait(`document.querySelector('`+article("/flow/travelAgent")+` [data-run-state]').textContent === "failed"`),
+		// A durable run that stops to ask a person waits; it has not failed.
+		wait(`document.querySelector('`+article("/flow/travelAgent")+` [data-run-state]').textContent === "waiting for a reviewer"`),
 		chromedp.Text(article("/flow/travelAgent")+` [data-run-result]`, &interrupted, chromedp.ByQuery),
 		chromedp.Evaluate(`[...document.querySelectorAll('`+article("/flow/travelAgent")+` [data-run-links] a')].map(a => a.textContent).join(" ")`, &inboxLink),
 	))
@@ -57,8 +61,10 @@ func TestBrowserActionsPlaygroundRunsInPlace(t *testing.T) {
 	require.Equal(t, "liftoff", flowOut)
 	require.Contains(t, links, "/runs/")
 	require.Contains(t, links, "/traces/")
-	require.Contains(t, interrupted, "waits in Loupe's inbox")
+	require.Contains(t, interrupted, "bookFlight: ")
+	require.NotContains(t, interrupted, "FAILED_PRECONDITION")
 	require.Contains(t, inboxLink, "answer it in the inbox")
+	require.NotContains(t, travelStart, "approve")
 
 	var last int
 	require.NoError(t, chromedp.Run(br.Ctx,

@@ -187,8 +187,12 @@ export function fieldsIntoJSON(f) {
   f.querySelectorAll("[data-pointer]").forEach((el) => {
     const key = unptr(el.dataset.pointer);
     const kind = el.closest("[data-kind]")?.dataset.kind;
-    if (kind === "boolean") obj[key] = el.checked;
-    else if (kind === "number" || kind === "integer") {
+    if (kind === "boolean") {
+      // On a run form an optional box left unticked is left out (not set), not sent as false.
+      const optional = f.matches("[data-run-form]") && el.closest("[data-required]") === null;
+      if (!el.checked && optional) delete obj[key];
+      else obj[key] = el.checked;
+    } else if (kind === "number" || kind === "integer") {
       if (el.value === "") delete obj[key];
       else obj[key] = Number(el.value);
     } else if (kind === "select") {
@@ -882,6 +886,7 @@ async function runHere(form, key) {
   chunks.textContent = "";
   result.textContent = "";
   result.classList.remove("error-text");
+  state.classList.remove("waiting");
   links.replaceChildren();
   state.textContent = "running…";
   const link = (href, text) => { const a = document.createElement("a"); a.href = href; a.textContent = text; links.append(a, " "); };
@@ -923,6 +928,12 @@ async function runHere(form, key) {
   if (final && "result" in final) {
     state.textContent = "done";
     result.textContent = typeof final.result === "string" ? final.result : JSON.stringify(final.result, null, 2);
+  } else if (final?.error?.details?.inbox && final.error.details.interrupts?.length) {
+    // A durable run that stopped to ask a person waits; it has not failed.
+    state.textContent = "waiting for a reviewer";
+    state.classList.add("waiting");
+    result.textContent = final.error.details.interrupts.map((i) => `${i.name}: ${i.interrupt?.message ?? "asks a person"}`).join("\n");
+    link(final.error.details.inbox, "answer it in the inbox");
   } else if (final && final.error) {
     state.textContent = "failed";
     result.classList.add("error-text");
