@@ -1,12 +1,12 @@
 package server
 
 import (
-	"slices"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
