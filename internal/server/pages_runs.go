@@ -232,6 +232,19 @@ func runListRow(r *store.Run, pending int) templates.RunListRow {
 	if w := runWaited(r); w > 0 {
 		row.Waited = fmtNanos(w.Nanoseconds())
 	}
+	now := time.Now()
+	row.Ago = humanAge(max(now.Sub(r.CreatedAt), 0)) + " ago"
+	queued := now.Sub(r.CreatedAt)
+	if r.StartedAt != nil {
+		queued = r.StartedAt.Sub(r.CreatedAt)
+	}
+	// Under 10 ms is starting at once, not a queue to speak of.
+	if queued >= 10*time.Millisecond && (r.StartedAt != nil || r.Status == store.RunQueued) {
+		row.Queued = fmtNanos(queued.Nanoseconds())
+	}
+	if r.Status == store.RunFailed || r.Status == store.RunAborted {
+		row.Error = runErrorMessage(r.Error)
+	}
 	switch {
 	case r.ForkOf != nil:
 		row.Lineage = "fork"

@@ -29,6 +29,13 @@ type RunListRow struct {
 	Duration  string
 	Waited    string
 	CreatedAt time.Time
+	// Ago is CreatedAt relative to the render ("5m ago"); the absolute time is its tooltip.
+	Ago string
+	// Queued is how long the run waited in the queue for a worker (until it started, or until
+	// now while it is queued); empty when it started at once.
+	Queued string
+	// Error is a failed or aborted run's error, one line; the full text is its tooltip.
+	Error string
 	Pending   int
 	// Input is a one-line preview of the run's input.
 	Input string
