@@ -35,8 +35,8 @@ type RunListRow struct {
 	// now while it is queued); empty when it started at once.
 	Queued string
 	// Error is a failed or aborted run's error, one line; the full text is its tooltip.
-	Error string
-	Pending   int
+	Error   string
+	Pending int
 	// Input is a one-line preview of the run's input.
 	Input string
 	// Lineage is "replay" or "fork" for a derived run, empty for an original.
