@@ -96,7 +96,7 @@ func TestSignInWithPasswordOpensASession(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, string(body), "<h1>Dashboard</h1>")
-	require.Contains(t, string(body), `<span class="user">bob</span>`)
+	require.Contains(t, string(body), `<a class="user" href="/account" title="your account and password">bob</a>`)
 	require.NotContains(t, string(body), "local mode")
 }
 

@@ -59,6 +59,9 @@ var wantAccess = map[string]access{
 
 	"GET /users": accessAdmin, "POST /users": accessAdmin, "POST /users/:id": accessAdmin,
 	"POST /users/:id/password": accessAdmin, "GET /account": accessViewer, "POST /account/password": accessViewer,
+
+	"GET /api/v1/policy": accessViewer, "POST /api/v1/policy": accessAdmin, "POST /api/v1/policy/whatif": accessViewer,
+	"GET /policy": accessViewer, "POST /policy": accessAdmin, "POST /policy/whatif": accessViewer,
 }
 
 // TestEveryRouteSaysWhoMayCallIt walks every route the server registers (with every service

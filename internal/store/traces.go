@@ -66,10 +66,12 @@ const traceColumns = `t.trace_id, t.display_name, t.root_span_id, t.start_time_u
 	t.last_end_time_unix_nano, ` + traceErrorSpansSQL + ` AS error_spans, ` + traceInterruptedSQL + ` AS interrupted`
 
 // traceInterruptedSQL is Trace.Interrupted in SQL, short of the failed check, which the list's
-// status reads first.
-const traceInterruptedSQL = `(EXISTS (SELECT 1 FROM spans i WHERE i.trace_id = t.trace_id AND i.attributes->>'genkit:state' = 'interrupted')
-	AND NOT EXISTS (SELECT 1 FROM spans l WHERE l.trace_id = t.trace_id
-		AND strpos(l.links::text, '"loupe.link.type"') > 0 AND strpos(l.links::text, '"resume"') > 0))`
+// status reads first. The two checks are scalar subqueries with LIMIT 1, not EXISTS: the planner
+// may run an EXISTS in a select list as one hashed pass over every span of the table when it
+// expects many rows, where a scalar subquery is always read per listed trace along spans_pkey.
+const traceInterruptedSQL = `((SELECT true FROM spans i WHERE i.trace_id = t.trace_id AND i.attributes->>'genkit:state' = 'interrupted' LIMIT 1) IS NOT NULL
+	AND (SELECT true FROM spans l WHERE l.trace_id = t.trace_id
+		AND strpos(l.links::text, '"loupe.link.type"') > 0 AND strpos(l.links::text, '"resume"') > 0 LIMIT 1) IS NULL)`
 
 // traceErrorSpansSQL counts a trace's failed spans along spans_error_idx.
 const traceErrorSpansSQL = `(SELECT count(*) FROM spans e WHERE e.trace_id = t.trace_id AND e.status_code = 2)::int`
@@ -500,21 +502,25 @@ func runIDFilterSQL(f TraceFilter, arg func(any) string) (string, bool, error) {
 	if (f.Op != FilterEq && f.Op != FilterNeq) || len(vals) == 0 {
 		return "", false, fmt.Errorf("%w: filter run_id: want eq or neq with run ids", ErrInvalidFilter)
 	}
-	ids := make([]uuid.UUID, len(vals))
+	runIDs := make([]uuid.UUID, len(vals))
 	for i, v := range vals {
 		str, _ := v.(string)
 		id, err := uuid.Parse(str)
 		if err != nil {
 			return "", false, fmt.Errorf("%w: filter run_id: %v is not a run id", ErrInvalidFilter, v)
 		}
-		ids[i] = id
+		runIDs[i] = id
 	}
-	v := arg(ids)
-	in := "(t.run_id = ANY(" + v + "::uuid[]) OR t.trace_id IN (SELECT rt.trace_id FROM run_traces rt WHERE rt.run_id = ANY(" + v + "::uuid[])))"
+	v := arg(runIDs)
+	// One list of the runs' trace ids, a union of two index reads (traces_run_idx, run_traces'
+	// key), rather than an OR of the two: the planner cannot serve an OR from either index, and
+	// walked every trace by start time with the OR as its filter.
+	ids := "SELECT r.trace_id FROM traces r WHERE r.run_id = ANY(" + v + "::uuid[])" +
+		" UNION SELECT rt.trace_id FROM run_traces rt WHERE rt.run_id = ANY(" + v + "::uuid[])"
 	if f.Op == FilterNeq {
-		return "(t.run_id IS NULL OR NOT " + in + ")", false, nil
+		return "t.trace_id NOT IN (" + ids + ")", false, nil
 	}
-	return in, false, nil
+	return "t.trace_id IN (" + ids + ")", false, nil
 }
 
 func isOrdering(op string) bool {
