@@ -336,6 +336,9 @@ func (s *Server) spanDetail(ctx context.Context, traceID, spanID, link string) (
 	d.Status = trace.StatusName(sp.StatusCode, state)
 	if d.Status == "interrupted" {
 		d.Interrupt = s.spanInterrupt(ctx, sp, attrs)
+		if t := jsonTree(d.Interrupt); t != nil && len(t.Children) > 0 {
+			d.InterruptTree = t
+		}
 		d.Outcome = s.spanInterruptOutcome(ctx, sp, attrs)
 	}
 	if !d.Running {
@@ -344,6 +347,10 @@ func (s *Server) spanDetail(ctx context.Context, traceID, spanID, link string) (
 	if f := trace.FactsOf(sp); trace.SpanKind(&f) == trace.KindModel || trace.SpanKind(&f) == trace.KindTurn {
 		in, out := trace.ModelMessages(attrs)
 		d.Input, d.Output = spanConversation(in), spanConversation(out)
+	}
+	var asSent *templates.SpanAsSent
+	if d.Status == "interrupted" {
+		asSent = takeAsSent(attrs, sp.StatusMessage)
 	}
 	rest := map[string]json.RawMessage{}
 	keys := make([]string, 0, len(attrs))
@@ -372,10 +379,51 @@ func (s *Server) spanDetail(ctx context.Context, traceID, spanID, link string) (
 		d.AttrRows = attributeRows(rest)
 	}
 	d.EventList, d.Events = spanEvents(sp.Events, sp.StartTime)
+	if asSent != nil {
+		// Genkit's exception event for the interrupt, its stack with it, reads as what Genkit
+		// sent, after the interrupt, rather than first in the panel.
+		kept := d.EventList[:0:0]
+		for _, e := range d.EventList {
+			if e.Interrupt {
+				asSent.Events = append(asSent.Events, e)
+			} else {
+				kept = append(kept, e)
+			}
+		}
+		d.EventList = kept
+		if asSent.Message != "" || len(asSent.Attrs) > 0 || len(asSent.Events) > 0 {
+			d.AsSent = asSent
+		}
+	}
 	d.Links = nonEmptyJSON(sp.Links)
 	d.Resource = nonEmptyJSON(sp.Resource)
 	d.Logs = s.logLines(ctx, traceID, sp.SpanID)
 	return d, nil
+}
+
+// asSentAttrs are the attributes of an interrupted Genkit span that describe it as the error
+// Genkit recorded: the span panel shows them under "as Genkit sent it".
+var asSentAttrs = []string{trace.AttrOriginalState, "genkit:isFailureSource"}
+
+// takeAsSent takes out of an interrupted span's attributes those that describe it as an error
+// (asSentAttrs; the original state shown as the genkit:state Genkit sent), with its status
+// message, which for an interrupt is the exception's.
+func takeAsSent(attrs map[string]json.RawMessage, statusMessage string) *templates.SpanAsSent {
+	a := &templates.SpanAsSent{Message: statusMessage}
+	taken := map[string]json.RawMessage{}
+	for _, k := range asSentAttrs {
+		raw, ok := attrs[k]
+		if !ok {
+			continue
+		}
+		delete(attrs, k)
+		if k == trace.AttrOriginalState {
+			k = "genkit:state"
+		}
+		taken[k] = raw
+	}
+	a.Attrs = attributeRows(taken)
+	return a
 }
 
 // payloadKeys are the attributes the span panel always shows as payloads, however short: Genkit's
@@ -442,6 +490,7 @@ func spanEvents(raw []byte, start int64) ([]templates.SpanEvent, string) {
 		if string(e.Attributes[trace.EventAttrInterrupt]) == "true" {
 			// Genkit sent the interrupt as this exception; ingest kept it, marked.
 			ev.Name += " (an interrupt, not an error)"
+			ev.Interrupt = true
 		}
 		out = append(out, ev)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -145,10 +146,23 @@ func TestGenkitInterruptsAreNotErrors(t *testing.T) {
 		resp, body := get(t, b.url+"/traces/"+tc.trace+"/spans/"+tc.tool)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		require.Contains(t, body, `<span class="status-interrupted" data-testid="span-status" title="">interrupted</span>`)
-		require.Contains(t, body, `interrupt: <code>`+templEscape(tc.question)+`</code>`)
+		require.Contains(t, body, `data-interrupt="`+templEscape(tc.question)+`"`, "the question, as a tree")
 		require.NotContains(t, body, `class="error-text"`)
-		require.Contains(t, body, `<strong class="ev-name">exception (an interrupt, not an error)</strong>`, "Genkit's exception event is kept, marked")
 		require.NotContains(t, body, `status-error`)
+		// The interrupt leads; Genkit's exception, its stack and the attributes that call it a
+		// failure are folded, last, under "as Genkit sent it".
+		iq, asSent := strings.Index(body, `data-testid="span-interrupt"`), strings.Index(body, `<details class="as-sent" data-testid="as-sent">`)
+		require.Positive(t, iq, tc.name)
+		require.Greater(t, asSent, iq, tc.name)
+		for _, first := range []string{`data-payload=`, `data-testid="attr-table"`} {
+			require.Greater(t, strings.Index(body, first), iq, "%s: %s comes after the interrupt", tc.name, first)
+		}
+		folded := body[asSent:]
+		require.Contains(t, folded, `<strong class="ev-name">exception (an interrupt, not an error)</strong>`, "Genkit's exception event is kept, marked")
+		require.Equal(t, 1, strings.Count(body, `exception (an interrupt, not an error)`), "the exception is only in the fold")
+		require.Contains(t, folded, `<tr data-key="genkit:state"><td><code>genkit:state</code></td><td class="attr-value">error<wbr></td></tr>`, "the state Genkit sent")
+		require.NotContains(t, body[:asSent], trace.AttrOriginalState)
+		require.NotContains(t, body[:asSent], `genkit:isFailureSource`)
 
 		_, page := get(t, b.url+"/traces/"+tc.trace+"?span="+tc.tool)
 		require.Regexp(t, `class="span-row[^"]* interrupted[^"]*"[^>]*id="span-`+tc.tool, page)

@@ -136,11 +136,16 @@ type SpanDetail struct {
 	Kind      string
 	Status    string
 	StatusMsg string
-	// Interrupt is the question an interrupted span asks (its metadata, as JSON), when known.
-	Interrupt string
-	Start     time.Time
-	Duration  string
-	Running   bool
+	// Interrupt is the question an interrupted span asks (its metadata, as JSON), when known, and
+	// InterruptTree the same as a tree, when it is an object or a list.
+	Interrupt     string
+	InterruptTree *JSONNode
+	// AsSent is what Genkit sent for an interrupted span that Loupe reads otherwise, when it sent
+	// any: shown folded, after the interrupt itself.
+	AsSent   *SpanAsSent
+	Start    time.Time
+	Duration string
+	Running  bool
 	// Stale is a span without an end in a trace that has been quiet for long: its end never came.
 	Stale bool
 	Link  string
@@ -163,6 +168,15 @@ type SpanDetail struct {
 	Logs []LogLine
 }
 
+// SpanAsSent is the data of an interrupted span as Genkit recorded it, an error: its error
+// message, the attributes ingest rewrote or that only say "failure" (the original genkit:state,
+// genkit:isFailureSource), and the exception event with its stack.
+type SpanAsSent struct {
+	Message string
+	Attrs   []AttrRow
+	Events  []SpanEvent
+}
+
 // MarkStale marks a span without an end as stale when its trace is: not running, its end never came.
 func (d *SpanDetail) MarkStale(stale bool) {
 	if d.Running && stale {
@@ -172,10 +186,12 @@ func (d *SpanDetail) MarkStale(stale bool) {
 
 // SpanEvent is one event of a span, its time as an offset from the span's start.
 type SpanEvent struct {
-	Name   string
-	Offset string // "+12.3ms"
-	At     time.Time
-	Attrs  []EventAttr
+	// Interrupt marks the exception event with which Genkit recorded a tool's interrupt.
+	Interrupt bool
+	Name      string
+	Offset    string // "+12.3ms"
+	At        time.Time
+	Attrs     []EventAttr
 }
 
 // EventAttr is one attribute of an event; a multi-line value (a stack trace) is shown as lines.
