@@ -47,10 +47,23 @@ const payloadPreview = 16 << 10
 
 // skeleton is the trace's span tree (trace.Skeleton), with the server's mapping of it to the
 // tree's rows (rows, rowsWindow), their bars (place, in timeline.go) and previews.
-type skeleton struct{ *trace.Skeleton }
+// skeleton is a trace's skeleton as the pages render it; turnBase numbers its turns on from a
+// resumed trace's (resumeOrigin), set per request on a copy, never on a cached skeleton.
+type skeleton struct {
+	*trace.Skeleton
+	turnBase int
+}
 
 func buildSkeleton(traceID string, facts []store.SpanTurnFacts, now int64) *skeleton {
-	return &skeleton{trace.BuildSkeleton(traceID, facts, now, staleAfter)}
+	return &skeleton{Skeleton: trace.BuildSkeleton(traceID, facts, now, staleAfter)}
+}
+
+// numberedFrom is the skeleton with its turns numbered from o's base (o may be nil).
+func (sk *skeleton) numberedFrom(o *resumeOrigin) *skeleton {
+	if o == nil || o.TurnBase == 0 {
+		return sk
+	}
+	return &skeleton{Skeleton: sk.Skeleton, turnBase: o.TurnBase}
 }
 
 // withPreviews says, on each tool row, what the tool was asked (trace.Preview of its input). The
@@ -96,7 +109,7 @@ func (sk *skeleton) rowsWindow(parent int32, depth, offset, end int, open map[in
 	var walk func(parent int32, depth, offset, end int)
 	emit := func(c int32, depth int) {
 		f := &sk.Facts[c]
-		row := templates.SpanRow{ID: f.SpanID, Name: f.Name, Label: sk.Label(c), Depth: depth,
+		row := templates.SpanRow{ID: f.SpanID, Name: f.Name, Label: sk.LabelFrom(c, sk.turnBase), Depth: depth,
 			Children: len(sk.Children[c]), Expanded: open[c] && len(sk.Children[c]) > 0,
 			Error: sk.OwnError[c], ContainsError: sk.InnerError[c], Selected: c == selected,
 			Interrupted:   deref(f.State) == "interrupted" && f.StatusCode != store.StatusError,
@@ -252,6 +265,17 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 	if v.Resumes, v.ResumedBy, err = s.store.TraceResumeLinks(ctx, traceID); err != nil {
 		return nil, err
 	}
+	if len(v.Resumes) > 0 {
+		o, err := s.resumeOrigin(ctx, traceID)
+		if err != nil {
+			return nil, err
+		}
+		sk = sk.numberedFrom(o)
+		if o != nil {
+			v.ResumedFrom = &templates.ResumedFrom{TraceID: o.TraceID, SpanID: o.SpanID, Tool: o.Tool, Turn: o.Turn,
+				URL: resumedFromURL(link, o)}
+		}
+	}
 	if i, text := sk.Failure(); i >= 0 {
 		id := sk.Facts[i].SpanID
 		v.Failure = &templates.TraceFailure{Text: text, SpanID: id, URL: link + id + "#span-" + id}
@@ -261,7 +285,7 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 	if err := s.withPreviews(ctx, sk, v.Rows); err != nil {
 		return nil, err
 	}
-	v.Turns = turnRows(sk.Turns, link, sk.Stale)
+	v.Turns = turnRows(sk.Turns, sk.turnBase, link, sk.Stale)
 	return v, nil
 }
 
@@ -269,7 +293,7 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 // A turn still running in a stale trace never ended. A generate span that called no model and no
 // tool (a resume that found nothing left to do) is no turn a person would count: it gets no row,
 // rather than "turn 3 — 0 0 — 0µs".
-func turnRows(turns []trace.Turn, link string, stale bool) []templates.TurnRow {
+func turnRows(turns []trace.Turn, base int, link string, stale bool) []templates.TurnRow {
 	rows := make([]templates.TurnRow, 0, len(turns))
 	for _, t := range turns {
 		if emptyTurn(t) {
@@ -299,7 +323,7 @@ func turnRows(turns []trace.Turn, link string, stale bool) []templates.TurnRow {
 				tools[j] += " (failed)"
 			}
 		}
-		r := templates.TurnRow{Index: t.Index, Model: t.Model, InputTokens: t.InputTokens, OutputTokens: t.OutputTokens,
+		r := templates.TurnRow{Index: base + t.Index, Model: t.Model, InputTokens: t.InputTokens, OutputTokens: t.OutputTokens,
 			Tools: strings.Join(tools, ", "), Running: t.Running, Error: t.State == "error", Link: link + t.SpanID,
 			Duration: "running"}
 		switch {
@@ -567,11 +591,26 @@ func (s *Server) traceChildren(c echo.Context) error {
 	if c.QueryParam("expand") == "all" {
 		open = sk.OpenAll(parent, expandAllRows, childPage)
 	}
+	o, err := s.resumeOrigin(c.Request().Context(), traceID)
+	if err != nil {
+		return err
+	}
+	sk = sk.numberedFrom(o)
 	rows := sk.rowsWindow(parent, max(depth, 0), max(offset, 0), max(end, 0), open, -1)
 	if err := s.withPreviews(c.Request().Context(), sk, rows); err != nil {
 		return err
 	}
 	return s.render(c, http.StatusOK, templates.SpanRows(rows, link))
+}
+
+// resumedFromURL links to the interrupted call a trace resumes: within the run page (the other
+// execution's trace) when link is a run page's, else on the interrupted trace's own page.
+func resumedFromURL(link string, o *resumeOrigin) string {
+	if strings.HasPrefix(link, "/runs/") {
+		base, _, _ := strings.Cut(link, "?")
+		return base + "?trace=" + o.TraceID + "&span=" + o.SpanID
+	}
+	return "/traces/" + o.TraceID + "?span=" + o.SpanID
 }
 
 // expandAllRows is about how many rows "expand all" renders: past it, deeper nodes stay closed, to

@@ -20,7 +20,7 @@ func TestTurnRowsLeaveOutAGenerateThatCalledNothing(t *testing.T) {
 		{Index: 3, SpanID: "d", State: "error"},
 		{Index: 4, SpanID: "e", Running: true},
 	}
-	rows := turnRows(turns, "/traces/x?span=", false)
+	rows := turnRows(turns, 0, "/traces/x?span=", false)
 	var got []int
 	for _, r := range rows {
 		got = append(got, r.Index)

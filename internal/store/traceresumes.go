@@ -74,3 +74,25 @@ func (s *Store) TraceResumeLinks(ctx context.Context, traceID string) (resumes, 
 	}
 	return resumes, resumedBy, rows.Err()
 }
+
+// ResumedCall is a tool call that a trace resumes: the interrupted trace, and the tool and ref of
+// the call that interrupted there.
+type ResumedCall struct {
+	InterruptedTrace string
+	Tool, Ref        string
+}
+
+// TraceResumedCalls returns the interrupted calls a trace resumes, in a stable order (by
+// interrupted trace, tool, ref), read along trace_resumes' key.
+func (s *Store) TraceResumedCalls(ctx context.Context, traceID string) ([]ResumedCall, error) {
+	rows, err := s.db.Query(ctx, `SELECT interrupted_trace, tool, ref FROM trace_resumes WHERE resumed_trace = $1
+		ORDER BY interrupted_trace, tool, ref`, traceID)
+	if err != nil {
+		return nil, fmt.Errorf("resumed calls of trace %s: %w", traceID, err)
+	}
+	calls, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ResumedCall])
+	if err != nil {
+		return nil, fmt.Errorf("resumed calls of trace %s: %w", traceID, err)
+	}
+	return calls, nil
+}

@@ -273,13 +273,17 @@ func (sk *Skeleton) Ancestors(i int32) []int32 {
 
 // Label is a span's kind in the tree (SpanLabel), or its turn: "turn 2" for a generate
 // span, "model · turn 2" for a GenAI model call that is a turn.
-func (sk *Skeleton) Label(i int32) string {
+func (sk *Skeleton) Label(i int32) string { return sk.LabelFrom(i, 0) }
+
+// LabelFrom is Label with the trace's turns numbered from base: a trace that resumes an
+// interrupted one numbers on from the turn it resumes.
+func (sk *Skeleton) LabelFrom(i int32, base int) string {
 	f := &sk.Facts[i]
 	if sk.Turn[i] >= 0 {
 		if SpanKind(f) == KindModel {
-			return "model · turn " + strconv.Itoa(sk.Turn[i])
+			return "model · turn " + strconv.Itoa(base+sk.Turn[i])
 		}
-		return "turn " + strconv.Itoa(sk.Turn[i])
+		return "turn " + strconv.Itoa(base+sk.Turn[i])
 	}
 	return SpanLabel(f, f.ParentSpanID == nil)
 }

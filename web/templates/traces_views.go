@@ -240,6 +240,9 @@ type TraceView struct {
 	// Resumes are the interrupted traces this trace resumes, ResumedBy the traces that resume it
 	// (a Genkit app resumes in a trace of its own).
 	Resumes, ResumedBy []string
+	// ResumedFrom is the interrupted call this trace resumes, when found in the interrupted trace:
+	// its turns number on from it.
+	ResumedFrom *ResumedFrom
 }
 
 // TraceFailure is what failed in a trace: the first span where an error starts.
@@ -378,4 +381,12 @@ func (p TracesPage) SortMark(col string) string {
 type TracePage struct {
 	Page
 	Trace TraceView
+}
+
+// ResumedFrom is the interrupted tool call a trace resumes: its span in the interrupted trace, and
+// its turn, numbered across the run's executions.
+type ResumedFrom struct {
+	TraceID, SpanID, Tool string
+	Turn                  int
+	URL                   string
 }
