@@ -6,7 +6,8 @@
 # Builds devui, starts a throwaway Loupe (embedded PostgreSQL in a temp data dir, --dev, no demo
 # agents, a free loopback port), installs the pinned packages (npm ci), runs compat/otel-js/emit.mjs
 # (invoke_agent → chat → execute_tool ×2, one failing → chat, sent to /v1/traces), then
-# compat/otel-js/check.mjs, which checks through /api/v1/traces, /api/v1/traces/{id}/turns and the
+# compat/otel-js/check.mjs, which checks through /api/v1/traces, /api/v1/traces/{id}/turns, the log
+# record sent to /v1/logs through Genkit's log APIs (/api/logs, /api/traces/{id}[/spans/{span}]/logs) and the
 # pages what Loupe stored and shows; then stops Loupe and removes the temp dir.
 #
 # Usage (from the repo root):   compat/otel-js.sh

@@ -59,4 +59,19 @@ assert.match(panel, /class="span-messages"/);
 assert.match(panel, /← tool response/);
 assert.match(panel, /a person will handle the refund/);
 
-console.log(`ok: trace ${id}: 2 turns, 2 tool calls (1 failed), 89+33 tokens, service support-bot`);
+// The log record, in its span: Genkit's log list API (all, the trace's, the span's) and the span
+// panel.
+for (const path of ['/api/logs', `/api/traces/${id}/logs`, `/api/traces/${id}/spans/${s.issue_refund}/logs`]) {
+  const { logs } = await get(path);
+  const rec = logs.find((l) => l.traceId === id);
+  assert.ok(rec, `${path} lists the log record`);
+  assert.deepEqual([rec.spanId, rec.severityNumber, rec.severityText, rec.body, rec.attributes['order.id'], rec.resource['service.name']],
+    [s.issue_refund, 13, 'WARN', 'issue_refund refused: refund limit exceeded', '1234', 'support-bot'], path);
+}
+const { logs: none } = await get(`/api/traces/${id}/spans/${s.lookup_order}/logs`);
+assert.equal(none.length, 0, 'another span has no log');
+const refundPanel = await get(`/traces/${id}/spans/${s.issue_refund}`, false);
+assert.match(refundPanel, /data-testid="log-line"/, 'the span panel shows the span\'s log');
+assert.match(refundPanel, /issue_refund refused: refund limit exceeded/);
+
+console.log(`ok: trace ${id}: 2 turns, 2 tool calls (1 failed), 89+33 tokens, service support-bot, 1 log record in its span`);

@@ -7,12 +7,17 @@
 //   ├── execute_tool issue_refund   (fails: refund limit exceeded)
 //   └── chat gpt-4o-mini            (answers)
 //
+// and one WARN log record in the failing tool's span, through the SDK's OTLP/HTTP log exporter.
+//
 // Usage: LOUPE_URL=http://127.0.0.1:4000 node emit.mjs
 // Prints {"trace_id": …, "spans": {name: span id}} on stdout; exits non-zero when the export fails.
 import { context, trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { Resource } from '@opentelemetry/resources';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { SeverityNumber } from '@opentelemetry/api-logs';
+import { LoggerProvider, SimpleLogRecordProcessor } from '@opentelemetry/sdk-logs';
+import { OTLPLogExporter } from '@opentelemetry/exporter-logs-otlp-http';
 
 const base = process.env.LOUPE_URL;
 if (!base) {
@@ -39,6 +44,24 @@ const provider = new BasicTracerProvider({
 });
 provider.addSpanProcessor(new SimpleSpanProcessor(checked));
 const tracer = provider.getTracer('loupe-compat-otel-js', '1.0.0');
+
+// Logs through the SDK's own OTLP/HTTP log exporter to /v1/logs, each in the span it is written
+// in (its trace and span ids from the context), checked the same way.
+const logExporter = new OTLPLogExporter({ url: `${base}/v1/logs` });
+const loggerProvider = new LoggerProvider({
+  resource: new Resource({ 'service.name': 'support-bot', 'service.version': '1.0.0' }),
+});
+loggerProvider.addLogRecordProcessor(new SimpleLogRecordProcessor({
+  export(records, done) {
+    logExporter.export(records, (result) => {
+      if (result.code !== 0) failures.push(result.error ? `logs: ${result.error}` : `logs: code ${result.code}`);
+      done(result);
+    });
+  },
+  shutdown: () => logExporter.shutdown(),
+  forceFlush: () => logExporter.forceFlush(),
+}));
+const logger = loggerProvider.getLogger('loupe-compat-otel-js', '1.0.0');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const ids = {};
@@ -83,6 +106,10 @@ async function tool(parentCtx, name, callId, args, run) {
   try {
     span.setAttribute('gen_ai.tool.call.result', JSON.stringify(run(args)));
   } catch (err) {
+    logger.emit({
+      severityNumber: SeverityNumber.WARN, severityText: 'WARN', body: `${name} refused: ${err.message}`,
+      attributes: { 'order.id': args.order }, context: within(span),
+    });
     span.recordException(err);
     span.setAttribute('error.type', err.name);
     span.setStatus({ code: SpanStatusCode.ERROR, message: err.message });
@@ -133,6 +160,8 @@ ids.agent = agent.spanContext().spanId;
 
 await provider.forceFlush();
 await provider.shutdown();
+await loggerProvider.forceFlush();
+await loggerProvider.shutdown();
 if (failures.length > 0) {
   console.error(`export failed: ${failures.join('; ')}`);
   process.exit(1);
