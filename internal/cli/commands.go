@@ -40,6 +40,9 @@ func newRootCommand(p *Program) *cobra.Command {
 		if cfg.DatabaseURL == "" {
 			cfg.DatabaseURL = os.Getenv("DATABASE_URL")
 		}
+		if cfg.ReadDatabaseURL == "" {
+			cfg.ReadDatabaseURL = os.Getenv("LOUPE_READ_DATABASE_URL")
+		}
 		cfg.dataDirGiven = cmd.Flags().Changed("data-dir") || os.Getenv("LOUPE_DATA_DIR") != ""
 	}
 	root.AddCommand(newServeCommand(cfg), newMigrateCommand(cfg), newDBCommand(cfg), newUserCommand(cfg),
@@ -111,6 +114,9 @@ func newServeCommand(cfg *config) *cobra.Command {
 	bindGenkitProjects(cmd, &projects)
 	cmd.Flags().StringVar(&policies, "policy-file", os.Getenv("LOUPE_POLICY_FILE"),
 		"approval policy (YAML rules that approve, deny or gate interrupts; see README), loaded at start and again when it changes; the UI's policy editor is then read-only (env LOUPE_POLICY_FILE)")
+	// Read from the environment when the command runs, as DATABASE_URL is: --help never prints it.
+	cmd.Flags().StringVar(&cfg.ReadDatabaseURL, "read-database-url", "",
+		"a read replica of the database: the trace explorer (trace list, trace and span pages, their APIs, Genkit's trace reads) and the runs list read from it, everything else from the primary; reads lag the primary by the replica's delay (env LOUPE_READ_DATABASE_URL)")
 	eng.bind(cmd.Flags(), 8)
 	return cmd
 }
@@ -241,13 +247,14 @@ func newStack(ctx context.Context, cfg *config, opts serveOptions, log *slog.Log
 	sc.Ingest = &services.Ingest{IngestToken: tc.IngestToken, MaxBodyBytes: tc.MaxBody,
 		Retention: trace.RetentionConfig{MaxAge: time.Duration(tc.RetentionDays) * 24 * time.Hour, MaxSpans: tc.MaxSpans}}
 	sc.GenkitProjects, sc.AppLeaseTTL = opts.genkitProjects, opts.engine.leaseTTL
+	sc.ReadPool = db.reads
 	svcs, err := services.Start(ctx, sc)
 	if err != nil {
 		return nil, err
 	}
 	st.svcs = svcs
 	st.stops = append(st.stops, svcs.Stop)
-	deps := server.Deps{Store: svcs.Store, Runs: svcs.Runs, Traces: svcs.Traces, Live: svcs.Hub, Database: db.monitor()}
+	deps := server.Deps{Store: svcs.Store, Reads: svcs.Reads, Runs: svcs.Runs, Traces: svcs.Traces, Live: svcs.Hub, Database: db.monitor()}
 	if svcs.Apps != nil {
 		deps.GenkitApps = svcs.Apps
 	}

@@ -23,10 +23,12 @@ type config struct {
 	// dataDirGiven is set when --data-dir or LOUPE_DATA_DIR names the data directory.
 	dataDirGiven bool
 	DatabaseURL  string
-	Addr         string
-	DataDir      string
-	LogLevel     string
-	LogFormat    string
+	// ReadDatabaseURL is a read replica for the trace and list pages (serve --read-database-url).
+	ReadDatabaseURL string
+	Addr            string
+	DataDir         string
+	LogLevel        string
+	LogFormat       string
 	// outages keeps a database outage to two log lines (outagelog.go); the pool reports to it.
 	outages outageState
 }

@@ -18,7 +18,9 @@ import (
 // database is an open pool plus whatever must be stopped with it (the embedded cluster, which
 // restarts PostgreSQL should it die: pgcluster's supervise.go).
 type database struct {
-	pool    *pgxpool.Pool
+	pool *pgxpool.Pool
+	// reads is the read replica's pool (--read-database-url), or nil.
+	reads   *pgxpool.Pool
 	cluster *pgcluster.Cluster
 	url     string // what the pool connects to, for programs devui start runs
 }
@@ -67,7 +69,46 @@ func openDatabase(ctx context.Context, cfg *config, log *slog.Logger) (*database
 		db.close()
 		return nil, fmt.Errorf("open database: %w", err)
 	}
+	if cfg.ReadDatabaseURL != "" {
+		if db.reads, err = openReadReplica(ctx, cfg.ReadDatabaseURL, log); err != nil {
+			db.close()
+			return nil, err
+		}
+	}
 	return db, nil
+}
+
+// openReadReplica connects to the read replica and checks that it is one of this database: in
+// recovery (a standby) and holding Loupe's tables, so that a wrong URL is an error at start, not
+// empty pages.
+func openReadReplica(ctx context.Context, dsn string, log *slog.Logger) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("--read-database-url: %w", err)
+	}
+	pcfg.MaxConns = max(pcfg.MaxConns, 20)
+	pcfg.HealthCheckPeriod = 5 * time.Second
+	// Reads only: a write sent here by mistake fails at once instead of waiting on a standby.
+	pcfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("--read-database-url: %w", err)
+	}
+	var standby, hasTraces bool
+	err = pool.QueryRow(ctx, `SELECT pg_is_in_recovery(), to_regclass('traces') IS NOT NULL`).Scan(&standby, &hasTraces)
+	switch {
+	case err != nil:
+		pool.Close()
+		return nil, fmt.Errorf("--read-database-url %s: %w", redactURL(dsn), err)
+	case !hasTraces:
+		pool.Close()
+		return nil, fmt.Errorf("--read-database-url %s: no Loupe tables there: it must be a replica of the database Loupe writes to", redactURL(dsn))
+	case !standby:
+		log.Warn("--read-database-url is not a standby (pg_is_in_recovery is false): reads go there all the same", "url", redactURL(dsn))
+	default:
+		log.Info("reading traces and lists from a read replica", "url", redactURL(dsn))
+	}
+	return pool, nil
 }
 
 // migrate applies pending migrations and logs what it did.
@@ -107,6 +148,9 @@ func (db *database) wait(ctx context.Context) error {
 }
 
 func (db *database) close() {
+	if db.reads != nil {
+		db.reads.Close()
+	}
 	if db.pool != nil {
 		db.pool.Close()
 	}

@@ -599,6 +599,9 @@ func (c *Cluster) lastPort() int {
 
 func (c *Cluster) savePort() {
 	_ = os.WriteFile(c.portFile(), []byte(strconv.Itoa(c.Port())+"\n"), 0o600)
+	// In PGDATA, the file is the server account's like the rest, so that a base backup
+	// (NewStandby) can read it.
+	_ = c.runAs.own(c.portFile())
 }
 
 func (c *Cluster) pickPort(prefer int) error {

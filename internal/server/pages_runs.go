@@ -50,7 +50,7 @@ func (s *Server) runsPage(c echo.Context) error {
 	if p.Limit == 0 {
 		p.Limit = 50
 	}
-	list, next, err := s.store.RunList(ctx, p)
+	list, next, err := s.reads.RunList(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -66,11 +66,11 @@ func (s *Server) runsPage(c echo.Context) error {
 	for i, r := range list {
 		ids[i] = r.ID
 	}
-	pending, err := s.store.InterruptCountPendingByRuns(ctx, ids)
+	pending, err := s.reads.InterruptCountPendingByRuns(ctx, ids)
 	if err != nil {
 		return err
 	}
-	sessions, err := s.store.RunSessions(ctx, ids)
+	sessions, err := s.reads.RunSessions(ctx, ids)
 	if err != nil {
 		return err
 	}
@@ -495,7 +495,7 @@ var errNoRunTrace = errors.New("no trace recorded for the run")
 // tree of the one asked for, the newest by default.
 func (s *Server) runTrace(c echo.Context, r *store.Run) (*templates.TraceView, error) {
 	ctx := c.Request().Context()
-	items, _, err := s.store.TraceList(ctx, store.TraceListParams{Limit: 50,
+	items, _, err := s.reads.TraceList(ctx, store.TraceListParams{Limit: 50,
 		Filters: []store.TraceFilter{{Field: store.TraceFieldRunID, Op: store.FilterEq, Value: r.ID.String()}}})
 	if err != nil {
 		return nil, err

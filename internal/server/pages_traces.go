@@ -76,7 +76,7 @@ func (s *Server) withPreviews(ctx context.Context, sk *skeleton, rows []template
 			ids = append(ids, r.ID)
 		}
 	}
-	inputs, err := s.store.SpanToolInputs(ctx, sk.TraceID, ids)
+	inputs, err := s.reads.SpanToolInputs(ctx, sk.TraceID, ids)
 	if err != nil {
 		return err
 	}
@@ -203,7 +203,7 @@ func treeStateFrom(c echo.Context) treeState {
 // traceView builds the tree for a page: the roots open, and, for a deep link, the selected span's
 // ancestors; or, for a live reload, the nodes the page had open.
 func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolName string, toolTurn int, st treeState) (*templates.TraceView, error) {
-	tr, err := s.store.TraceGet(ctx, traceID)
+	tr, err := s.reads.TraceGet(ctx, traceID)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +262,7 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 		d.MarkStale(sk.Stale)
 		v.Selected = d
 	}
-	if v.Resumes, v.ResumedBy, err = s.store.TraceResumeLinks(ctx, traceID); err != nil {
+	if v.Resumes, v.ResumedBy, err = s.reads.TraceResumeLinks(ctx, traceID); err != nil {
 		return nil, err
 	}
 	if len(v.Resumes) > 0 {
@@ -522,7 +522,7 @@ func spanEvents(raw []byte, start int64) ([]templates.SpanEvent, string) {
 }
 
 func (s *Server) getSpan(ctx context.Context, traceID, spanID string) (*store.Span, error) {
-	spans, err := s.store.SpansGet(ctx, []store.SpanKey{{TraceID: traceID, SpanID: spanID}})
+	spans, err := s.reads.SpansGet(ctx, []store.SpanKey{{TraceID: traceID, SpanID: spanID}})
 	if err != nil {
 		return nil, err
 	}
@@ -642,7 +642,7 @@ func (s *Server) traceSearch(c echo.Context) error {
 		return c.JSON(http.StatusOK, resp)
 	}
 	ctx := c.Request().Context()
-	ids, err := s.store.SpanSearch(ctx, traceID, q)
+	ids, err := s.reads.SpanSearch(ctx, traceID, q)
 	if err != nil {
 		return err
 	}
@@ -748,7 +748,7 @@ func (s *Server) tracesPage(c echo.Context) error {
 		}
 		p.After = cur
 	}
-	items, next, err := s.store.TraceList(c.Request().Context(), p)
+	items, next, err := s.reads.TraceList(c.Request().Context(), p)
 	if err != nil {
 		return err
 	}

@@ -80,7 +80,7 @@ func (s *Server) spanInterruptOutcome(ctx context.Context, sp *store.Span, attrs
 	if json.Unmarshal(attrs[attrToolCallID], &ref) != nil || ref == "" {
 		return nil
 	}
-	tr, err := s.store.TraceGet(ctx, sp.TraceID)
+	tr, err := s.reads.TraceGet(ctx, sp.TraceID)
 	if err != nil || tr.RunID == nil {
 		return nil
 	}

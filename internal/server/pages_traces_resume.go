@@ -56,7 +56,7 @@ func (s *Server) resumeOrigin(ctx context.Context, traceID string) (*resumeOrigi
 // resumedCall is one step of resumeOrigin: the interrupted call traceID resumes, its turn
 // counted within the interrupted trace.
 func (s *Server) resumedCall(ctx context.Context, traceID string) (*resumeOrigin, error) {
-	calls, err := s.store.TraceResumedCalls(ctx, traceID)
+	calls, err := s.reads.TraceResumedCalls(ctx, traceID)
 	if err != nil || len(calls) == 0 {
 		return nil, err
 	}

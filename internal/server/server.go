@@ -52,6 +52,10 @@ type Config struct {
 // routes are registered only when they are present.
 type Deps struct {
 	Store *store.Store
+	// Reads, when set, serves the trace explorer's reads and the runs list (a store on a read
+	// replica, serve --read-database-url); everything else, and every write, goes to Store. Nil
+	// reads from Store.
+	Reads *store.Store
 	// Traces serves Genkit's telemetry API, OTLP/HTTP ingest and the trace reads.
 	Traces *trace.Service
 	// Runs starts, resolves and cancels runs; with it come the runs, interrupts and actions APIs.
@@ -77,6 +81,7 @@ type Server struct {
 	cfg     Config
 	deps    Deps
 	store   *store.Store
+	reads   *store.Store // Deps.Reads, or store
 	auth    *auth.Service
 	log     *slog.Logger
 	echo    *echo.Echo
@@ -125,7 +130,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Store == nil {
 		return nil, errors.New("server: a store is required")
 	}
-	s := &Server{cfg: cfg, deps: deps, store: deps.Store, auth: auth.New(deps.Store), log: cfg.Logger, echo: echo.New(),
+	if deps.Reads == nil {
+		deps.Reads = deps.Store
+	}
+	s := &Server{cfg: cfg, deps: deps, store: deps.Store, reads: deps.Reads, auth: auth.New(deps.Store), log: cfg.Logger, echo: echo.New(),
 		closing: make(chan struct{})}
 	s.metrics = newMetrics(deps.Store)
 	s.routes()

@@ -65,7 +65,7 @@ func (c *skeletonCache) put(tr *store.Trace, sk *skeleton) {
 // loadSkeleton is a trace's skeleton: the cached one while the trace has not changed, else built
 // from its span facts (and kept when no span is open).
 func (s *Server) loadSkeleton(ctx context.Context, traceID string) (*skeleton, error) {
-	tr, err := s.store.TraceGet(ctx, traceID)
+	tr, err := s.reads.TraceGet(ctx, traceID)
 	if errors.Is(err, store.ErrNotFound) {
 		tr, err = nil, nil // no span stored yet (a run whose first span is still in flight)
 	}
@@ -77,7 +77,7 @@ func (s *Server) loadSkeleton(ctx context.Context, traceID string) (*skeleton, e
 			return sk, nil
 		}
 	}
-	facts, err := s.store.SpanTurnFactsByTrace(ctx, traceID)
+	facts, err := s.reads.SpanTurnFactsByTrace(ctx, traceID)
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,9 @@ import (
 type Config struct {
 	// Pool is the database. Required.
 	Pool *pgxpool.Pool
+	// ReadPool, when set, is a read replica of Pool: the trace service's reads and the server's
+	// trace pages and runs list go to it (Services.Reads). Nil reads from Pool.
+	ReadPool *pgxpool.Pool
 	// Registry holds the program's actions; its spans are reported to Loupe's TracerProvider.
 	// Required.
 	Registry *engine.Registry
@@ -63,7 +66,9 @@ type Tracing struct {
 
 // Services is the started graph. Its fields are for building the HTTP server on top.
 type Services struct {
-	Store    *store.Store
+	Store *store.Store
+	// Reads is the store on Config.ReadPool, or Store.
+	Reads    *store.Store
 	Hub      *live.Hub
 	Provider *trace.Provider
 	// Traces is nil unless Config.Ingest was set.
@@ -88,6 +93,10 @@ func Start(ctx context.Context, cfg Config) (_ *Services, err error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Services{Store: store.New(cfg.Pool), metrics: trace.NewMetrics()}
+	s.Reads = s.Store
+	if cfg.ReadPool != nil {
+		s.Reads = store.New(cfg.ReadPool)
+	}
 	defer func() {
 		if err != nil {
 			s.Stop()
@@ -132,7 +141,7 @@ func Start(ctx context.Context, cfg Config) (_ *Services, err error) {
 func (s *Services) startTracing(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var err error
 	if in := cfg.Ingest; in != nil {
-		s.Traces, err = trace.NewService(trace.Config{Store: s.Store, Metrics: s.metrics, MaxBodyBytes: in.MaxBodyBytes,
+		s.Traces, err = trace.NewService(trace.Config{Store: s.Store, Reads: s.Reads, Metrics: s.metrics, MaxBodyBytes: in.MaxBodyBytes,
 			IngestToken: in.IngestToken, Logger: log, Publisher: s.Hub.Spans()})
 		if err != nil {
 			return err

@@ -127,7 +127,7 @@ func (s *Service) Logs(ctx context.Context, p store.LogListParams) ([]store.Log,
 		}
 		p.SpanID = id
 	}
-	return s.store.LogList(ctx, p)
+	return s.reads.LogList(ctx, p)
 }
 
 // GenkitLog is one record in the answer of Genkit's log lists (GET /api/logs and the trace and

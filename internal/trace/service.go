@@ -19,6 +19,10 @@ const DefaultMaxBodyBytes = 16 << 20
 // Config configures the trace Service.
 type Config struct {
 	Store *store.Store
+	// Reads, when set, serves the trace reads (lists, trees, spans, logs): a store on a read
+	// replica, so that the trace explorer's reads leave the primary to ingest. Ingest always
+	// writes to Store. Nil reads from Store.
+	Reads *store.Store
 	// Metrics are shared with the Provider and Retention; nil creates new ones.
 	Metrics *Metrics
 	// Publisher receives span events for ingested spans too, so that traces sent by other
@@ -47,6 +51,7 @@ const DefaultIngestWriters = 1
 // Service ingests traces from other programs and reads stored traces.
 type Service struct {
 	store   *store.Store
+	reads   *store.Store // Config.Reads, or store
 	metrics *Metrics
 	pub     Publisher
 	cfg     Config
@@ -75,7 +80,10 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.IngestWriters <= 0 {
 		cfg.IngestWriters = DefaultIngestWriters
 	}
-	s := &Service{store: cfg.Store, metrics: cfg.Metrics, pub: cfg.Publisher, cfg: cfg, log: cfg.Logger}
+	if cfg.Reads == nil {
+		cfg.Reads = cfg.Store
+	}
+	s := &Service{store: cfg.Store, reads: cfg.Reads, metrics: cfg.Metrics, pub: cfg.Publisher, cfg: cfg, log: cfg.Logger}
 	s.group = &groupCommitter{writeFunc: s.write, maxWriters: cfg.IngestWriters}
 	if cfg.StartDelay == 0 {
 		cfg.StartDelay = StartDelay
@@ -241,11 +249,11 @@ func (s *Service) GenkitGet(ctx context.Context, traceID string) (*TraceData, er
 		return nil, err
 	}
 	s.flushStarts(ctx)
-	tr, err := s.store.TraceGet(ctx, traceID)
+	tr, err := s.reads.TraceGet(ctx, traceID)
 	if err != nil {
 		return nil, err
 	}
-	spans, err := s.store.SpansByTrace(ctx, traceID, tr.SpanCount)
+	spans, err := s.reads.SpansByTrace(ctx, traceID, tr.SpanCount)
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +284,7 @@ func (s *Service) GenkitList(ctx context.Context, p GenkitListParams) (*GenkitLi
 			return nil, inputErrorf("continuationToken: %v", err)
 		}
 	}
-	items, next, err := s.store.TraceList(ctx, params)
+	items, next, err := s.reads.TraceList(ctx, params)
 	if err != nil {
 		return nil, filterInputError(err)
 	}
@@ -303,7 +311,7 @@ func (s *Service) GenkitList(ctx context.Context, p GenkitListParams) (*GenkitLi
 func (s *Service) List(ctx context.Context, p store.TraceListParams) ([]store.Trace, *store.TraceCursor, error) {
 	p.WithRoot = false
 	s.flushStarts(ctx)
-	items, next, err := s.store.TraceList(ctx, p)
+	items, next, err := s.reads.TraceList(ctx, p)
 	if err != nil {
 		return nil, nil, filterInputError(err)
 	}

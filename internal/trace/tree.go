@@ -73,11 +73,11 @@ func (s *Service) Tree(ctx context.Context, traceID string) (*Tree, error) {
 		return nil, err
 	}
 	s.flushStarts(ctx)
-	tr, err := s.store.TraceGet(ctx, traceID)
+	tr, err := s.reads.TraceGet(ctx, traceID)
 	if err != nil {
 		return nil, err
 	}
-	spans, err := s.store.SpansByTrace(ctx, traceID, tr.SpanCount)
+	spans, err := s.reads.SpansByTrace(ctx, traceID, tr.SpanCount)
 	if err != nil {
 		return nil, err
 	}
@@ -92,11 +92,11 @@ func (s *Service) Skeleton(ctx context.Context, traceID string) (*Tree, error) {
 		return nil, err
 	}
 	s.flushStarts(ctx)
-	tr, err := s.store.TraceGet(ctx, traceID)
+	tr, err := s.reads.TraceGet(ctx, traceID)
 	if err != nil {
 		return nil, err
 	}
-	sks, err := s.store.SpanSkeletonsByTrace(ctx, traceID, tr.SpanCount)
+	sks, err := s.reads.SpanSkeletonsByTrace(ctx, traceID, tr.SpanCount)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +126,7 @@ func (s *Service) Span(ctx context.Context, traceID, spanID string) (*Node, erro
 		return nil, err
 	}
 	s.flushStarts(ctx)
-	spans, err := s.store.SpansGet(ctx, []store.SpanKey{{TraceID: traceID, SpanID: spanID}})
+	spans, err := s.reads.SpansGet(ctx, []store.SpanKey{{TraceID: traceID, SpanID: spanID}})
 	if err != nil {
 		return nil, err
 	}
@@ -275,10 +275,10 @@ func (s *Service) Turns(ctx context.Context, traceID string) ([]Turn, error) {
 		return nil, err
 	}
 	s.flushStarts(ctx)
-	if _, err := s.store.TraceGet(ctx, traceID); err != nil {
+	if _, err := s.reads.TraceGet(ctx, traceID); err != nil {
 		return nil, err
 	}
-	facts, err := s.store.SpanTurnFactsByTrace(ctx, traceID)
+	facts, err := s.reads.SpanTurnFactsByTrace(ctx, traceID)
 	if err != nil {
 		return nil, err
 	}
