@@ -89,7 +89,7 @@ func follow(ctx context.Context, program string, st *store.Store, run *store.Run
 	status := run.Status
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	for {
+	drain := func() error {
 		chunks, err := st.ChunkList(ctx, run.ID, after, 0)
 		if err != nil {
 			return err
@@ -98,9 +98,22 @@ func follow(ctx context.Context, program string, st *store.Store, run *store.Run
 			after = c.Seq
 			printer.print(c)
 		}
+		return nil
+	}
+	for {
+		if err := drain(); err != nil {
+			return err
+		}
 		cur, err := st.RunGet(ctx, run.ID)
 		if err != nil {
 			return err
+		}
+		if cur.Status != status && cur.Status != store.RunRunning && cur.Status != store.RunQueued {
+			// The run settled after the chunks were read: the chunks it wrote before settling
+			// (committed by then) come first, then its status and output.
+			if err := drain(); err != nil {
+				return err
+			}
 		}
 		if cur.Status != status {
 			status = cur.Status
