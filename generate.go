@@ -88,3 +88,15 @@ var ErrInterrupted = ai.ErrInterrupted
 func Run[Out any](ctx context.Context, name string, fn func() (Out, error)) (Out, error) {
 	return engine.Run(ctx, name, fn)
 }
+
+// ActionContext is what the caller of an action says about itself, auth above all: Genkit's
+// action context (core.ActionContext), sent as "context" to the reflection API's runAction and
+// set from the context field of an action's page in Loupe.
+type ActionContext = map[string]any
+
+// FromContext returns the action context a flow runs under, as Genkit Go's core.FromContext does,
+// or nil when its caller gave none. A durable run has the context it was started with on every
+// execution: the first, each resume after a reviewer's decision, a takeover, and its replays.
+func FromContext(ctx context.Context) ActionContext {
+	return engine.ActionContextFrom(ctx)
+}

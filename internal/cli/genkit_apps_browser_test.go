@@ -81,7 +81,7 @@ func TestBrowserGenkitFlowChunksShowLiveOnTheRunPage(t *testing.T) {
 	const status = `document.querySelector(".run-header").dataset.status`
 
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.Navigate(base+"/actions"),
+		chromedp.Navigate(base+"/actions/streamer:/flow/countdown"),
 		chromedp.WaitVisible(countdown+` textarea[name="input"]`, chromedp.ByQuery),
 		chromedp.SetValue(countdown+` textarea[name="input"]`, `{"from":5,"pauseMs":1000}`, chromedp.ByQuery),
 		chromedp.Click(countdown+` button[type="submit"]`, chromedp.ByQuery),
@@ -153,7 +153,7 @@ func TestBrowserActionsPageShowsEachGenkitAppUnderItsName(t *testing.T) {
 				heading: s.querySelector("h2").textContent.replace(/\s+/g, " ").trim(),
 				live: s.hasAttribute("data-live"),
 				status: s.querySelector("p").textContent,
-				keys: [...s.querySelectorAll("article[data-action]")].map(a => a.dataset.action),
+				keys: [...s.querySelectorAll("tr[data-action]")].map(a => a.dataset.action),
 			}]))`, &got),
 		))
 		return got
@@ -195,6 +195,8 @@ func TestBrowserActionsPageShowsEachGenkitAppUnderItsName(t *testing.T) {
 	echo := `article[data-action="south:/flow/echo"]`
 	var output string
 	require.NoError(t, chromedp.Run(br.Ctx,
+		chromedp.Navigate(base+"/actions/south:/flow/echo"),
+		chromedp.WaitVisible(echo+` textarea[name="input"]`, chromedp.ByQuery),
 		chromedp.SetValue(echo+` textarea[name="input"]`, `"still here"`, chromedp.ByQuery),
 		chromedp.Click(echo+` button[type="submit"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`.run-header[data-status="succeeded"]`, chromedp.ByQuery),

@@ -63,6 +63,9 @@ func TestBrowserGenkitJSDeveloperJourney(t *testing.T) {
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.Navigate(base+"/actions"),
 		chromedp.WaitVisible(`section.genkit-app[data-app="journey"]`, chromedp.ByQuery),
+		// The app's row opens the action's page, where its form is.
+		chromedp.Click(`tr[data-action="journey:/flow/weatherFlow"] a`, chromedp.ByQuery),
+		chromedp.WaitVisible(article("journey:/flow/weatherFlow")+` textarea[name="input"]`, chromedp.ByQuery),
 		chromedp.SetValue(article("journey:/flow/weatherFlow")+` textarea[name="input"]`, `{"city":"Lisbon"}`, chromedp.ByQuery),
 		chromedp.Click(article("journey:/flow/weatherFlow")+` button[type="submit"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`.run-header[data-status="succeeded"]`, chromedp.ByQuery),
@@ -101,7 +104,7 @@ func TestBrowserGenkitJSDeveloperJourney(t *testing.T) {
 
 	var conversation, runURL string
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.Navigate(base+"/actions"),
+		chromedp.Navigate(base+"/actions/journey:/prompt/wirePrompt"),
 		chromedp.WaitVisible(article("journey:/prompt/wirePrompt"), chromedp.ByQuery),
 		chromedp.SetValue(article("journey:/prompt/wirePrompt")+` textarea[name="input"]`, `{"to":"Bob","amount":50}`, chromedp.ByQuery),
 		chromedp.Click(article("journey:/prompt/wirePrompt")+` button[type="submit"]`, chromedp.ByQuery),

@@ -105,3 +105,18 @@ func RootSpanIDs(ctx context.Context) (trace.TraceID, trace.SpanID, bool) {
 	}
 	return ids.traceID, ids.spanID, true
 }
+
+type actionContextKey struct{}
+
+// WithActionContext returns a context carrying an action context: what the caller of an action
+// says about itself (auth above all), as Genkit's runAction takes it in "context". A durable run
+// carries the one it was started with on every execution.
+func WithActionContext(ctx context.Context, actx map[string]any) context.Context {
+	return context.WithValue(ctx, actionContextKey{}, actx)
+}
+
+// ActionContextFrom returns the action context carried by ctx, or nil.
+func ActionContextFrom(ctx context.Context) map[string]any {
+	m, _ := ctx.Value(actionContextKey{}).(map[string]any)
+	return m
+}

@@ -222,3 +222,51 @@ func TestGoRuntimeWithItsOwnIDIsHealthy(t *testing.T) {
 	require.Error(t, health(ctx, c, &Runtime{ID: "myapp", PID: 43, ReflectionServerURL: srv.URL, GenkitVersion: "go/1.4.0"}))
 	require.Error(t, health(ctx, c, &Runtime{ID: "myapp", PID: 42, ReflectionServerURL: srv.URL, GenkitVersion: "1.42.0"}))
 }
+
+// TestAppActionsGetTheCallersContext: an app's action run under an action context (a run's, or
+// runAction's) sends it to the app as Genkit's own runAction context, on each call it makes (a
+// prompt's render and its generate).
+func TestAppActionsGetTheCallersContext(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var calls []RunRequest
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/__health" {
+			return
+		}
+		var req RunRequest
+		require.NoError(t, json.NewDecoder(r.Body).Decode(&req))
+		mu.Lock()
+		calls = append(calls, req)
+		mu.Unlock()
+		switch req.Key {
+		case "/executable-prompt/transferPrompt":
+			_, _ = io.WriteString(w, `{"result":`+strings.TrimSpace(string(testdata(t, "go-rendered-prompt.json")))+`,"telemetry":{"traceId":"t1"}}`)
+		case "/util/generate":
+			_, _ = io.WriteString(w, `{"result":{"finishReason":"stop","message":{"role":"model","content":[{"text":"ok"}]}},"telemetry":{"traceId":"t2"}}`)
+		}
+	}))
+	defer srv.Close()
+	var actions map[string]*RemoteAction
+	require.NoError(t, json.Unmarshal(testdata(t, "genkit-go-1.4.0-actions.json"), &actions))
+	normalizeActions(actions)
+	c := &conn{name: "gk", client: &Client{BaseURL: srv.URL}, runtime: &Runtime{ID: "gk-1", GenkitVersion: "go/1.4.0"}, actions: actions, goApp: true}
+	var prompt *proxy
+	for _, px := range c.proxies() {
+		if px.desc.Key == "gk:/prompt/transferPrompt" {
+			prompt = px
+		}
+	}
+	require.NotNil(t, prompt)
+	ctx := engine.WithActionContext(context.Background(), map[string]any{"auth": map[string]any{"uid": "ann"}})
+	_, err := prompt.RunJSON(ctx, json.RawMessage(`{"to":"Bob","amount":50}`), nil)
+	require.NoError(t, err)
+	require.Len(t, calls, 2)
+	for _, call := range calls {
+		require.Equal(t, map[string]any{"auth": map[string]any{"uid": "ann"}}, call.Context, call.Key)
+	}
+	calls = nil
+	_, err = prompt.RunJSON(context.Background(), json.RawMessage(`{"to":"Bob","amount":50}`), nil)
+	require.NoError(t, err)
+	require.Nil(t, calls[0].Context, "no context, none sent")
+}

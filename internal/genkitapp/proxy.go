@@ -125,7 +125,8 @@ func (p *proxy) RunJSON(ctx context.Context, input json.RawMessage, cb engine.St
 
 // call runs an action of the app, streaming its chunks to cb, and links the run to its trace.
 func (c *conn) call(ctx context.Context, ext *runs.External, key string, input json.RawMessage, cb engine.StreamFunc) (json.RawMessage, error) {
-	req := RunRequest{Key: key, Input: input}
+	// The caller's action context (a run's, or runAction's) goes to the app as Genkit's own.
+	req := RunRequest{Key: key, Input: input, Context: engine.ActionContextFrom(ctx)}
 	if ext != nil {
 		// The app's root span carries the run's id, so that every execution's trace (the first,
 		// and each resume's) is found as the run's.

@@ -105,7 +105,8 @@ func (s *Service) Replay(ctx context.Context, p ReplayParams) (*store.Run, error
 			return nil, fmt.Errorf("encode edits: %w", err)
 		}
 	}
-	create := store.RunCreateParams{Action: orig.Action, Input: orig.Input, CreatedBy: p.CreatedBy, ReplayMode: p.Mode}
+	// A replay runs under the context its original was started with (its auth, say).
+	create := store.RunCreateParams{Action: orig.Action, Input: orig.Input, Context: orig.Context, CreatedBy: p.CreatedBy, ReplayMode: p.Mode}
 	switch {
 	case p.Mode == store.ReplayFork:
 		create.ForkOf, create.ForkTurn = &orig.ID, p.Turn

@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,9 @@ type StartParams struct {
 	CreatedBy string
 	// Labels are extra attributes of the run's root span (Genkit's telemetryLabels).
 	Labels map[string]string
+	// Context is the run's action context (Genkit's runAction context, auth and the like): a
+	// JSON object, or nil. The flow reads it with loupe.FromContext on every execution.
+	Context json.RawMessage
 }
 
 // StartRun inserts a run and its job in one transaction and returns the queued run at once.
@@ -43,10 +47,14 @@ func (s *Service) StartRun(ctx context.Context, p StartParams) (*store.Run, erro
 	if err := desc.InputSchema.ValidateJSON(input); err != nil {
 		return nil, fieldError("input", err)
 	}
+	actx, err := actionContext(p.Context)
+	if err != nil {
+		return nil, err
+	}
 	var run *store.Run
 	err = s.store.WithTx(ctx, func(tx *store.Store) error {
 		var err error
-		run, err = tx.RunCreate(ctx, store.RunCreateParams{Action: key, Input: input, CreatedBy: p.CreatedBy, Labels: p.Labels})
+		run, err = tx.RunCreate(ctx, store.RunCreateParams{Action: key, Input: input, CreatedBy: p.CreatedBy, Labels: p.Labels, Context: actx})
 		if err != nil {
 			return err
 		}
@@ -120,4 +128,21 @@ func storableText(field, s string) error {
 		return &ValidationError{Field: te.Field, Message: te.Problem + ", which PostgreSQL cannot store", Cause: err}
 	}
 	return nil
+}
+
+// actionContext checks a run's context: a JSON object PostgreSQL can store, or nothing (absent or
+// null).
+func actionContext(raw json.RawMessage) (json.RawMessage, error) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		return nil, nil
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(trimmed, &obj); err != nil {
+		return nil, &ValidationError{Field: "context", Message: "must be a JSON object", Cause: err}
+	}
+	if err := storable("context", trimmed); err != nil {
+		return nil, err
+	}
+	return trimmed, nil
 }

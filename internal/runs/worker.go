@@ -200,6 +200,13 @@ func (s *Service) executeOnce(jobCtx context.Context, run *store.Run, l *lease) 
 	if len(run.Labels) > 0 {
 		runCtx = engine.WithRootSpan(runCtx, run.Labels, nil)
 	}
+	if len(run.Context) > 0 {
+		var actx map[string]any
+		if err := json.Unmarshal(run.Context, &actx); err != nil {
+			return s.finishFailed(ctx, run, l, fmt.Errorf("the run's context: %w", err))
+		}
+		runCtx = engine.WithActionContext(runCtx, actx)
+	}
 	runCtx = engine.WithContextOptionsFor(runCtx, resumeGen, opts...)
 	runCtx = engine.WithJournal(runCtx, newJournal(rec, state.Steps, replay.sourceSteps()))
 	runCtx = withExternal(runCtx, ext)

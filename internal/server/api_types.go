@@ -40,6 +40,8 @@ type apiRun struct {
 	Resumes      int               `json:"resumes"`
 	WaitedMs     int64             `json:"waited_ms"`
 	Labels       map[string]string `json:"labels,omitempty"`
+	// Context is the action context the run was started with (Genkit's runAction context).
+	Context json.RawMessage `json:"context,omitempty"`
 }
 
 func apiRunOf(r *store.Run) *apiRun {
@@ -47,7 +49,7 @@ func apiRunOf(r *store.Run) *apiRun {
 		TraceID: r.TraceID, Model: r.Model, Turns: r.Turns, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
 		ReplayOf: r.ReplayOf, ReplayMode: r.ReplayMode, ForkOf: r.ForkOf, ForkTurn: r.ForkTurn, CreatedBy: r.CreatedBy,
 		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, UpdatedAt: r.UpdatedAt,
-		Version: r.Version, Resumes: r.Resumes, WaitedMs: r.WaitedMs, Labels: r.Labels}
+		Version: r.Version, Resumes: r.Resumes, WaitedMs: r.WaitedMs, Labels: r.Labels, Context: r.Context}
 }
 
 func apiRunsOf(rs []*store.Run) []*apiRun {

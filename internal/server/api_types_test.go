@@ -36,8 +36,9 @@ func TestAPIRunAndInterruptShapesAreTheAPIsOwn(t *testing.T) {
 	run := &store.Run{ID: id, Action: "/flow/a", Input: json.RawMessage(`1`), Status: "succeeded", Output: json.RawMessage(`2`),
 		Error: json.RawMessage(`{}`), TraceID: &s, Model: &s, Turns: 1, ReplayOf: &id, ReplayMode: &s, ForkOf: &id, ForkTurn: &n,
 		CreatedBy: &s, CreatedAt: now, StartedAt: &now, FinishedAt: &now, UpdatedAt: now, Version: 3,
-		LeaseOwner: &s, LeaseExpires: &now, LeaseEpoch: 7, Resumes: 1, ResumeSpanID: &s, WaitedMs: 5, Labels: map[string]string{"k": "v"}}
-	require.Equal(t, []string{"action", "created_at", "created_by", "error", "finished_at", "fork_of", "fork_turn", "id", "input",
+		LeaseOwner: &s, LeaseExpires: &now, LeaseEpoch: 7, Resumes: 1, ResumeSpanID: &s, WaitedMs: 5, Labels: map[string]string{"k": "v"},
+		Context: json.RawMessage(`{"auth":{}}`)}
+	require.Equal(t, []string{"action", "context", "created_at", "created_by", "error", "finished_at", "fork_of", "fork_turn", "id", "input",
 		"input_tokens", "labels", "model", "output", "output_tokens", "replay_mode", "replay_of", "resumes", "started_at", "status",
 		"trace_id", "turns", "updated_at", "version", "waited_ms"}, keysOf(t, apiRunOf(run)))
 

@@ -35,7 +35,7 @@ const genkitDurablePoll = 40 * time.Millisecond
 func (s *Server) genkitRunDurably(c echo.Context, req genkitRunRequest, stream bool) error {
 	ctx := c.Request().Context()
 	run, err := s.deps.Runs.StartRun(ctx, runs.StartParams{Action: req.Key, Input: req.Input,
-		CreatedBy: principal(c).Username, Labels: req.TelemetryLabels})
+		Context: req.Context, CreatedBy: principal(c).Username, Labels: req.TelemetryLabels})
 	var v *runs.ValidationError
 	switch {
 	case errors.As(err, &v):

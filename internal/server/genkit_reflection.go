@@ -105,6 +105,12 @@ func (s *Server) genkitRunAction(c echo.Context) error {
 	if strings.HasPrefix(req.Key, "/"+string(engine.ActionTypeFlow)+"/") {
 		return s.genkitRunDurably(c, req, stream)
 	}
+	var actx map[string]any
+	if t := bytes.TrimSpace(req.Context); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+		if err := json.Unmarshal(t, &actx); err != nil {
+			return c.JSON(http.StatusBadRequest, genkitStatusBody(engine.StatusInvalidArgument, "context must be a JSON object", nil))
+		}
+	}
 	reg := s.deps.Runs.Registry()
 	if reg.Lookup(req.Key) == nil {
 		return c.JSON(http.StatusNotFound, genkitStatusBody(engine.StatusNotFound, fmt.Sprintf("action %q not found", req.Key), nil))
@@ -112,6 +118,9 @@ func (s *Server) genkitRunAction(c echo.Context) error {
 	w := c.Response()
 	ctx, cancel := context.WithCancelCause(c.Request().Context())
 	defer cancel(nil)
+	if actx != nil {
+		ctx = engine.WithActionContext(ctx, actx)
+	}
 
 	var traceID string
 	headers := func(sc oteltrace.SpanContext) {

@@ -162,20 +162,20 @@ func TestBrowserActionStartsRunAndStreamsLive(t *testing.T) {
 
 	var errText, path string
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.Navigate(b.url+"/actions"),
-		chromedp.WaitVisible(`#action-countdown textarea`, chromedp.ByQuery),
-		chromedp.Evaluate(`document.querySelector("#action-countdown textarea").value = '{"from": 0}'; true`, nil),
-		chromedp.Click(`#action-countdown button[type=submit]`, chromedp.ByQuery),
-		wait(`!document.querySelector('#action-countdown [data-error-for="/from"]').hidden`),
-		chromedp.Text(`#action-countdown [data-error-for="/from"]`, &errText, chromedp.ByQuery),
+		chromedp.Navigate(b.url+"/actions/flow/countdown"),
+		chromedp.WaitVisible(`.action-page textarea[name=input]`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector(".action-page textarea[name=input]").value = '{"from": 0}'; true`, nil),
+		chromedp.Click(`.action-page button[type=submit]`, chromedp.ByQuery),
+		wait(`!document.querySelector('.action-page [data-error-for="/from"]').hidden`),
+		chromedp.Text(`.action-page [data-error-for="/from"]`, &errText, chromedp.ByQuery),
 		chromedp.Evaluate(`location.pathname`, &path),
 	))
 	require.Equal(t, "must be ≥ 1", errText, "said at the field")
-	require.Equal(t, "/actions", path)
+	require.Equal(t, "/actions/flow/countdown", path)
 
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.Evaluate(`document.querySelector("#action-countdown textarea").value = '{"from": 50}'; true`, nil),
-		chromedp.Click(`#action-countdown button[type=submit]`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector(".action-page textarea[name=input]").value = '{"from": 50}'; true`, nil),
+		chromedp.Click(`.action-page button[type=submit]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`.run-header`, chromedp.ByQuery),
 		chromedp.Evaluate(`location.pathname`, &path),
 	))

@@ -270,18 +270,19 @@ func TestInboxResolveFormAndStaleForm(t *testing.T) {
 	require.Contains(t, body, "“fine”")
 }
 
-// TestActionsPageStartsRuns: the catalogue pre-fills inputs from schema examples, starts a run and
-// redirects to its page; invalid input comes back with the reason.
+// TestActionsPageStartsRuns: an action's page pre-fills its input from schema examples, starts a
+// run and redirects to its page; invalid input comes back on the action's page with the reason.
 func TestActionsPageStartsRuns(t *testing.T) {
 	t.Parallel()
 	b := setup(t, opts{dev: true, stack: true})
-	_, body := get(t, b.url+"/actions", "Accept", "text/html")
+	_, body := get(t, b.url+"/actions/flow/countdown", "Accept", "text/html")
 	require.Contains(t, body, "/flow/countdown")
 	require.Contains(t, body, "&#34;from&#34;: 10", "the input is pre-filled from the schema's example")
 
 	resp, body := postForm(t, noRedirect, b.url+"/actions/run", url.Values{"action": {"/flow/countdown"}, "input": {`{"from":0}`}})
 	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
 	require.Contains(t, body, "Invalid input: input/from: must be ≥ 1", "the schema's bound in words")
+	require.Contains(t, body, `data-action-page="/flow/countdown"`, "on the action's own page")
 
 	// Without JavaScript the server's answer is the one a person reads: in words, not the
 	// validator's "minLength: got 0, want 1".

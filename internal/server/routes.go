@@ -119,6 +119,8 @@ func (s *Server) routeTable() []route {
 			get("/runs/:a/diff/:b", s.diffPage, accessViewer),
 			get("/runs/compare", s.runsCompare, accessViewer),
 			get("/actions", s.actionsPage, accessViewer),
+			// An action's page: /actions/flow/travelAgent, /actions/app:/tool/x (actionURL).
+			get("/actions/*", s.actionPage, accessViewer),
 			post("/actions/run", s.actionRun, accessReviewer),
 
 			// The inbox (pages_inbox.go).

@@ -38,7 +38,7 @@ var wantAccess = map[string]access{
 	"GET /traces/:trace/tree": accessViewer, "GET /traces/:trace/children": accessViewer,
 	"GET /traces/:trace/search": accessViewer, "GET /traces/:trace/spans/:span": accessViewer,
 	"GET /traces/:trace/spans/:span/payload": accessViewer, "GET /api/v1/dashboard": accessViewer,
-	"GET /runs/:a/diff/:b": accessViewer, "GET /runs/compare": accessViewer, "GET /actions": accessViewer,
+	"GET /runs/:a/diff/:b": accessViewer, "GET /runs/compare": accessViewer, "GET /actions": accessViewer, "GET /actions/*": accessViewer,
 	"GET /inbox": accessViewer, "GET /inbox/history": accessViewer, "GET /inbox/items/:id": accessViewer,
 	"POST /inbox/presence": accessViewer, "GET /inbox/:id/resolve": accessViewer, "GET /inbox/count": accessViewer,
 	"GET /api/v1/runs": accessViewer, "GET /api/v1/runs/:id": accessViewer,

@@ -93,6 +93,8 @@ func runsError(err error) error {
 type runStartRequest struct {
 	Action string          `json:"action"`
 	Input  json.RawMessage `json:"input"`
+	// Context is the run's action context, a JSON object (Genkit's runAction context).
+	Context json.RawMessage `json:"context,omitempty"`
 }
 
 func (s *Server) apiRunStart(c echo.Context) error {
@@ -101,7 +103,7 @@ func (s *Server) apiRunStart(c echo.Context) error {
 		return err
 	}
 	run, err := s.deps.Runs.StartRun(c.Request().Context(), runs.StartParams{
-		Action: req.Action, Input: req.Input, CreatedBy: principal(c).Username,
+		Action: req.Action, Input: req.Input, Context: req.Context, CreatedBy: principal(c).Username,
 	})
 	if err != nil {
 		return runsError(err)

@@ -70,11 +70,14 @@ type Run struct {
 	WaitedMs int64 `db:"waited_ms" json:"waited_ms"`
 	// Labels are extra attributes of the run's root span (Genkit's telemetryLabels).
 	Labels map[string]string `db:"labels" json:"labels,omitempty"`
+	// Context is the run's action context (Genkit's runAction context: auth and the like), a JSON
+	// object, or nil.
+	Context json.RawMessage `db:"context" json:"context,omitempty"`
 }
 
 const runColumns = `id, action, input, status, output, error, trace_id, model, turns, input_tokens,
 	output_tokens, replay_of, replay_mode, fork_of, fork_turn, created_by, created_at, started_at,
-	finished_at, updated_at, version, lease_owner, lease_expires_at, lease_epoch, resumes, resume_span_id, waited_ms, labels`
+	finished_at, updated_at, version, lease_owner, lease_expires_at, lease_epoch, resumes, resume_span_id, waited_ms, labels, context`
 
 // RunCreateParams describes a new run.
 type RunCreateParams struct {
@@ -86,6 +89,8 @@ type RunCreateParams struct {
 	ForkOf     *uuid.UUID
 	ForkTurn   *int
 	Labels     map[string]string
+	// Context is the run's action context, a JSON object; nil or JSON null stores none.
+	Context json.RawMessage
 }
 
 // labelsJSON is a run's labels as stored: NULL when there are none.
@@ -103,10 +108,10 @@ func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (*Run, error) 
 		input = json.RawMessage("null")
 	}
 	rows, err := s.db.Query(ctx, `
-		INSERT INTO runs (id, action, input, created_by, replay_of, replay_mode, fork_of, fork_turn, labels)
-		VALUES ($1, $2, $3, NULLIF($4, ''), $5, NULLIF($6, ''), $7, $8, $9)
+		INSERT INTO runs (id, action, input, created_by, replay_of, replay_mode, fork_of, fork_turn, labels, context)
+		VALUES ($1, $2, $3, NULLIF($4, ''), $5, NULLIF($6, ''), $7, $8, $9, NULLIF($10::jsonb, 'null'::jsonb))
 		RETURNING `+runColumns,
-		NewID(), p.Action, input, p.CreatedBy, p.ReplayOf, p.ReplayMode, p.ForkOf, p.ForkTurn, labelsJSON(p.Labels))
+		NewID(), p.Action, input, p.CreatedBy, p.ReplayOf, p.ReplayMode, p.ForkOf, p.ForkTurn, labelsJSON(p.Labels), nullJSON(p.Context))
 	if err != nil {
 		return nil, fmt.Errorf("create run: %w", err)
 	}

@@ -846,10 +846,11 @@ function initRuns() {
 // ---- actions: check the input against the schema before starting a run ----
 
 function initActions() {
+  initActionsFilter();
   page.addEventListener("submit", (ev) => {
     const form = ev.target.closest("form[data-run-form]");
     if (!form) return;
-    const errs = checkJSON(form.elements.input.value, form.dataset.inputSchema, "input");
+    const errs = [...checkJSON(form.elements.input.value, form.dataset.inputSchema, "input"), ...checkContext(form)];
     showErrors(form, errs);
     if (errs.length) ev.preventDefault();
   });
@@ -866,12 +867,78 @@ function initActions() {
     const btn = ev.target.closest("button[data-run-here]");
     if (!btn) return;
     const form = btn.closest("form[data-run-form]");
-    const errs = checkJSON(form.elements.input.value, form.dataset.inputSchema, "input");
+    const errs = [...checkJSON(form.elements.input.value, form.dataset.inputSchema, "input"), ...checkContext(form)];
     showErrors(form, errs);
     if (errs.length) return;
     btn.disabled = true;
     try { await runHere(form, btn.dataset.runHere); } finally { btn.disabled = false; }
   });
+}
+
+// checkContext checks a run form's context: empty, or a JSON object.
+function checkContext(form) {
+  const text = form.elements.context?.value.trim() ?? "";
+  if (!text) return [];
+  let v;
+  try { v = JSON.parse(text); } catch (e) { return [`context is not valid JSON: ${e.message}`]; }
+  return v && typeof v === "object" && !Array.isArray(v) ? [] : ["context must be a JSON object"];
+}
+
+// contextOf is a run form's context as runAction takes it, or undefined when none is given.
+function contextOf(form) {
+  const text = form.elements.context?.value.trim() ?? "";
+  return text ? JSON.parse(text) : undefined;
+}
+
+// initActionsFilter filters the actions list as one types: the rows the server rendered hidden
+// for ?q= and ?type= come back when the text widens again. The address follows, so that a reload
+// or a shared link shows the same list.
+function initActionsFilter() {
+  const search = page.querySelector("[data-actions-search]");
+  if (!search) return;
+  const rows = [...page.querySelectorAll("tr[data-action]")];
+  const count = page.querySelector("[data-actions-count]");
+  const none = page.querySelector("[data-actions-none]");
+  const params = new URLSearchParams(location.search);
+  let type = params.get("type") ?? "";
+  const apply = () => {
+    const q = search.value.trim().toLowerCase();
+    let shown = 0;
+    for (const tr of rows) {
+      const hide = (type !== "" && tr.dataset.type !== type) || (q !== "" && !tr.dataset.search.includes(q));
+      tr.hidden = hide;
+      if (!hide) shown++;
+    }
+    page.querySelectorAll("table.actions-list").forEach((t) => { t.hidden = !t.querySelector("tbody tr:not([hidden])"); });
+    count.textContent = shown === rows.length ? `${rows.length} actions` : `${shown} of ${rows.length} actions`;
+    none.hidden = shown > 0;
+    const p = new URLSearchParams();
+    if (search.value.trim()) p.set("q", search.value.trim());
+    if (type) p.set("type", type);
+    const qs = p.toString();
+    history.replaceState(null, "", "/actions" + (qs ? "?" + qs : ""));
+    page.querySelectorAll("[data-type-filter] a").forEach((a) => {
+      const ap = new URLSearchParams(p);
+      if (a.dataset.type) ap.set("type", a.dataset.type); else ap.delete("type");
+      a.href = "/actions" + (ap.toString() ? "?" + ap : "");
+      if (a.dataset.type === type) a.setAttribute("aria-current", "true"); else a.removeAttribute("aria-current");
+    });
+    const hiddenType = page.querySelector("[data-actions-filter] input[name=type]");
+    if (hiddenType) hiddenType.value = type;
+  };
+  search.addEventListener("input", apply);
+  page.querySelector("[data-type-filter]")?.addEventListener("click", (ev) => {
+    const a = ev.target.closest("a[data-type]");
+    if (!a) return;
+    ev.preventDefault();
+    type = a.dataset.type;
+    apply();
+  });
+  // "/" moves to the search box, as on the trace page.
+  document.addEventListener("keydown", (ev) => {
+    if (ev.key === "/" && !ev.target.closest("input, textarea, select")) { ev.preventDefault(); search.focus(); }
+  });
+  apply();
 }
 
 // runHere runs an action through the reflection API (POST /api/runAction?stream=true) and shows
@@ -895,7 +962,7 @@ async function runHere(form, key) {
     resp = await fetch("/api/runAction?stream=true", {
       method: "POST", credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CSRF-Token": csrfToken() },
-      body: JSON.stringify({ key, input: JSON.parse(form.elements.input.value) }),
+      body: JSON.stringify({ key, input: JSON.parse(form.elements.input.value), context: contextOf(form) }),
     });
   } catch (e) {
     state.textContent = "could not reach the server: " + e.message;

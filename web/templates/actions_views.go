@@ -2,8 +2,6 @@ package templates
 
 // ActionView is one registered action with its schemas and run form.
 type ActionView struct {
-	// ID is the article's element id, unique on the page ("action-countdown").
-	ID           string
 	Key          string
 	Name         string
 	Type         string
@@ -16,47 +14,89 @@ type ActionView struct {
 	// through the reflection API (a flow as a durable run, a tool, model or prompt of this
 	// program in the serving process).
 	RunHere bool
-	// LastRuns are the action's latest runs, newest first.
-	LastRuns []RunListRow
 	// Fields are the input form built from the input schema, kept in step with the JSON.
 	Fields []SchemaField
 }
 
-// ActionsPage is the actions catalogue's view model.
-type ActionsPage struct {
-	Page
-	Groups   []ActionGroup
-	Error    string
-	ErrorFor string
-	// FieldError is the server's refusal of the ErrorFor action's input at one field of its
-	// form: the field's JSON pointer ("/destination") and what it must be.
-	FieldError        string
-	FieldErrorPointer string
-	Input             string
-	CanRun            bool
-	// Apps are the Genkit apps Loupe attached to, each with its actions.
-	Apps []AppSection
+// ActionRow is one action of the actions list: a compact row linking to its page.
+type ActionRow struct {
+	Key         string
+	URL         string
+	Name        string
+	Type        string
+	Description string
+	// App is the Genkit app the action belongs to, empty for this program's and its workers'.
+	App string
+	// Hidden is true when the list's filter leaves the row out.
+	Hidden bool
 }
 
-// AppSection is one Genkit app on the actions page: live with its actions, or gone.
+// ActionsPage is the actions list's view model: this program's actions and each Genkit app's,
+// filtered by Query (a substring of key, name or description) and Type.
+type ActionsPage struct {
+	Page
+	Query string
+	Type  string
+	// Types are the type filter's choices, with how many actions of each match Query.
+	Types []TypeChoice
+	// Own are this program's actions (and its workers'), by type then name.
+	Own []ActionRow
+	// Apps are the Genkit apps Loupe attached to, each with its actions that match.
+	Apps []AppSection
+	// Shown and Total count the listed actions and all of them.
+	Shown, Total int
+}
+
+// TypeChoice is one entry of the type filter.
+type TypeChoice struct {
+	Type    string // "" for every type
+	Label   string
+	Count   int
+	URL     string
+	Current bool
+}
+
+// AppSection is one Genkit app on the actions list: live with its actions, or gone.
 type AppSection struct {
 	Name    string
 	Project string
 	Live    bool
 	Status  string
-	Groups  []ActionGroup
+	Actions []ActionRow
 }
 
-// ActionGroup is the actions of one type.
-type ActionGroup struct {
-	Type    string
-	Actions []ActionView
+// ActionPage is one action's page: its run form, its schemas and its last runs.
+type ActionPage struct {
+	Page
+	Action ActionView
+	// URL is the page's own address (ActionURL of the key).
+	URL string
+	// App and AppStatus name the Genkit app the action belongs to and how it is.
+	App, AppStatus string
+	CanRun         bool
+	// Error is the server's refusal of the last input sent from the form; FieldError is its part
+	// at one field, the field's JSON pointer in FieldErrorPointer.
+	Error             string
+	FieldError        string
+	FieldErrorPointer string
+	// Input and Context are what the form sends: the example, or what was typed before a refusal.
+	Input   string
+	Context string
+	// LastRuns are the action's newest runs, newest first.
+	LastRuns []ActionRun
 }
 
-// fieldErrorOf is the server's field error for the action's form, by pointer, when it refused that
-// action's input at a field.
-func (p ActionsPage) fieldErrorOf(key string) map[string]string {
-	if p.ErrorFor != key || p.FieldErrorPointer == "" {
+// ActionRun is one of an action's last runs; a run that waits for a reviewer links to its inbox
+// item.
+type ActionRun struct {
+	RunListRow
+	// Inbox is the address of the run's first pending interrupt in the inbox, when it waits.
+	Inbox string
+}
+
+// fieldErrors is the server's field error for the form, by pointer.
+func (p ActionPage) fieldErrors() map[string]string {
+	if p.FieldErrorPointer == "" {
 		return nil
 	}
 	return map[string]string{p.FieldErrorPointer: p.FieldError}
