@@ -161,7 +161,8 @@ func (s *Server) inboxRow(it *store.InterruptWithAction, me string, now time.Tim
 	}
 	return templates.InboxRow{ID: it.ID.String(), RunID: it.RunID.String(), Tool: it.Tool, Action: it.Action,
 		Prompt: interruptMessage(it.Metadata), Age: humanAge(now.Sub(it.CreatedAt)), CreatedAt: it.CreatedAt,
-		ClaimedBy: deref(it.ClaimedBy), Viewers: s.presence.viewers(it.ID.String(), me, now), Risk: interruptRisk(&it.Interrupt), Href: href}
+		ClaimedBy: deref(it.ClaimedBy), Viewers: s.presence.viewers(it.ID.String(), me, now), Risk: interruptRisk(&it.Interrupt), Href: href,
+		Routing: inboxRouting(&it.Interrupt, now)}
 }
 
 // inboxDetail is one interrupt in full: the history of its run up to it, its claim, why it needs
@@ -182,6 +183,10 @@ func (s *Server) inboxDetail(ctx context.Context, it *store.Interrupt, action, m
 	}
 	d.Fields = schemaFields(it.InputSchema, input)
 	d.Metadata = metadataRows(it.Metadata, v.Prompt)
+	d.Routing = inboxRouting(it, time.Now())
+	if err := s.withApprovers(ctx, it, d.Routing); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 

@@ -50,6 +50,30 @@ type InboxRow struct {
 	Risk     string
 	Selected bool
 	Href     string
+	// Routing is the policy rule that routed it to a person, if one did.
+	Routing *InboxRouting
+}
+
+// InboxRouting is what a policy rule decided about an interrupt it left to people: the rule and
+// its version, why, how many distinct approvals it requires and who approved so far, and the
+// deadline after which it is denied.
+type InboxRouting struct {
+	Rule     string
+	Version  int
+	Decision string // gate, require or ask
+	Reason   string
+	// Required is the number of distinct approvals a require rule asks for (0 otherwise);
+	// Approvers are those who approved so far (the detail only).
+	Required  int
+	Approvers []string
+	ExpiresAt *time.Time
+	// TimeLeft is the deadline in words from now ("12m left", "expired"), "" without one.
+	TimeLeft string
+}
+
+// Label is the rule as a person reads it: "policy two-approvers v3".
+func (r *InboxRouting) Label() string {
+	return "policy " + r.Rule + " v" + strconv.Itoa(r.Version)
 }
 
 // InboxDetail is the selected interrupt: its interrupt view and what the resolve form needs.
@@ -71,6 +95,8 @@ type InboxDetail struct {
 	// Metadata is the interrupt's metadata as rows of a table, the question left out (it is shown
 	// above it); MetadataJSON keeps the whole document.
 	Metadata []MetaRow
+	// Routing is the policy rule that routed it, with the approvals so far.
+	Routing *InboxRouting
 }
 
 // MetaRow is one top-level key of an interrupt's metadata: a string as text, anything else as
