@@ -32,6 +32,7 @@ type NavItem struct {
 var Nav = []NavItem{
 	{"dashboard", "Dashboard", "/"},
 	{"runs", "Runs", "/runs"},
+	{"sessions", "Sessions", "/sessions"},
 	{"inbox", "Inbox", "/inbox"},
 	{"traces", "Traces", "/traces"},
 	{"actions", "Actions", "/actions"},
