@@ -7,9 +7,15 @@ import (
 	"net/http"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/internal/bridge"
+	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/store"
 )
 
 // TestSessionsPageListsSessionsActiveLastFirst: /sessions has a row per session with runs (a run
@@ -81,4 +87,43 @@ func TestSessionsPageListsSessionsActiveLastFirst(t *testing.T) {
 
 	resp, _ = get(t, b.url+"/api/v1/sessions?cursor=nonsense", "Accept", "application/json")
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+}
+
+// TestLoupeFlowsSetTheirSession: a durable run of a Loupe flow that calls loupe.SetSession is in
+// that session: the sessions page counts it, and the runs list filtered on the session lists it.
+func TestLoupeFlowsSetTheirSession(t *testing.T) {
+	t.Parallel()
+	define := func(reg *engine.Registry) {
+		app := bridge.NewApp(reg).(*loupe.App)
+		loupe.DefineFlow(app, "chatTurn", func(ctx context.Context, in struct{ Chat string }) (string, error) {
+			loupe.SetSession(ctx, in.Chat)
+			return "ok", nil
+		})
+	}
+	b := setup(t, opts{dev: true, stack: true, workers: 2, define: []func(*engine.Registry){define}})
+	var ids []uuid.UUID
+	for _, chat := range []string{"c-1", "c-2", "c-1"} {
+		run := b.startRun(t, "/flow/chatTurn", `{"Chat":"`+chat+`"}`, store.RunSucceeded)
+		b.flushSpans(t, run.ID, 1)
+		ids = append(ids, run.ID)
+	}
+	var out struct {
+		Sessions []struct {
+			Session string `json:"session"`
+			Runs    int    `json:"runs"`
+		} `json:"sessions"`
+	}
+	require.Eventually(t, func() bool {
+		require.Equal(t, http.StatusOK, getJSON(t, b.url+"/api/v1/sessions", &out))
+		return len(out.Sessions) == 2 && out.Sessions[0].Runs+out.Sessions[1].Runs == 3
+	}, 10*time.Second, 20*time.Millisecond, "sessions: %+v", out.Sessions)
+	runsOf := map[string]int{}
+	for _, s := range out.Sessions {
+		runsOf[s.Session] = s.Runs
+	}
+	require.Equal(t, map[string]int{"c-1": 2, "c-2": 1}, runsOf)
+	_, body := get(t, b.url+"/runs?session=c-1", "Accept", "text/html")
+	require.Contains(t, body, `data-run="`+ids[0].String()+`"`)
+	require.Contains(t, body, `data-run="`+ids[2].String()+`"`)
+	require.NotContains(t, body, `data-run="`+ids[1].String()+`"`)
 }
