@@ -67,7 +67,7 @@ func (s *Server) sessionsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	list, next, err := s.store.SessionList(c.Request().Context(), p)
+	list, next, err := s.reads.SessionList(c.Request().Context(), p)
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func (s *Server) apiSessionList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	list, next, err := s.store.SessionList(c.Request().Context(), p)
+	list, next, err := s.reads.SessionList(c.Request().Context(), p)
 	if err != nil {
 		return err
 	}
