@@ -15,6 +15,7 @@ import (
 
 	"github.com/loupe-dev/loupe/internal/auth"
 	"github.com/loupe-dev/loupe/internal/pgcluster"
+	"github.com/loupe-dev/loupe/internal/pricing"
 	"github.com/loupe-dev/loupe/internal/server"
 	"github.com/loupe-dev/loupe/internal/services"
 	"github.com/loupe-dev/loupe/internal/store"
@@ -92,6 +93,7 @@ func newServeCommand(cfg *config) *cobra.Command {
 		eng       engineOptions
 		projects  []string
 		policies  string
+		prices    string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -103,8 +105,14 @@ func newServeCommand(cfg *config) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--body-limit %q: want bytes, or a number with K, M or G (binary: 16M is 16 MiB)", bodyLimit)
 			}
+			table := pricing.Builtin()
+			if prices != "" {
+				if table, err = pricing.Load(prices); err != nil {
+					return fmt.Errorf("--prices: %w", err)
+				}
+			}
 			return serve(cmd.Context(), cfg, serveOptions{addr: addr, dev: dev, migrate: !noMigrate, bodyLimit: limit, engine: eng,
-				genkitProjects: absPaths(projects), policyFile: policies})
+				genkitProjects: absPaths(projects), policyFile: policies, prices: table})
 		},
 	}
 	cmd.Flags().String("addr", envOr("LOUPE_ADDR", "127.0.0.1:4000"), "listen address (env LOUPE_ADDR)")
@@ -117,6 +125,8 @@ func newServeCommand(cfg *config) *cobra.Command {
 	// Read from the environment when the command runs, as DATABASE_URL is: --help never prints it.
 	cmd.Flags().StringVar(&cfg.ReadDatabaseURL, "read-database-url", "",
 		"a read replica of the database: the trace explorer (trace list, trace and span pages, their APIs, Genkit's trace reads) and the runs list read from it, everything else from the primary; reads lag the primary by the replica's delay (env LOUPE_READ_DATABASE_URL)")
+	cmd.Flags().StringVar(&prices, "prices", os.Getenv("LOUPE_PRICES"),
+		"model prices (YAML or JSON: USD per million input and output tokens per model, over the built-in list prices; see README), read at start (env LOUPE_PRICES)")
 	eng.bind(cmd.Flags(), 8)
 	return cmd
 }
@@ -151,6 +161,8 @@ type serveOptions struct {
 	genkitProjects []string
 	// policyFile is the approval policy's file: stored as a new version whenever it changes.
 	policyFile string
+	// prices prices runs by the models they call (--prices over the built-in table).
+	prices *pricing.Table
 }
 
 func serve(ctx context.Context, cfg *config, opts serveOptions) error {
@@ -260,6 +272,7 @@ func newStack(ctx context.Context, cfg *config, opts serveOptions, log *slog.Log
 	}
 	srv, err := server.New(server.Config{
 		Addr: opts.addr, Dev: opts.dev, Version: version, BodyLimit: opts.bodyLimit, Logger: log, PolicyFile: opts.policyFile,
+		Prices: opts.prices,
 	}, deps)
 	if err != nil {
 		return nil, err

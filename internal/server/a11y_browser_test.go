@@ -65,10 +65,17 @@ func TestBrowserEveryPageReadableInBothThemes(t *testing.T) {
 	require.NotEmpty(t, failing, "the OTel fixture has a trace with a failed tool call")
 	failedTrace := failing[0].TraceID
 	failedSpan := failingSpan(t, b, failedTrace)
+	// A priced run and two sessions, for the cost cells and the sessions page.
+	_, err = b.store.Pool().Exec(ctx, `UPDATE runs SET usage = '{"gpt-4o": {"input": 1200, "output": 300}}' WHERE id = $1`, countdown.ID)
+	require.NoError(t, err)
+	_, err = b.store.Pool().Exec(ctx, `UPDATE traces SET session = CASE WHEN run_id = $1 THEN 'chat-ada' ELSE 'chat-bob' END
+		WHERE run_id IN ($1, $2)`, countdown.ID, travel.ID)
+	require.NoError(t, err)
 
 	pages := []string{
 		"/",
 		"/runs",
+		"/sessions",
 		"/runs/" + transfer.ID.String(),
 		"/runs/" + travel.ID.String() + "?span=" + travelSpan,
 		"/runs/" + travel.ID.String() + "?tab=conversation",

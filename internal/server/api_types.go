@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/loupe-dev/loupe/internal/pricing"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 )
@@ -42,23 +43,40 @@ type apiRun struct {
 	Labels       map[string]string `json:"labels,omitempty"`
 	// Context is the action context the run was started with (Genkit's runAction context).
 	Context json.RawMessage `json:"context,omitempty"`
+	// Usage is the run's tokens per model called; CostUSD prices them (serve --prices), null when
+	// a model called has no price.
+	Usage   map[string]apiModelUsage `json:"usage,omitempty"`
+	CostUSD *float64                 `json:"cost_usd"`
 }
 
-func apiRunOf(r *store.Run) *apiRun {
-	return &apiRun{ID: r.ID, Action: r.Action, Input: r.Input, Status: r.Status, Output: r.Output, Error: r.Error,
+// apiModelUsage is the tokens a run spent on one model.
+type apiModelUsage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+func apiRunOf(r *store.Run, prices *pricing.Table) *apiRun {
+	var usage map[string]apiModelUsage
+	if len(r.Usage) > 0 {
+		usage = make(map[string]apiModelUsage, len(r.Usage))
+		for m, n := range r.Usage {
+			usage[m] = apiModelUsage{InputTokens: n.Input, OutputTokens: n.Output}
+		}
+	}
+	return &apiRun{Usage: usage, CostUSD: costUSD(prices.Cost(r.Usage)), ID: r.ID, Action: r.Action, Input: r.Input, Status: r.Status, Output: r.Output, Error: r.Error,
 		TraceID: r.TraceID, Model: r.Model, Turns: r.Turns, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
 		ReplayOf: r.ReplayOf, ReplayMode: r.ReplayMode, ForkOf: r.ForkOf, ForkTurn: r.ForkTurn, CreatedBy: r.CreatedBy,
 		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, UpdatedAt: r.UpdatedAt,
 		Version: r.Version, Resumes: r.Resumes, WaitedMs: r.WaitedMs, Labels: r.Labels, Context: r.Context}
 }
 
-func apiRunsOf(rs []*store.Run) []*apiRun {
+func apiRunsOf(rs []*store.Run, prices *pricing.Table) []*apiRun {
 	if rs == nil {
 		return nil
 	}
 	out := make([]*apiRun, len(rs))
 	for i, r := range rs {
-		out[i] = apiRunOf(r)
+		out[i] = apiRunOf(r, prices)
 	}
 	return out
 }

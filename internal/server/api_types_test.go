@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loupe-dev/loupe/internal/pricing"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 )
@@ -37,10 +38,10 @@ func TestAPIRunAndInterruptShapesAreTheAPIsOwn(t *testing.T) {
 		Error: json.RawMessage(`{}`), TraceID: &s, Model: &s, Turns: 1, ReplayOf: &id, ReplayMode: &s, ForkOf: &id, ForkTurn: &n,
 		CreatedBy: &s, CreatedAt: now, StartedAt: &now, FinishedAt: &now, UpdatedAt: now, Version: 3,
 		LeaseOwner: &s, LeaseExpires: &now, LeaseEpoch: 7, Resumes: 1, ResumeSpanID: &s, WaitedMs: 5, Labels: map[string]string{"k": "v"},
-		Context: json.RawMessage(`{"auth":{}}`)}
-	require.Equal(t, []string{"action", "context", "created_at", "created_by", "error", "finished_at", "fork_of", "fork_turn", "id", "input",
+		Context: json.RawMessage(`{"auth":{}}`), Usage: map[string]pricing.Tokens{"gpt-4o": {Input: 1, Output: 2}}}
+	require.Equal(t, []string{"action", "context", "cost_usd", "created_at", "created_by", "error", "finished_at", "fork_of", "fork_turn", "id", "input",
 		"input_tokens", "labels", "model", "output", "output_tokens", "replay_mode", "replay_of", "resumes", "started_at", "status",
-		"trace_id", "turns", "updated_at", "version", "waited_ms"}, keysOf(t, apiRunOf(run)))
+		"trace_id", "turns", "updated_at", "usage", "version", "waited_ms"}, keysOf(t, apiRunOf(run, pricing.Builtin())))
 
 	it := &store.Interrupt{ID: id, RunID: id, Tool: "t", Ref: "r", Input: json.RawMessage(`{}`), Metadata: json.RawMessage(`{}`),
 		InputSchema: json.RawMessage(`{}`), OutputSchema: json.RawMessage(`{}`), Status: "resolved", Resolution: json.RawMessage(`{}`),

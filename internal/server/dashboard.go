@@ -97,7 +97,9 @@ type actionStatsJSON struct {
 	TokensP50 string `json:"tokens_p50"`
 	TokensP95 string `json:"tokens_p95"`
 	TokensSum int64  `json:"tokens_sum"`
-	RunsURL   string `json:"runs_url"`
+	// CostUSD is the runs' cost in all, null when a model they called has no price.
+	CostUSD *float64 `json:"cost_usd"`
+	RunsURL string   `json:"runs_url"`
 }
 
 func apiActionStats(list []templates.ActionStats) []actionStatsJSON {
@@ -105,7 +107,7 @@ func apiActionStats(list []templates.ActionStats) []actionStatsJSON {
 	for _, st := range list {
 		out = append(out, actionStatsJSON{Action: st.Action, Model: st.Model, Runs: st.Runs, Failed: st.Failed, Aborted: st.Aborted,
 			Finished: st.Finished, RanP50: st.RanP50, RanP95: st.RanP95, TokensP50: st.TokensP50, TokensP95: st.TokensP95,
-			TokensSum: st.TokensSum, RunsURL: st.RunsURL})
+			TokensSum: st.TokensSum, CostUSD: st.CostUSD, RunsURL: st.RunsURL})
 	}
 	return out
 }

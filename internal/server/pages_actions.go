@@ -249,7 +249,7 @@ func (s *Server) actionData(c echo.Context, key, input, actx string) (*templates
 		return nil, fmt.Errorf("last runs of %s: %w", key, err)
 	}
 	for _, r := range recent {
-		row := templates.ActionRun{RunListRow: runListRow(r, 0)}
+		row := templates.ActionRun{RunListRow: s.runListRow(r, 0)}
 		if r.Status == store.RunInterrupted {
 			list, err := s.store.InterruptListByRun(ctx, r.ID)
 			if err != nil {

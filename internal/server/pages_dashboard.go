@@ -103,6 +103,7 @@ func (s *Server) dashboardStats(ctx context.Context, now time.Time, rg dashboard
 		out = append(out, templates.ActionStats{ModelRunsURL: modelRuns, Action: p.Action, Model: p.Model, Runs: p.Runs, Failed: p.Failed, Aborted: p.Aborted, Finished: p.Finished,
 			RanP50: fmtNanos(int64(p.RanP50Ms * 1e6)), RanP95: fmtNanos(int64(p.RanP95Ms * 1e6)),
 			TokensP50: fmt.Sprintf("%.0f", p.TokensP50), TokensP95: fmt.Sprintf("%.0f", p.TokensP95), TokensSum: p.TokensSum,
+			Cost: costText(s.prices.Cost(p.Usage)), CostTitle: pricesOf(s.prices, p.Usage), CostUSD: costUSD(s.prices.Cost(p.Usage)),
 			RunsURL: "/runs?" + q.Encode(), FailedRunsURL: "/runs?" + failed.Encode()})
 	}
 	return out, nil

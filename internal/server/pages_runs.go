@@ -50,6 +50,7 @@ func (s *Server) runsPage(c echo.Context) error {
 	if p.Limit == 0 {
 		p.Limit = 50
 	}
+	p.Prices = s.prices
 	list, next, err := s.reads.RunList(ctx, p)
 	if err != nil {
 		return err
@@ -75,7 +76,7 @@ func (s *Server) runsPage(c echo.Context) error {
 		return err
 	}
 	for _, r := range list {
-		row := runListRow(r, pending[r.ID])
+		row := s.runListRow(r, pending[r.ID])
 		if c, ok := sessions[r.ID]; ok {
 			row.Session, row.Thread, row.SessionURL = c.Session, c.Thread, conversationURL(c.Session, c.Thread)
 		}
@@ -171,6 +172,7 @@ var runSortColumns = map[string]store.RunSort{
 	"started": store.RunSortStarted, "status": store.RunSortStatus, "action": store.RunSortAction,
 	"turns": store.RunSortTurns, "tokens": store.RunSortTokens, "ran": store.RunSortRanFor, "waited": store.RunSortWaited,
 	"model": store.RunSortModel, "id": store.RunSortID, "input": store.RunSortInput, "pending": store.RunSortPending,
+	"cost": store.RunSortCost,
 }
 
 // runSortLinks builds the header links: each keeps the filters and starts from the first page.
@@ -222,13 +224,13 @@ func (s *Server) runRow(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.RunRowView(runListRow(run, n)))
+	return s.render(c, http.StatusOK, templates.RunRowView(s.runListRow(run, n)))
 }
 
-func runListRow(r *store.Run, pending int) templates.RunListRow {
+func (s *Server) runListRow(r *store.Run, pending int) templates.RunListRow {
 	row := templates.RunListRow{ID: r.ID.String(), Action: r.Action, Status: r.Status, Model: deref(r.Model),
 		Turns: r.Turns, Tokens: r.InputTokens + r.OutputTokens, Duration: runDuration(r), CreatedAt: r.CreatedAt, Pending: pending,
-		Input: store.Shorten(compactJSON(r.Input), 80)}
+		Input: store.Shorten(compactJSON(r.Input), 80), Cost: costText(s.runCost(r)), CostTitle: pricesOf(s.prices, r.Usage)}
 	if w := runWaited(r); w > 0 {
 		row.Waited = fmtNanos(w.Nanoseconds())
 	}
@@ -319,6 +321,9 @@ func (s *Server) runPageData(c echo.Context, id uuid.UUID, whole bool) (template
 		InputJSON: nonEmptyJSON(r.Input), OutputJSON: nonEmptyJSON(r.Output), ErrorJSON: nonEmptyJSON(r.Error), ErrorMessage: runErrorMessage(r.Error), TickFrom: runTickFrom(r),
 		CanCancel: s.deps.Runs != nil && !store.RunFinished(r.Status) && pr != nil && auth.Allows(pr.Role, store.RoleReviewer),
 		CanReplay: s.deps.Runs != nil && (store.RunFinished(r.Status) || r.Status == store.RunInterrupted) && pr != nil && auth.Allows(pr.Role, store.RoleReviewer),
+	}
+	if r.Usage != nil {
+		p.Run.Cost, p.Run.CostTitle = costText(s.runCost(r)), pricesOf(s.prices, r.Usage)
 	}
 	if r.Status == store.RunInterrupted && r.StartedAt != nil {
 		since := runWaitingSince(r)

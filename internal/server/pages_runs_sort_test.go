@@ -17,8 +17,8 @@ import (
 )
 
 // TestBrowserRunsListSortsByEveryColumnAcrossKeysetPages: every column header of the runs table
-// but the compare tick (run id, status, action, input, model, turns, tokens, ran for, waited for a
-// person, started, pending) is a link that sorts the table, one way on the first click and the
+// but the compare tick (run id, status, action, input, model, turns, tokens, cost, ran for, waited
+// for a person, started, pending) is a link that sorts the table, one way on the first click and the
 // other way on the next; in each order, two runs a page, following "Older runs" through the keyset
 // pages keeps the order and lists every run once.
 func TestBrowserRunsListSortsByEveryColumnAcrossKeysetPages(t *testing.T) {
@@ -68,7 +68,20 @@ func TestBrowserRunsListSortsByEveryColumnAcrossKeysetPages(t *testing.T) {
 		require.NoError(t, err)
 		return at.UnixNano()
 	}
+	// usd reads a cost cell: "—", a model without a price, sorts below every priced run.
+	usd := func(s string) float64 {
+		switch {
+		case s == "—":
+			return -1
+		case s == "<$0.0001":
+			return 0.00005
+		}
+		f, err := strconv.ParseFloat(strings.TrimPrefix(s, "$"), 64)
+		require.NoError(t, err, "cost %q", s)
+		return f
+	}
 	columns := map[string]func(a, b string) int{
+		"cost":    func(a, b string) int { return cmp.Compare(usd(a), usd(b)) },
 		"id":      strings.Compare,
 		"status":  strings.Compare,
 		"action":  strings.Compare,

@@ -38,7 +38,7 @@ func (s *Server) apiRunReplay(c echo.Context) error {
 	if err != nil {
 		return runsError(err)
 	}
-	return c.JSON(http.StatusCreated, apiRunOf(run))
+	return c.JSON(http.StatusCreated, apiRunOf(run, s.prices))
 }
 
 func (s *Server) apiRunLineage(c echo.Context) error {

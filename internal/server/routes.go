@@ -88,6 +88,7 @@ func (s *Server) routeTable() []route {
 		// Pages and their fragments.
 		get("/", s.dashboard, accessViewer),
 		get("/runs", s.runsPage, accessViewer),
+		get("/sessions", s.sessionsPage, accessViewer),
 		get("/runs/:id", s.runPage, accessViewer),
 		get("/runs/:id/row", s.runRow, accessViewer),
 		get("/runs/:id/sections", s.runSections, accessViewer),
@@ -111,6 +112,7 @@ func (s *Server) routeTable() []route {
 		post("/account/password", s.accountPassword, accessViewer),
 
 		get("/api/v1/dashboard", s.apiDashboard, accessViewer),
+		get("/api/v1/sessions", s.apiSessionList, accessViewer),
 	}
 	if s.deps.Runs != nil {
 		rt = append(rt,

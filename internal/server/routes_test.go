@@ -32,6 +32,7 @@ var wantAccess = map[string]access{
 	"GET /api/traces/:id/logs": accessTelemetry, "GET /api/traces/:id/spans/:spanId/logs": accessTelemetry,
 
 	"POST /logout": accessViewer, "GET /": accessViewer, "GET /runs": accessViewer,
+	"GET /sessions": accessViewer, "GET /api/v1/sessions": accessViewer,
 	"GET /runs/:id": accessViewer, "GET /runs/:id/row": accessViewer, "GET /runs/:id/sections": accessViewer,
 	"GET /runs/:id/trace": accessViewer, "GET /runs/:id/conversation": accessViewer, "GET /runs/:id/ledger": accessViewer,
 	"GET /runs/:id/stream": accessViewer, "GET /traces": accessViewer, "GET /traces/:trace": accessViewer,

@@ -108,7 +108,7 @@ func (s *Server) apiRunStart(c echo.Context) error {
 	if err != nil {
 		return runsError(err)
 	}
-	return c.JSON(http.StatusCreated, apiRunOf(run))
+	return c.JSON(http.StatusCreated, apiRunOf(run, s.prices))
 }
 
 func (s *Server) apiRunList(c echo.Context) error {
@@ -116,11 +116,12 @@ func (s *Server) apiRunList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	p.Prices = s.prices
 	list, next, err := s.store.RunList(c.Request().Context(), p)
 	if err != nil {
 		return err
 	}
-	resp := map[string]any{"runs": apiRunsOf(list), "next_cursor": nil}
+	resp := map[string]any{"runs": apiRunsOf(list, s.prices), "next_cursor": nil}
 	if list == nil {
 		resp["runs"] = []*apiRun{}
 	}
@@ -295,7 +296,7 @@ func (s *Server) runDetail(c echo.Context, id uuid.UUID) (*apiRunDetail, error) 
 	if err != nil {
 		return nil, err
 	}
-	d := &apiRunDetail{apiRun: apiRunOf(run)}
+	d := &apiRunDetail{apiRun: apiRunOf(run, s.prices)}
 	msgs, err := s.store.MessageList(ctx, id)
 	if err != nil {
 		return nil, err
@@ -369,7 +370,7 @@ func (s *Server) apiRunCancel(c echo.Context) error {
 	if err != nil {
 		return runsError(err)
 	}
-	return c.JSON(http.StatusOK, apiRunOf(run))
+	return c.JSON(http.StatusOK, apiRunOf(run, s.prices))
 }
 
 func (s *Server) apiInterruptList(c echo.Context) error {

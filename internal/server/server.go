@@ -21,6 +21,7 @@ import (
 	"github.com/loupe-dev/loupe/internal/auth"
 	"github.com/loupe-dev/loupe/internal/genkitapp"
 	"github.com/loupe-dev/loupe/internal/live"
+	"github.com/loupe-dev/loupe/internal/pricing"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/internal/trace"
@@ -46,6 +47,8 @@ type Config struct {
 	// PolicyFile is the approval policy's file when the policy is loaded from one (serve
 	// --policy-file): the UI and the API then show it and do not edit it.
 	PolicyFile string
+	// Prices prices runs by the models they call (serve --prices); nil means pricing.Builtin().
+	Prices *pricing.Table
 }
 
 // Deps are the services the server fronts. Store is required; the others are optional, and their
@@ -92,7 +95,9 @@ type Server struct {
 	// active are the actions that Genkit's /api/runAction runs, for /api/cancelAction.
 	active activeActions
 	// closing is closed by Stop, to end long streams (stopStreams).
-	closing   chan struct{}
+	closing chan struct{}
+	// prices prices runs, sessions and the dashboard's rows (cost.go).
+	prices    *pricing.Table
 	closeOnce sync.Once
 	// presence is who has which inbox item open (pages_inbox_presence.go).
 	presence inboxPresence
@@ -135,6 +140,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, deps: deps, store: deps.Store, reads: deps.Reads, auth: auth.New(deps.Store), log: cfg.Logger, echo: echo.New(),
 		closing: make(chan struct{})}
+	if cfg.Prices == nil {
+		cfg.Prices = pricing.Builtin()
+		s.cfg.Prices = cfg.Prices
+	}
+	s.prices = cfg.Prices
 	s.metrics = newMetrics(deps.Store)
 	s.routes()
 	return s, nil

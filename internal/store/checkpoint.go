@@ -144,12 +144,16 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) (*Checkpoint
 	return res, nil
 }
 
-// usageFromLedger sets a run's token totals to the sum of its model-call ledger ($1 is the run),
+// usageFromLedger sets a run's token totals, and its tokens per model, to the sums of its model-call ledger ($1 is the run),
 // which a takeover or a resume never counts twice and never misses.
 const usageFromLedger = `input_tokens = (SELECT coalesce(sum((response->'usage'->>'inputTokens')::bigint), 0)
 		FROM model_calls WHERE run_id = $1),
 	output_tokens = (SELECT coalesce(sum((response->'usage'->>'outputTokens')::bigint), 0)
-		FROM model_calls WHERE run_id = $1)`
+		FROM model_calls WHERE run_id = $1),
+	usage = (SELECT jsonb_object_agg(model, jsonb_build_object('input', i, 'output', o)) FROM (SELECT model,
+			coalesce(sum((response->'usage'->>'inputTokens')::bigint), 0) AS i,
+			coalesce(sum((response->'usage'->>'outputTokens')::bigint), 0) AS o
+		FROM model_calls WHERE run_id = $1 GROUP BY model) g)`
 
 // ExecutionState is what an executor needs to continue a run: its history, the last chunk
 // sequence number, and the recorded model responses by turn.

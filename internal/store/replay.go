@@ -128,7 +128,11 @@ func (s *Store) RunCopyHistory(ctx context.Context, p RunCopyHistoryParams) erro
 				input_tokens = (SELECT coalesce(sum((response->'usage'->>'inputTokens')::bigint), 0)
 					FROM model_calls WHERE run_id = $1 AND turn < $3),
 				output_tokens = (SELECT coalesce(sum((response->'usage'->>'outputTokens')::bigint), 0)
-					FROM model_calls WHERE run_id = $1 AND turn < $3)
+					FROM model_calls WHERE run_id = $1 AND turn < $3),
+				usage = (SELECT jsonb_object_agg(model, jsonb_build_object('input', i, 'output', o)) FROM (SELECT model,
+						coalesce(sum((response->'usage'->>'inputTokens')::bigint), 0) AS i,
+						coalesce(sum((response->'usage'->>'outputTokens')::bigint), 0) AS o
+					FROM model_calls WHERE run_id = $1 AND turn < $3 GROUP BY model) g)
 			WHERE id = $2`, turnArgs},
 	}
 	for _, st := range steps {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/loupe-dev/loupe/internal/pricing"
 )
 
 // Run statuses, as in DESIGN.md's contract.
@@ -73,11 +76,14 @@ type Run struct {
 	// Context is the run's action context (Genkit's runAction context: auth and the like), a JSON
 	// object, or nil.
 	Context json.RawMessage `db:"context" json:"context,omitempty"`
+	// Usage is the run's tokens per model called (nil before its first model call): what its cost
+	// is priced from (pricing.Table.Cost).
+	Usage map[string]pricing.Tokens `db:"usage" json:"usage,omitempty"`
 }
 
 const runColumns = `id, action, input, status, output, error, trace_id, model, turns, input_tokens,
 	output_tokens, replay_of, replay_mode, fork_of, fork_turn, created_by, created_at, started_at,
-	finished_at, updated_at, version, lease_owner, lease_expires_at, lease_epoch, resumes, resume_span_id, waited_ms, labels, context`
+	finished_at, updated_at, version, lease_owner, lease_expires_at, lease_epoch, resumes, resume_span_id, waited_ms, labels, context, usage`
 
 // RunCreateParams describes a new run.
 type RunCreateParams struct {
@@ -158,11 +164,15 @@ const (
 	RunSortInput RunSort = "input"
 	// RunSortPending is the number of the run's interrupts that wait for a reviewer.
 	RunSortPending RunSort = "pending"
+	// RunSortCost is the run's cost by RunListParams.Prices; a run whose cost is unknown (a model
+	// without a price) sorts below every priced run. The cost is computed per run when listed (it
+	// follows the price table in force), so this order reads every run the filters keep.
+	RunSortCost RunSort = "cost"
 )
 
 // RunSorts are the orders the runs list accepts.
 var RunSorts = []RunSort{RunSortStarted, RunSortTokens, RunSortTurns, RunSortRanFor, RunSortWaited, RunSortAction, RunSortStatus, RunSortModel,
-	RunSortID, RunSortInput, RunSortPending}
+	RunSortID, RunSortInput, RunSortPending, RunSortCost}
 
 // runSortKeys are each order's SQL expression and the type its cursor value is cast to.
 var runSortKeys = map[RunSort]struct{ expr, typ string }{
@@ -177,6 +187,23 @@ var runSortKeys = map[RunSort]struct{ expr, typ string }{
 	RunSortID:      {"id", "uuid"},
 	RunSortInput:   {"left(input::text, 200)", "text"},
 	RunSortPending: {pendingSQL, "bigint"},
+	RunSortCost:    {"", "numeric"}, // costSQL, with the prices as arguments
+}
+
+// costSQL is a run's cost in USD by a price table (the arguments its entries are in: keys, input
+// and output prices per million tokens, most specific key first), as pricing.Table.Cost computes
+// it, or -1 when a model it called has no price. A model's name is matched as pricing.Match does,
+// then without a provider's prefix; numeric, so that a cursor's value compares exactly.
+func costSQL(keys, ins, outs string) string {
+	return `coalesce((SELECT CASE WHEN count(*) = count(p.input) THEN coalesce(sum(
+			(u.value->>'input')::numeric * p.input + (u.value->>'output')::numeric * p.output), 0) / 1000000 END
+		FROM jsonb_each(runs.usage) u
+		LEFT JOIN LATERAL (SELECT pr.input, pr.output
+			FROM unnest(` + keys + `::text[], ` + ins + `::text[]::numeric[], ` + outs + `::text[]::numeric[]) WITH ORDINALITY AS pr(key, input, output, rank),
+				unnest(ARRAY[lower(u.key), lower(regexp_replace(u.key, '^.*/', ''))]) WITH ORDINALITY AS nm(name, pass)
+			WHERE CASE WHEN right(pr.key, 1) = '*' THEN starts_with(nm.name, rtrim(pr.key, '*'))
+				ELSE nm.name = pr.key OR starts_with(nm.name, pr.key) AND substr(nm.name, length(pr.key) + 1) ~ '` + pricing.VersionSuffixPattern + `' END
+			ORDER BY nm.pass, pr.rank LIMIT 1) p ON true), -1)`
 }
 
 // pendingSQL is the number of a run's pending interrupts (interrupts_run_idx finds them).
@@ -220,6 +247,8 @@ type RunListParams struct {
 	// set, to this thread of it.
 	Session string
 	Thread  string
+	// Prices prices the runs for RunSortCost.
+	Prices *pricing.Table
 }
 
 // RunList returns runs newest first, and the cursor of the next page (nil on the last page).
@@ -271,6 +300,17 @@ func (s *Store) RunList(ctx context.Context, p RunListParams) ([]*Run, *RunCurso
 	key, ok := runSortKeys[p.Sort]
 	if !ok {
 		return nil, nil, fmt.Errorf("list runs: no order %q", p.Sort)
+	}
+	if p.Sort == RunSortCost {
+		entries := p.Prices.Entries()
+		// Prices go as text, so that 0.15 is the numeric 0.15 and not the nearest float.
+		keys, ins, outs := make([]string, len(entries)), make([]string, len(entries)), make([]string, len(entries))
+		for i, e := range entries {
+			keys[i] = e.Key
+			ins[i] = strconv.FormatFloat(e.Price.Input, 'f', -1, 64)
+			outs[i] = strconv.FormatFloat(e.Price.Output, 'f', -1, 64)
+		}
+		key.expr = costSQL(arg(keys), arg(ins), arg(outs))
 	}
 	cmp, dir := "<", "DESC"
 	if p.Asc {
@@ -353,6 +393,11 @@ func checkCursorValue(typ, v string) error {
 	case "int":
 		_, err := strconv.ParseInt(v, 10, 32)
 		return err
+	case "numeric":
+		if !numericText.MatchString(v) {
+			return errors.New("not a number")
+		}
+		return nil
 	case "uuid":
 		_, err := uuid.Parse(v)
 		return err
@@ -366,6 +411,9 @@ func checkCursorValue(typ, v string) error {
 	}
 	return CheckText("cursor", v)
 }
+
+// numericText is a numeric's text form as PostgreSQL prints one.
+var numericText = regexp.MustCompile(`^-?[0-9]{1,40}(\.[0-9]{1,100})?$`)
 
 // ErrBadCursor is returned for a runs-list cursor that does not fit the list asked for.
 var ErrBadCursor = errors.New("cursor does not fit this list")

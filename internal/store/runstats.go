@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/loupe-dev/loupe/internal/pricing"
 )
 
 // RunBucket is how many runs were created in one time bucket, and how many of them failed or
@@ -50,13 +52,20 @@ type RunPercentiles struct {
 	TokensP50 float64 `db:"tokens_p50"`
 	TokensP95 float64 `db:"tokens_p95"`
 	TokensSum int64   `db:"tokens_sum"`
+	// Usage is the runs' tokens per model called, summed: what their cost is priced from.
+	Usage map[string]pricing.Tokens `db:"usage"`
 }
 
 // RunPercentilesSince returns, per action and model, the runs created since a time (every
 // status: queued, running and waiting ones count too) and the p50 and p95 running time and
 // tokens of those of them that finished, most runs first (at most limit rows).
 func (s *Store) RunPercentilesSince(ctx context.Context, since time.Time, limit int) ([]RunPercentiles, error) {
-	rows, err := s.db.Query(ctx, `SELECT action, coalesce(model, '') AS model, count(*)::int AS runs,
+	rows, err := s.db.Query(ctx, `WITH r AS MATERIALIZED (SELECT action, coalesce(model, '') AS model, status, input_tokens,
+			output_tokens, usage, finished_at, started_at, created_at, waited_ms FROM runs WHERE created_at >= $1),
+		u AS (SELECT action, model, jsonb_object_agg(key, jsonb_build_object('input', i, 'output', o)) AS usage
+			FROM (SELECT r.action, r.model, e.key, sum((e.value->>'input')::bigint) AS i, sum((e.value->>'output')::bigint) AS o
+				FROM r, jsonb_each(r.usage) e GROUP BY 1, 2, 3) g GROUP BY 1, 2)
+		SELECT s.*, u.usage FROM (SELECT action, model, count(*)::int AS runs,
 			(count(*) FILTER (WHERE status = 'failed'))::int AS failed,
 			(count(*) FILTER (WHERE status = 'aborted'))::int AS aborted,
 			count(tokens)::int AS finished,
@@ -69,8 +78,8 @@ func (s *Store) RunPercentilesSince(ctx context.Context, since time.Time, limit 
 				-- percentile_cont skips NULLs: the runs still going count, but not in the percentiles.
 				CASE WHEN finished_at IS NOT NULL THEN input_tokens + output_tokens END AS tokens,
 				greatest(extract(epoch FROM finished_at - coalesce(started_at, created_at)) * 1000 - waited_ms, 0) AS ran
-			FROM runs WHERE created_at >= $1) r
-		GROUP BY action, coalesce(model, '') ORDER BY runs DESC, action, model LIMIT $2`, since, limit)
+			FROM r) r
+		GROUP BY action, model) s LEFT JOIN u USING (action, model) ORDER BY runs DESC, action, model LIMIT $2`, since, limit)
 	if err != nil {
 		return nil, fmt.Errorf("run percentiles: %w", err)
 	}

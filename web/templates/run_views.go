@@ -16,12 +16,16 @@ type RunHeader struct {
 	Turns        int
 	InputTokens  int64
 	OutputTokens int64
-	CreatedBy    string
-	CreatedAt    time.Time
-	ReplayOf     string
-	ReplayMode   string
-	ForkOf       string
-	ForkTurn     string
+	// Cost is the run's cost ("$0.0042", "—" when a model it called has no price), empty before
+	// its first model call; CostTitle names each model's tokens and price.
+	Cost       string
+	CostTitle  string
+	CreatedBy  string
+	CreatedAt  time.Time
+	ReplayOf   string
+	ReplayMode string
+	ForkOf     string
+	ForkTurn   string
 	// ForkEdits say what a fork changed at its fork point, one line an edit.
 	ForkEdits  []string
 	InputJSON  string

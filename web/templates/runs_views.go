@@ -24,6 +24,10 @@ type RunListRow struct {
 	Model  string
 	Turns  int
 	Tokens int64
+	// Cost is the run's cost ("$0.0042"), "—" when a model it called has no price; CostTitle
+	// names each model's tokens and price.
+	Cost      string
+	CostTitle string
 	// Duration is how long the run ran, its waits for reviewers left out ("ran for"); Waited is
 	// how long it waited for them, empty when it never did.
 	Duration  string

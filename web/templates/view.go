@@ -32,6 +32,7 @@ type NavItem struct {
 var Nav = []NavItem{
 	{"dashboard", "Dashboard", "/"},
 	{"runs", "Runs", "/runs"},
+	{"sessions", "Sessions", "/sessions"},
 	{"inbox", "Inbox", "/inbox"},
 	{"traces", "Traces", "/traces"},
 	{"actions", "Actions", "/actions"},
@@ -77,12 +78,17 @@ type Dashboard struct {
 // ActionStats are one action and model's runs created in the dashboard's range: all of them,
 // failed and aborted apart, and the percentiles of those that finished.
 type ActionStats struct {
-	Action, Model          string
-	Runs, Failed, Aborted  int
-	Finished               int
-	RanP50, RanP95         string
-	TokensP50, TokensP95   string
-	TokensSum              int64
+	Action, Model         string
+	Runs, Failed, Aborted int
+	Finished              int
+	RanP50, RanP95        string
+	TokensP50, TokensP95  string
+	TokensSum             int64
+	// Cost is the runs' cost in all ("$1.23", "—" when a model they called has no price);
+	// CostTitle names each model's tokens and price.
+	Cost, CostTitle string
+	// CostUSD is the cost as the dashboard's JSON sends it, nil when it is unknown.
+	CostUSD                *float64
 	RunsURL, FailedRunsURL string
 	// ModelRunsURL lists the runs of this action and model in the range; empty without a model.
 	ModelRunsURL string
