@@ -34,7 +34,7 @@ run: build ## build, then serve the UI at http://127.0.0.1:4000 in local mode on
 .PHONY: test
 test: ## run every test, database and browser tests included, with -race
 	@status=0; \
-	$(GO) test -race -count=1 -timeout 20m ./... || status=$$?; \
+	$(GO) test -race -count=1 -timeout 30m ./... || status=$$?; \
 	$(GO) run ./cmd/devui db stop --data-dir "$$LOUPE_TEST_DATA_DIR" >/dev/null 2>&1 || true; \
 	exit $$status
 
