@@ -70,10 +70,10 @@ func TestBrowserRunsListSortsByEveryColumnAcrossKeysetPages(t *testing.T) {
 	}
 	// usd reads a cost cell: "—", a model without a price, sorts below every priced run.
 	usd := func(s string) float64 {
-		switch {
-		case s == "—":
+		switch s {
+		case "—":
 			return -1
-		case s == "<$0.0001":
+		case "<$0.0001":
 			return 0.00005
 		}
 		f, err := strconv.ParseFloat(strings.TrimPrefix(s, "$"), 64)

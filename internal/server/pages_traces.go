@@ -266,12 +266,12 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 		return nil, err
 	}
 	if len(v.Resumes) > 0 {
-		o, err := s.resumeOrigin(ctx, traceID)
+		o, ok, err := s.resumeOrigin(ctx, traceID)
 		if err != nil {
 			return nil, err
 		}
 		sk = sk.numberedFrom(o)
-		if o != nil {
+		if ok {
 			v.ResumedFrom = &templates.ResumedFrom{TraceID: o.TraceID, SpanID: o.SpanID, Tool: o.Tool, Turn: o.Turn,
 				URL: resumedFromURL(link, o)}
 		}
@@ -591,7 +591,7 @@ func (s *Server) traceChildren(c echo.Context) error {
 	if c.QueryParam("expand") == "all" {
 		open = sk.OpenAll(parent, expandAllRows, childPage)
 	}
-	o, err := s.resumeOrigin(c.Request().Context(), traceID)
+	o, _, err := s.resumeOrigin(c.Request().Context(), traceID)
 	if err != nil {
 		return err
 	}

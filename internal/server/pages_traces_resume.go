@@ -23,16 +23,16 @@ type resumeOrigin struct {
 }
 
 // resumeOrigin finds the interrupted call that traceID resumes (store.TraceResumedCalls) in the
-// interrupted trace's turns; nil when the trace resumes nothing, or when the interrupted trace
-// holds no such interrupted call (its spans not stored).
-func (s *Server) resumeOrigin(ctx context.Context, traceID string) (*resumeOrigin, error) {
+// interrupted trace's turns; ok is false when the trace resumes nothing, or when the interrupted
+// trace holds no such interrupted call (its spans not stored).
+func (s *Server) resumeOrigin(ctx context.Context, traceID string) (_ *resumeOrigin, ok bool, _ error) {
 	seen := map[string]bool{traceID: true}
 	var chain []*resumeOrigin
 	for id := traceID; len(chain) < maxResumeChain; {
 		o, err := s.resumedCall(ctx, id)
 		if err != nil || o == nil || seen[o.TraceID] {
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			break
 		}
@@ -41,7 +41,7 @@ func (s *Server) resumeOrigin(ctx context.Context, traceID string) (*resumeOrigi
 		id = o.TraceID
 	}
 	if len(chain) == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
 	// From the first execution on: each trace's turns start after the turn its resume came from.
 	base := 0
@@ -50,7 +50,7 @@ func (s *Server) resumeOrigin(ctx context.Context, traceID string) (*resumeOrigi
 		base = chain[i].Turn + 1
 		chain[i].TurnBase = base
 	}
-	return chain[0], nil
+	return chain[0], true, nil
 }
 
 // resumedCall is one step of resumeOrigin: the interrupted call traceID resumes, its turn
