@@ -75,6 +75,7 @@ func TestBrowserInboxDecisionsInPlace(t *testing.T) {
 		chromedp.Text(`[data-confirm-changes]`, &changes, chromedp.ByQuery),
 		chromedp.KeyEvent("\r"),
 		wait(`document.querySelectorAll(".inbox-item").length === 0`),
+		wait(`document.getElementById("inbox-count").textContent === "0 pending"`), // asked of the server after the event
 		chromedp.Text(`#inbox-count`, &count, chromedp.ByQuery),
 	))
 	require.Equal(t, "Confirm approve edited", what)

@@ -243,6 +243,7 @@ func TestBrowserInboxCancelledRunLeaves(t *testing.T) {
 	var marker int
 	require.NoError(t, br.Run(
 		wait(fmt.Sprintf(`!document.getElementById("i-%s") && !!document.getElementById("i-%s")`, i1.ID, i2.ID)),
+		wait(`document.getElementById("inbox-count").textContent.trim() === "1 pending"`), // asked of the server after the event
 		textOf(`#inbox-count`, &count),
 		chromedp.Evaluate(`window.marker ?? 0`, &marker),
 	))
@@ -324,6 +325,8 @@ func TestBrowserInboxResolvedElsewhereStays(t *testing.T) {
 		textOf(s1+` .resolved-note`, &notice),
 		chromedp.Evaluate(`document.querySelector("`+s1+` input[name=comment]").value`, &comment),
 		chromedp.Evaluate(`document.querySelectorAll("`+s1+` form[data-resolve] button:not([disabled])").length`, &enabled),
+		// The count is asked of the server a moment after the last live event.
+		wait(`document.getElementById("inbox-count").textContent.trim() === "0 pending"`),
 		textOf(`#inbox-count`, &count),
 	))
 	require.Regexp(t, `Resolved by alice at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(denied\)`, notice)

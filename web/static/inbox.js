@@ -342,13 +342,19 @@ async function decide(f, submitter) {
 // this page does not show too ----
 
 let countTimer = 0;
+let countAsked = 0;
 function countSoon() {
   clearTimeout(countTimer);
   countTimer = setTimeout(async () => {
+    // Answers can come back out of order: only the latest question's answer is shown, so that an
+    // older count never overwrites a newer one.
+    const asked = ++countAsked;
     try {
       const res = await fetch("/inbox/count" + (filter.size ? "?" + filter : ""), { headers: { Accept: "application/json" }, credentials: "same-origin" });
       if (!res.ok) return;
-      pending = (await res.json()).pending;
+      const n = (await res.json()).pending;
+      if (asked !== countAsked) return;
+      pending = n;
       count.textContent = `${pending} pending`;
     } catch { /* the next event asks again */ }
   }, 250);
