@@ -19,6 +19,10 @@ const (
 
 	ReplayToolsLive     = "live"
 	ReplayToolsCassette = "cassette"
+	// ReplayToolsRecorded serves a re-execution's tool calls from its source run's recording,
+	// matched by tool and input (a live model's refs differ), and fails a call it does not have:
+	// what an experiment's runs do.
+	ReplayToolsRecorded = "recorded"
 
 	// ToolSourceCassette marks a ledger entry whose output a cassette-mode replay served from the
 	// original run instead of running the tool.
