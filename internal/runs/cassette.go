@@ -41,11 +41,16 @@ func (p *replayer) cassette(ctx context.Context, call *engine.ToolCall, turn int
 	if err := p.svc.store.ToolCallMarkCassette(ctx, p.rec.lease.fence, turn, call.Ref); err != nil {
 		return nil, err
 	}
+	return servedOutput(call, orig)
+}
+
+// servedOutput is what a recorded call answers: its output, its interrupt, or its error.
+func servedOutput(call *engine.ToolCall, orig *store.ToolCall) (*engine.ToolOutput, error) {
 	switch orig.Status {
 	case store.ToolCallCompleted:
 		var out engine.ToolOutput
 		if err := json.Unmarshal(orig.Output, &out); err != nil {
-			return nil, fmt.Errorf("cassette replay: decode recorded output of %s (ref %s): %w", call.Name, call.Ref, err)
+			return nil, fmt.Errorf("recorded output of %s (ref %s): %w", call.Name, call.Ref, err)
 		}
 		return &out, nil
 	case store.ToolCallInterrupted:

@@ -41,13 +41,18 @@ func (s *Service) checkReplay(ctx context.Context, orig *store.Run, p *ReplayPar
 	case store.ReplayToolsLive:
 	case store.ReplayToolsCassette:
 		if p.Mode != store.ReplayExact {
-			return &ValidationError{Field: "tools", Message: "cassette tools need mode exact: a live model makes new tool calls"}
+			return &ValidationError{Field: "tools", Message: "cassette tools need mode exact: a live model makes new tool calls (tools recorded serves them by tool and input)"}
 		}
+	case store.ReplayToolsRecorded:
+		if p.Mode != store.ReplayRerun {
+			return &ValidationError{Field: "tools", Message: "recorded tools need mode rerun (an exact replay serves its tools with tools cassette)"}
+		}
+		p.ApplyResolutions = true // the recorded decisions are what lets a recorded call run
 	default:
-		return &ValidationError{Field: "tools", Message: fmt.Sprintf("%q is not one of live, cassette", p.Tools)}
+		return &ValidationError{Field: "tools", Message: fmt.Sprintf("%q is not one of live, cassette, recorded", p.Tools)}
 	}
-	if p.ApplyResolutions && p.Mode != store.ReplayExact {
-		return &ValidationError{Field: "apply_resolutions", Message: "recorded resolutions are applied by exact replays only; other modes offer them as defaults"}
+	if p.ApplyResolutions && p.Mode != store.ReplayExact && p.Tools != store.ReplayToolsRecorded {
+		return &ValidationError{Field: "apply_resolutions", Message: "recorded resolutions are applied by exact replays (and re-runs with tools recorded) only; other modes offer them as defaults"}
 	}
 	if p.Turn != nil && p.Mode != store.ReplayFork {
 		return &ValidationError{Field: "turn", Message: "turn applies to mode fork only"}
@@ -58,8 +63,13 @@ func (s *Service) checkReplay(ctx context.Context, orig *store.Run, p *ReplayPar
 	if len(p.Edits) > 0 && p.Mode != store.ReplayFork {
 		return &ValidationError{Field: "edits", Message: "edits apply to mode fork only"}
 	}
-	if o := p.Overrides; o != nil {
-		if p.Mode == store.ReplayExact {
+	return s.checkOverrides(ctx, p.Mode, p.Overrides)
+}
+
+// checkOverrides validates and normalises the overrides of a derived run of the given mode.
+func (s *Service) checkOverrides(ctx context.Context, mode string, o *Overrides) error {
+	if o != nil {
+		if mode == store.ReplayExact {
 			return &ValidationError{Field: "overrides", Message: "an exact replay serves the recorded responses; use mode rerun or fork to override"}
 		}
 		if o.Model != "" {
@@ -89,7 +99,7 @@ func (s *Service) checkReplay(ctx context.Context, orig *store.Run, p *ReplayPar
 		if o.MaxTurns != nil && *o.MaxTurns < 1 {
 			return &ValidationError{Field: "overrides/max_turns", Message: fmt.Sprintf("must be 1 or more, not %d; omit it to keep the flow's turn limit", *o.MaxTurns)}
 		}
-		if o.System != nil && p.Mode == store.ReplayFork {
+		if o.System != nil && mode == store.ReplayFork {
 			return &ValidationError{Field: "overrides/system", Message: "a fork keeps its copied system message; edit that message instead"}
 		}
 		if o.System != nil && strings.TrimSpace(*o.System) == "" {

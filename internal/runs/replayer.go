@@ -30,6 +30,11 @@ type replayer struct {
 	interrupts map[toolKey]*store.Interrupt
 	// steps is the original's journal, which serves the replay's steps (journal.go).
 	steps []*store.RunStep
+	// ledger and asked are the source's tool calls and first-round interrupts, in order, for a
+	// re-execution that serves its tools from the recording (recorded.go).
+	ledger []*store.ToolCall
+	asked  []*store.Interrupt
+	taken  map[any]bool
 
 	mu       sync.Mutex
 	diverged bool
@@ -72,6 +77,9 @@ func (s *Service) loadReplay(ctx context.Context, run *store.Run, rec *recorder)
 		return nil, err
 	}
 	p := &replayer{svc: s, run: run, rec: rec, settings: settings, diverged: len(settings.Divergence) > 0}
+	if settings.Tools == store.ReplayToolsRecorded {
+		return p, p.loadRecording(ctx)
+	}
 	if settings.Mode != store.ReplayExact {
 		return p, nil
 	}
@@ -131,8 +139,11 @@ func (p *replayer) options() ([]engine.GenerateOption, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.settings.Mode == store.ReplayExact {
+	switch {
+	case p.settings.Mode == store.ReplayExact:
 		opts = append(opts, engine.WithMiddleware(&engine.Middleware{Name: "loupe-replay", Model: p.model, Tool: p.tool}))
+	case p.settings.Tools == store.ReplayToolsRecorded:
+		opts = append(opts, engine.WithMiddleware(&engine.Middleware{Name: "loupe-recorded-tools", Tool: p.recorded}))
 	}
 	return opts, nil
 }

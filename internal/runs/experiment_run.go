@@ -1,0 +1,88 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/loupe-dev/loupe/internal/event"
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// ExperimentRunParams asks for the run of one example of an experiment: a re-execution of the
+// action on the example's input, with the flow's current code and the live (or overriding) model,
+// whose tools are served from the example's recorded run (Tools recorded) or run live.
+type ExperimentRunParams struct {
+	Action string
+	Input  json.RawMessage
+	// SourceRunID is the run the example came from, whose recording serves the tools and whose
+	// reviewers' decisions are applied; nil for an example written by hand.
+	SourceRunID *uuid.UUID
+	Tools       string // recorded (the default) or live
+	Overrides   *Overrides
+	Labels      map[string]string
+	CreatedBy   string
+	// InTx runs in the transaction that creates the run, before its job is enqueued; an error
+	// rolls it all back, and ErrConflict from it means the example was started already.
+	InTx func(tx *store.Store, run *store.Run) error
+}
+
+// StartExperimentRun creates the run, its replay settings and its job in one transaction.
+func (s *Service) StartExperimentRun(ctx context.Context, p ExperimentRunParams) (*store.Run, error) {
+	key, desc, err := s.resolveAction(ctx, p.Action)
+	if err != nil {
+		return nil, err
+	}
+	if err := desc.InputSchema.ValidateJSON(p.Input); err != nil {
+		return nil, fieldError("input", err)
+	}
+	switch p.Tools {
+	case "":
+		p.Tools = store.ReplayToolsRecorded
+	case store.ReplayToolsRecorded, store.ReplayToolsLive:
+	default:
+		return nil, &ValidationError{Field: "tools", Message: fmt.Sprintf("%q is not one of recorded, live", p.Tools)}
+	}
+	if err := s.checkOverrides(ctx, store.ReplayRerun, p.Overrides); err != nil {
+		return nil, err
+	}
+	var actx json.RawMessage
+	if p.SourceRunID != nil {
+		src, err := s.store.RunGet(ctx, *p.SourceRunID)
+		if err != nil {
+			return nil, fmt.Errorf("the example's recorded run: %w", err)
+		}
+		actx = src.Context // the example runs under the context its run was started with
+	}
+	settings := store.Replay{SourceRunID: p.SourceRunID, Mode: store.ReplayRerun, Tools: p.Tools, ApplyResolutions: p.Tools == store.ReplayToolsRecorded}
+	if p.Overrides != nil {
+		if settings.Overrides, err = json.Marshal(p.Overrides); err != nil {
+			return nil, fmt.Errorf("encode overrides: %w", err)
+		}
+	}
+	var run *store.Run
+	err = s.store.WithTx(ctx, func(tx *store.Store) error {
+		var err error
+		if run, err = tx.RunCreate(ctx, store.RunCreateParams{Action: key, Input: p.Input, Context: actx, CreatedBy: p.CreatedBy,
+			ReplayOf: p.SourceRunID, ReplayMode: store.ReplayRerun, Labels: p.Labels}); err != nil {
+			return err
+		}
+		settings.RunID = run.ID
+		if err := tx.ReplayCreate(ctx, settings); err != nil {
+			return err
+		}
+		if p.InTx != nil {
+			if err := p.InTx(tx, run); err != nil {
+				return err
+			}
+		}
+		return s.enqueue(ctx, tx, run)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.publish(run.ID, event.RunStatusData{Status: store.RunQueued, Action: run.Action})
+	return run, nil
+}
