@@ -25,6 +25,8 @@ const (
 	ActionTypePrompt  ActionType = "prompt"
 	ActionTypeUtil    ActionType = "util"
 	ActionTypeDynamic ActionType = "dynamic-action-provider"
+	// ActionTypeEvaluator scores an experiment's examples (Genkit's evaluator actions).
+	ActionTypeEvaluator ActionType = "evaluator"
 )
 
 // ActionKey returns the registry key of an action: "/type/name".

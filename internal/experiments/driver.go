@@ -1,0 +1,385 @@
+package experiments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/eval"
+	"github.com/loupe-dev/loupe/internal/runs"
+	"github.com/loupe-dev/loupe/internal/store"
+)
+
+// Progress is reported by Drive after every step: how many examples were started and scored.
+type Progress func(e *store.Experiment)
+
+// Drive runs an experiment to its end in this process: it takes the experiment's lease (waiting
+// while another live driver holds it), starts its examples' runs, at most its concurrency at
+// once, and scores each run when it ends. It returns when every example is scored, or ctx ends
+// (the lease is given up and another driver may go on).
+func (s *Service) Drive(ctx context.Context, id uuid.UUID, progress Progress) (*store.Experiment, error) {
+	for {
+		e, err := s.store.ExperimentClaim(ctx, id, s.owner, s.cfg.LeaseTTL)
+		if err != nil {
+			return nil, err
+		}
+		if e != nil {
+			return s.drive(ctx, e, progress)
+		}
+		cur, err := s.store.ExperimentGet(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if cur.Status != store.ExperimentRunning {
+			return cur, nil
+		}
+		if progress != nil {
+			progress(cur)
+		}
+		select {
+		case <-ctx.Done():
+			return cur, ctx.Err()
+		case <-time.After(s.cfg.LeaseTTL / 3):
+		}
+	}
+}
+
+// RunDrivers drives, until ctx ends, every running experiment that no live process drives: those
+// whose driver died (a `devui eval run` killed mid-way), and those started from the UI or the API.
+func (s *Service) RunDrivers(ctx context.Context) {
+	t := time.NewTicker(max(s.cfg.LeaseTTL/3, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		for {
+			e, err := s.store.ExperimentClaim(ctx, uuid.Nil, s.owner, s.cfg.LeaseTTL)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("experiments: claim", "err", err)
+				}
+				break
+			}
+			if e == nil {
+				break
+			}
+			go func() {
+				if _, err := s.drive(ctx, e, nil); err != nil && ctx.Err() == nil {
+					s.log.Warn("experiments: drive", "experiment", e.ID, "err", err)
+				}
+			}()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Service) drive(ctx context.Context, e *store.Experiment, progress Progress) (*store.Experiment, error) {
+	defer func() { _ = s.store.ExperimentRelease(context.WithoutCancel(ctx), e.ID, s.owner) }()
+	var overrides *runs.Overrides
+	if len(e.Overrides) > 0 {
+		overrides = &runs.Overrides{}
+		if err := json.Unmarshal(e.Overrides, overrides); err != nil {
+			return nil, fmt.Errorf("experiment %s: decode overrides: %w", e.ID, err)
+		}
+	}
+	specs := make([]eval.Spec, len(e.Evaluators))
+	for i, sp := range e.Evaluators {
+		specs[i] = eval.ParseSpec(sp)
+	}
+	renewed := time.Now()
+	for {
+		if time.Since(renewed) > s.cfg.LeaseTTL/3 {
+			ok, err := s.store.ExperimentRenew(ctx, e.ID, s.owner, s.cfg.LeaseTTL)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return s.store.ExperimentGet(ctx, e.ID) // cancelled, or taken over
+			}
+			renewed = time.Now()
+		}
+		scored, err := s.scoreEnded(ctx, e, specs)
+		if err != nil {
+			return nil, err
+		}
+		running, err := s.store.ResultsRunning(ctx, e.ID)
+		if err != nil {
+			return nil, err
+		}
+		started := 0
+		if free := e.Concurrency - running; free > 0 {
+			if started, err = s.startSome(ctx, e, overrides, free); err != nil {
+				return nil, err
+			}
+		}
+		if running == 0 && started == 0 && scored == 0 {
+			cur, err := s.store.ExperimentGet(ctx, e.ID)
+			if err != nil {
+				return nil, err
+			}
+			if cur.Scored == cur.Total {
+				if err := s.store.ExperimentEnd(ctx, e.ID, store.ExperimentFinished); err != nil {
+					return nil, err
+				}
+				cur, err = s.store.ExperimentGet(ctx, e.ID)
+				if progress != nil && err == nil {
+					progress(cur)
+				}
+				return cur, err
+			}
+		}
+		if progress != nil && (scored > 0 || started > 0) {
+			if cur, err := s.store.ExperimentGet(ctx, e.ID); err == nil {
+				progress(cur)
+			}
+		}
+		if scored == 0 && started == 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(s.cfg.Poll):
+			}
+		}
+	}
+}
+
+// startSome starts up to n pending examples, each run and its result's start in one transaction.
+func (s *Service) startSome(ctx context.Context, e *store.Experiment, overrides *runs.Overrides, n int) (int, error) {
+	works, err := s.store.ResultsToStart(ctx, e.ID, n)
+	if err != nil {
+		return 0, err
+	}
+	started := 0
+	for _, w := range works {
+		src := w.SourceRunID
+		if src != nil {
+			if _, err := s.store.RunGet(ctx, *src); errors.Is(err, store.ErrNotFound) {
+				src = nil // the recorded run was deleted: the example runs with an empty recording
+			}
+		}
+		_, err := s.runs.StartExperimentRun(ctx, runs.ExperimentRunParams{
+			Action: e.Action, Input: w.Input, SourceRunID: src, Tools: e.Tools, Overrides: overrides,
+			Labels: map[string]string{store.LabelExperiment: e.ID.String()}, CreatedBy: "experiment " + e.Name,
+			InTx: func(tx *store.Store, run *store.Run) error {
+				ok, err := tx.ResultStart(ctx, e.ID, w.ExampleID, run.ID)
+				if err == nil && !ok {
+					err = errStartedAlready
+				}
+				return err
+			},
+		})
+		switch {
+		case errors.Is(err, errStartedAlready):
+			continue
+		case errors.Is(err, runs.ErrInvalid):
+			// The example cannot run (its input fails the action's schema): score it as failed.
+			if serr := s.failExample(ctx, e, w.ExampleID, err); serr != nil {
+				return started, serr
+			}
+		case err != nil:
+			return started, err
+		}
+		started++
+	}
+	return started, nil
+}
+
+var errStartedAlready = errors.New("example started already")
+
+// failExample scores an example that could not run: every evaluator fails it.
+func (s *Service) failExample(ctx context.Context, e *store.Experiment, exampleID uuid.UUID, cause error) error {
+	if _, err := s.store.ResultStart(ctx, e.ID, exampleID, uuid.Nil); err != nil {
+		return err
+	}
+	scores := make([]store.Score, len(e.Evaluators))
+	for i, name := range e.Evaluators {
+		scores[i] = store.Score{Evaluator: name, Explanation: "the example could not run: " + cause.Error()}
+	}
+	_, err := s.store.ResultScore(ctx, store.ResultScoreParams{ExperimentID: e.ID, ExampleID: exampleID, RunStatus: store.RunFailed,
+		Error: cause.Error(), Scores: scores})
+	return err
+}
+
+// scoreEnded scores the examples whose run has ended.
+func (s *Service) scoreEnded(ctx context.Context, e *store.Experiment, specs []eval.Spec) (int, error) {
+	exs, runIDs, err := s.store.ResultsEnded(ctx, e.ID, 64)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i, ex := range exs {
+		p, err := s.score(ctx, e, specs, ex, runIDs[i])
+		if err != nil {
+			return n, err
+		}
+		if _, err := s.store.ResultScore(ctx, *p); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+func (s *Service) score(ctx context.Context, e *store.Experiment, specs []eval.Spec, ex *store.Example, runID *uuid.UUID) (*store.ResultScoreParams, error) {
+	p := &store.ResultScoreParams{ExperimentID: e.ID, ExampleID: ex.ID}
+	var run *store.Run
+	if runID != nil && *runID != uuid.Nil {
+		r, err := s.store.RunGet(ctx, *runID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		run = r
+	}
+	if run == nil {
+		p.RunStatus, p.Error = store.RunFailed, "the example's run was deleted"
+		for _, sp := range specs {
+			p.Scores = append(p.Scores, store.Score{Evaluator: sp.String(), Explanation: p.Error})
+		}
+		return p, nil
+	}
+	c, err := s.buildCase(ctx, ex, run)
+	if err != nil {
+		return nil, err
+	}
+	p.RunStatus, p.Output, p.Error = run.Status, run.Output, c.Error
+	latency := c.LatencyMs
+	p.LatencyMs, p.InputTokens, p.OutputTokens = &latency, run.InputTokens, run.OutputTokens
+	if cost, ok := s.cfg.Prices.Cost(run.Usage); ok {
+		p.CostUSD = &cost
+	}
+	for _, sp := range specs {
+		p.Scores = append(p.Scores, s.evaluate(ctx, e, sp, c))
+	}
+	return p, nil
+}
+
+// buildCase reads what an evaluator is given about an example's run.
+func (s *Service) buildCase(ctx context.Context, ex *store.Example, run *store.Run) (*eval.Case, error) {
+	c := &eval.Case{Input: ex.Input, Reference: ex.Reference, Output: run.Output, Status: run.Status, Turns: run.Turns,
+		InputTokens: run.InputTokens, OutputTokens: run.OutputTokens}
+	if len(run.Error) > 0 {
+		var e struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(run.Error, &e) == nil && e.Message != "" {
+			c.Error = e.Message
+		} else {
+			c.Error = string(run.Error)
+		}
+	}
+	if run.StartedAt != nil {
+		end := time.Now()
+		if run.FinishedAt != nil {
+			end = *run.FinishedAt
+		} else if run.Status == store.RunInterrupted {
+			end = run.UpdatedAt
+		}
+		c.LatencyMs = max(end.Sub(*run.StartedAt).Milliseconds()-run.WaitedMs, 0)
+	}
+	calls, err := s.store.ToolCallList(ctx, run.ID)
+	if err != nil {
+		return nil, err
+	}
+	c.ToolCalls = trajectoryOf(calls)
+	if ex.SourceRunID != nil {
+		src, err := s.store.RunGet(ctx, *ex.SourceRunID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			c.ReferenceTurns = src.Turns
+			ref, err := s.store.ToolCallList(ctx, src.ID)
+			if err != nil {
+				return nil, err
+			}
+			c.ReferenceToolCalls = trajectoryOf(ref)
+		}
+	}
+	return c, nil
+}
+
+// trajectoryOf is a run's tool calls in order: by turn, and within a turn (whose calls run in
+// parallel, in no set order) by tool and input.
+func trajectoryOf(calls []*store.ToolCall) []eval.ToolCall {
+	sorted := append([]*store.ToolCall(nil), calls...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if a.Turn != b.Turn {
+			return a.Turn < b.Turn
+		}
+		if a.Tool != b.Tool {
+			return a.Tool < b.Tool
+		}
+		return string(a.Input) < string(b.Input)
+	})
+	out := make([]eval.ToolCall, len(sorted))
+	for i, c := range sorted {
+		out[i] = eval.ToolCall{Tool: c.Tool, Input: c.Input}
+	}
+	return out
+}
+
+// evaluate scores a case with one evaluator, in a span of its own (the evaluator's trace); an
+// evaluator's error fails the example with the error as the explanation.
+func (s *Service) evaluate(ctx context.Context, e *store.Experiment, sp eval.Spec, c *eval.Case) store.Score {
+	out := store.Score{Evaluator: sp.String()}
+	ctx, span := s.reg.Tracer().Start(ctx, "evaluate "+sp.Name)
+	span.SetAttributes(attribute.String("genkit:type", "action"), attribute.String("genkit:metadata:subtype", "evaluator"),
+		attribute.String("genkit:name", sp.Name), attribute.String("loupe.experiment.id", e.ID.String()))
+	if sc := span.SpanContext(); sc.HasTraceID() {
+		tid := sc.TraceID().String()
+		out.TraceID = &tid
+	}
+	var (
+		res *eval.Score
+		err error
+	)
+	if b, ok := eval.Builtins[sp.Name]; ok {
+		res, err = b.Eval(ctx, eval.Env{Judge: s.judge}, sp.Arg, c)
+	} else {
+		res, err = s.evaluateDefined(ctx, sp.Name, c)
+	}
+	if err != nil {
+		span.RecordError(err)
+		out.Explanation = "the evaluator failed: " + err.Error()
+	} else {
+		out.Score, out.Pass, out.Explanation = res.Score, res.Pass, res.Explanation
+	}
+	span.End()
+	return out
+}
+
+func (s *Service) evaluateDefined(ctx context.Context, name string, c *eval.Case) (*eval.Score, error) {
+	in, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := s.reg.Run(ctx, engine.ActionKey(engine.ActionTypeEvaluator, name), in, nil)
+	if err != nil {
+		return nil, err
+	}
+	var res eval.Score
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("decode the score of evaluator %s: %w", name, err)
+	}
+	return &res, nil
+}
+
+// judge asks a registered model for a text answer.
+func (s *Service) judge(ctx context.Context, model, prompt string) (string, error) {
+	resp, err := engine.Generate(ctx, s.reg, engine.WithModelName(model), engine.WithPrompt(prompt))
+	if err != nil {
+		return "", err
+	}
+	return resp.Text(), nil
+}
