@@ -48,11 +48,12 @@ func newRootCommand(p *Program) *cobra.Command {
 	}
 	root.AddCommand(newServeCommand(cfg), newMigrateCommand(cfg), newDBCommand(cfg), newUserCommand(cfg),
 		newWorkerCommand(cfg), newRunCommand(cfg), newInterruptsCommand(cfg), newVersionCommand())
-	root.AddCommand(newReplayCommand(cfg))  // replay.go
-	root.AddCommand(newRunsCommand(cfg))    // runs.go
-	root.AddCommand(newStartCommand(cfg))   // start.go
-	root.AddCommand(newActionsCommand(cfg)) // actions.go
-	root.AddCommand(newPolicyCommand(cfg))  // policy.go
+	root.AddCommand(newReplayCommand(cfg))                       // replay.go
+	root.AddCommand(newRunsCommand(cfg))                         // runs.go
+	root.AddCommand(newStartCommand(cfg))                        // start.go
+	root.AddCommand(newActionsCommand(cfg))                      // actions.go
+	root.AddCommand(newPolicyCommand(cfg))                       // policy.go
+	root.AddCommand(newDatasetCommand(cfg), newEvalCommand(cfg)) // eval.go
 	if name := p.name(); name != "devui" {
 		nameCommands(root, name)
 	}
@@ -105,11 +106,9 @@ func newServeCommand(cfg *config) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--body-limit %q: want bytes, or a number with K, M or G (binary: 16M is 16 MiB)", bodyLimit)
 			}
-			table := pricing.Builtin()
-			if prices != "" {
-				if table, err = pricing.Load(prices); err != nil {
-					return fmt.Errorf("--prices: %w", err)
-				}
+			table, err := loadPrices(prices)
+			if err != nil {
+				return err
 			}
 			return serve(cmd.Context(), cfg, serveOptions{addr: addr, dev: dev, migrate: !noMigrate, bodyLimit: limit, engine: eng,
 				genkitProjects: absPaths(projects), policyFile: policies, prices: table})
@@ -129,6 +128,19 @@ func newServeCommand(cfg *config) *cobra.Command {
 		"model prices (YAML or JSON: USD per million input and output tokens per model, over the built-in list prices; see README), read at start (env LOUPE_PRICES)")
 	eng.bind(cmd.Flags(), 8)
 	return cmd
+}
+
+// loadPrices is the price table of --prices: the file over the built-in table, or the built-in
+// table alone.
+func loadPrices(file string) (*pricing.Table, error) {
+	if file == "" {
+		return pricing.Builtin(), nil
+	}
+	table, err := pricing.Load(file)
+	if err != nil {
+		return nil, fmt.Errorf("--prices: %w", err)
+	}
+	return table, nil
 }
 
 // bindGenkitProjects adds --genkit-project, which attaches to the Genkit apps of a project.
@@ -260,13 +272,16 @@ func newStack(ctx context.Context, cfg *config, opts serveOptions, log *slog.Log
 		Retention: trace.RetentionConfig{MaxAge: time.Duration(tc.RetentionDays) * 24 * time.Hour, MaxSpans: tc.MaxSpans}}
 	sc.GenkitProjects, sc.AppLeaseTTL = opts.genkitProjects, opts.engine.leaseTTL
 	sc.ReadPool = db.reads
+	sc.Experiments.Prices = opts.prices
+	sc.DriveExperiments = opts.engine.workers > 0
 	svcs, err := services.Start(ctx, sc)
 	if err != nil {
 		return nil, err
 	}
 	st.svcs = svcs
 	st.stops = append(st.stops, svcs.Stop)
-	deps := server.Deps{Store: svcs.Store, Reads: svcs.Reads, Runs: svcs.Runs, Traces: svcs.Traces, Live: svcs.Hub, Database: db.monitor()}
+	deps := server.Deps{Store: svcs.Store, Reads: svcs.Reads, Runs: svcs.Runs, Traces: svcs.Traces, Live: svcs.Hub, Database: db.monitor(),
+		Experiments: svcs.Experiments}
 	if svcs.Apps != nil {
 		deps.GenkitApps = svcs.Apps
 	}

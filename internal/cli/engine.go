@@ -81,34 +81,38 @@ func runsConfig(p *Program, o engineOptions, log *slog.Logger) (runs.Config, err
 }
 
 // newExecutor builds what a process that executes runs needs without serving HTTP (devui worker,
-// devui run --wait): the services without the trace service (Loupe's TracerProvider exporting
-// to PostgreSQL, the registry on it, the run service, and a hub without WebSocket clients, which
-// still sends its events to the other instances, so pages served by devui serve update live for
-// runs executed here). stop stops them, flushing the spans after the runs.
-func newExecutor(ctx context.Context, p *Program, o engineOptions, pool *pgxpool.Pool, log *slog.Logger) (*runs.Service, func(), error) {
+// devui run --wait, devui eval run): the services without the trace service (Loupe's
+// TracerProvider exporting to PostgreSQL, the registry on it, the run service, the experiment
+// service, and a hub without WebSocket clients, which still sends its events to the other
+// instances, so pages served by devui serve update live for runs executed here). With drive, it
+// also drives the experiments no live process drives (devui worker). Stop stops them, flushing
+// the spans after the runs.
+func newExecutor(ctx context.Context, p *Program, o engineOptions, pool *pgxpool.Pool, log *slog.Logger, drive bool) (*services.Services, error) {
 	sc, err := servicesConfig(p, o, pool, log)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	svcs, err := services.Start(ctx, sc)
-	if err != nil {
-		return nil, nil, err
-	}
-	return svcs.Runs, svcs.Stop, nil
+	sc.DriveExperiments = drive
+	return services.Start(ctx, sc)
 }
 
 // withExecutor opens the database (migrating it) and runs fn with an executing run service, for
 // the commands that start runs and may follow them (devui run, devui replay). With no workers it
 // only starts runs, for devui serve or devui worker to execute.
 func withExecutor(cmd *cobra.Command, cfg *config, o engineOptions, fn func(*runs.Service, *store.Store) error) error {
+	return withServices(cmd, cfg, o, func(svcs *services.Services) error { return fn(svcs.Runs, svcs.Store) })
+}
+
+// withServices is withExecutor for a command that needs more than the run service.
+func withServices(cmd *cobra.Command, cfg *config, o engineOptions, fn func(*services.Services) error) error {
 	ctx := cmd.Context()
 	return withDatabase(ctx, cfg, true, func(db *database, log *slog.Logger) error {
-		svc, stop, err := newExecutor(ctx, cfg.program, o, db.pool, log)
+		svcs, err := newExecutor(ctx, cfg.program, o, db.pool, log, false)
 		if err != nil {
 			return err
 		}
-		defer stop()
-		return fn(svc, store.New(db.pool))
+		defer svcs.Stop()
+		return fn(svcs)
 	})
 }
 

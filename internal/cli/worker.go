@@ -20,11 +20,11 @@ func newWorkerCommand(cfg *config) *cobra.Command {
 			tuneGC()
 			ctx := cmd.Context()
 			return withDatabase(ctx, cfg, true, func(db *database, log *slog.Logger) error {
-				_, stop, err := newExecutor(ctx, cfg.program, eng, db.pool, log)
+				svcs, err := newExecutor(ctx, cfg.program, eng, db.pool, log, true)
 				if err != nil {
 					return err
 				}
-				defer stop() // the executor stops its runs
+				defer svcs.Stop() // the executor stops its runs
 				return db.wait(ctx)
 			})
 		},

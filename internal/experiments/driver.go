@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -56,6 +57,8 @@ func (s *Service) Drive(ctx context.Context, id uuid.UUID, progress Progress) (*
 func (s *Service) RunDrivers(ctx context.Context) {
 	t := time.NewTicker(max(s.cfg.LeaseTTL/3, 100*time.Millisecond))
 	defer t.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
 		for {
 			e, err := s.store.ExperimentClaim(ctx, uuid.Nil, s.owner, s.cfg.LeaseTTL)
@@ -68,11 +71,11 @@ func (s *Service) RunDrivers(ctx context.Context) {
 			if e == nil {
 				break
 			}
-			go func() {
+			wg.Go(func() {
 				if _, err := s.drive(ctx, e, nil); err != nil && ctx.Err() == nil {
 					s.log.Warn("experiments: drive", "experiment", e.ID, "err", err)
 				}
-			}()
+			})
 		}
 		select {
 		case <-ctx.Done():

@@ -85,16 +85,40 @@ func New(cfg Config, st *store.Store, rs *runs.Service) *Service {
 
 var datasetName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 
-// CreateDataset makes an empty dataset.
-func (s *Service) CreateDataset(ctx context.Context, name, description, by string) (*store.Dataset, error) {
+// CreateDataset makes a dataset, with the examples given as its version 1 (none: an empty
+// dataset at version 0), in one transaction: a refused example leaves no dataset behind.
+func (s *Service) CreateDataset(ctx context.Context, name, description, by string, examples []store.ExampleParams) (*store.Dataset, error) {
 	if !datasetName.MatchString(name) {
 		return nil, &InvalidError{Field: "name", Message: fmt.Sprintf("%q: a dataset's name is 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit", name)}
 	}
-	d, err := s.store.DatasetCreate(ctx, name, description, by)
+	if err := store.CheckText("description", description); err != nil {
+		return nil, &InvalidError{Field: "description", Message: err.Error()}
+	}
+	for i := range examples {
+		if err := CheckExample(i, &examples[i]); err != nil {
+			return nil, err
+		}
+	}
+	var d *store.Dataset
+	err := s.store.WithTx(ctx, func(tx *store.Store) error {
+		var err error
+		if d, err = tx.DatasetCreate(ctx, name, description, by); err != nil {
+			return err
+		}
+		if len(examples) > 0 {
+			if _, err := tx.DatasetApply(ctx, d.ID, store.DatasetChange{Add: examples, By: by}); err != nil {
+				return err
+			}
+		}
+		return tx.AuditInsert(ctx, by, "dataset.create", "dataset", d.ID.String(), map[string]any{"name": name, "examples": len(examples)})
+	})
 	if errors.Is(err, store.ErrConflict) {
 		return nil, fmt.Errorf("dataset %q exists already: %w", name, store.ErrConflict)
 	}
-	return d, err
+	if err != nil {
+		return nil, err
+	}
+	return s.store.DatasetGetByID(ctx, d.ID)
 }
 
 // Dataset returns a dataset by name, or by id.
@@ -220,12 +244,19 @@ func (s *Service) Start(ctx context.Context, p StartParams) (*store.Experiment, 
 			return nil, err
 		}
 	}
-	switch p.Tools {
-	case "":
+	if p.Tools == "" {
 		p.Tools = store.ReplayToolsRecorded
-	case store.ReplayToolsRecorded, store.ReplayToolsLive:
-	default:
-		return nil, &InvalidError{Field: "tools", Message: fmt.Sprintf("%q is not one of recorded, live", p.Tools)}
+	}
+	if p.Action, err = s.runs.ResolveExperimentAction(ctx, p.Action, p.Tools); err != nil {
+		var ve *runs.ValidationError
+		var unknown *runs.UnknownActionError
+		switch {
+		case errors.As(err, &ve):
+			return nil, &InvalidError{Field: ve.Field, Message: ve.Message}
+		case errors.As(err, &unknown):
+			return nil, &InvalidError{Field: "action", Message: err.Error()}
+		}
+		return nil, err
 	}
 	if p.Concurrency == 0 {
 		p.Concurrency = 4

@@ -152,14 +152,10 @@ func (h *harness) wait(id uuid.UUID, status string) *store.Run {
 // dataset makes a dataset of the runs.
 func (h *harness) dataset(name string, recorded []*store.Run) *store.Dataset {
 	ctx := context.Background()
-	d, err := h.exp.CreateDataset(ctx, name, "", "test")
-	require.NoError(h.t, err)
 	examples, err := h.exp.FromRuns(ctx, store.RunListParams{Action: "/flow/shop", Status: store.RunSucceeded}, len(recorded))
 	require.NoError(h.t, err)
 	require.Len(h.t, examples, len(recorded))
-	_, err = h.exp.Change(ctx, d, store.DatasetChange{Add: examples})
-	require.NoError(h.t, err)
-	d, err = h.st.DatasetGet(ctx, name)
+	d, err := h.exp.CreateDataset(ctx, name, "", "test", examples)
 	require.NoError(h.t, err)
 	return d
 }

@@ -6,6 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -104,4 +108,47 @@ func toExample(raw json.RawMessage, where string) (store.ExampleParams, error) {
 		e.SourceRunID = &id
 	}
 	return e, nil
+}
+
+// ParseRunFilter reads the runs a dataset is made of, in the runs list's query form:
+// action=/flow/travelAgent&status=succeeded&model=…&q=…&session=…&since=24h&until=…. A bare flow
+// name is the flow's key; since and until take an RFC 3339 time or a duration before now. An
+// unknown key is an error, so that a typo does not quietly take every run.
+func ParseRunFilter(query string) (store.RunListParams, error) {
+	var p store.RunListParams
+	q, err := url.ParseQuery(strings.TrimPrefix(query, "?"))
+	if err != nil {
+		return p, &InvalidError{Field: "from_runs", Message: fmt.Sprintf("%q is not a query such as action=/flow/x&status=succeeded: %v", query, err)}
+	}
+	for key := range q {
+		if !slices.Contains([]string{"action", "status", "model", "q", "session", "since", "until"}, key) {
+			return p, &InvalidError{Field: "from_runs", Message: fmt.Sprintf("%q is no filter; use action, status, model, q, session, since or until", key)}
+		}
+	}
+	p.Action, p.Status, p.Model, p.Query, p.Session = q.Get("action"), q.Get("status"), q.Get("model"), q.Get("q"), q.Get("session")
+	if p.Action != "" && !strings.HasPrefix(p.Action, "/") && !strings.Contains(p.Action, ":/") {
+		p.Action = "/flow/" + p.Action
+	}
+	if p.Status != "" && !slices.Contains(store.RunStatuses, p.Status) {
+		return p, &InvalidError{Field: "from_runs", Message: fmt.Sprintf("status %q: want one of %s", p.Status, strings.Join(store.RunStatuses, ", "))}
+	}
+	for _, name := range []string{"since", "until"} {
+		v := q.Get(name)
+		if v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if d, derr := time.ParseDuration(v); derr == nil {
+			t, err = time.Now().Add(-d), nil
+		}
+		if err != nil {
+			return p, &InvalidError{Field: "from_runs", Message: fmt.Sprintf("%s %q: want an RFC 3339 time or a duration ago such as 24h", name, v)}
+		}
+		if name == "since" {
+			p.Since = t
+		} else {
+			p.Until = t
+		}
+	}
+	return p, nil
 }

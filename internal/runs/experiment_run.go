@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -29,21 +30,41 @@ type ExperimentRunParams struct {
 	InTx func(tx *store.Store, run *store.Run) error
 }
 
+// ResolveExperimentAction returns the key of the action an experiment runs (a key, or a flow's
+// name), checking that its tools can be served as asked: a Genkit app's action runs its tools in
+// the app, out of Loupe's reach, so only tools live can run it, and saying so is the caller's.
+func (s *Service) ResolveExperimentAction(ctx context.Context, action, tools string) (string, error) {
+	switch tools {
+	case store.ReplayToolsRecorded, store.ReplayToolsLive:
+	default:
+		return "", &ValidationError{Field: "tools", Message: fmt.Sprintf("%q is not one of recorded, live", tools)}
+	}
+	key, _, err := s.resolveAction(ctx, action)
+	if err != nil {
+		return "", err
+	}
+	if tools == store.ReplayToolsRecorded && strings.Index(key, ":/") > 0 {
+		return "", &ValidationError{Field: "tools", Message: fmt.Sprintf(
+			"%s is a Genkit app's action, whose tools run in the app where Loupe cannot serve them from a recording; run it with tools live, knowing its tools act again", key)}
+	}
+	return key, nil
+}
+
 // StartExperimentRun creates the run, its replay settings and its job in one transaction.
 func (s *Service) StartExperimentRun(ctx context.Context, p ExperimentRunParams) (*store.Run, error) {
-	key, desc, err := s.resolveAction(ctx, p.Action)
+	if p.Tools == "" {
+		p.Tools = store.ReplayToolsRecorded
+	}
+	key, err := s.ResolveExperimentAction(ctx, p.Action, p.Tools)
+	if err != nil {
+		return nil, err
+	}
+	_, desc, err := s.resolveAction(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	if err := desc.InputSchema.ValidateJSON(p.Input); err != nil {
 		return nil, fieldError("input", err)
-	}
-	switch p.Tools {
-	case "":
-		p.Tools = store.ReplayToolsRecorded
-	case store.ReplayToolsRecorded, store.ReplayToolsLive:
-	default:
-		return nil, &ValidationError{Field: "tools", Message: fmt.Sprintf("%q is not one of recorded, live", p.Tools)}
 	}
 	if err := s.checkOverrides(ctx, store.ReplayRerun, p.Overrides); err != nil {
 		return nil, err

@@ -168,6 +168,20 @@ func (s *Server) routeTable() []route {
 			post("/api/notify", s.genkitNotify, accessPublic),
 		)
 	}
+	if s.deps.Runs != nil && s.deps.Experiments != nil {
+		rt = append(rt,
+			// Datasets and experiments (experiments_api.go, pages_experiments.go).
+			get("/api/v1/datasets", s.apiDatasetList, accessViewer),
+			post("/api/v1/datasets", s.apiDatasetCreate, accessReviewer),
+			get("/api/v1/datasets/:name", s.apiDatasetGet, accessViewer),
+			post("/api/v1/datasets/:name/examples", s.apiDatasetChange, accessReviewer),
+			post("/api/v1/datasets/:name/import", s.apiDatasetImport, accessReviewer),
+			get("/api/v1/evaluators", s.apiEvaluatorList, accessViewer),
+			post("/api/v1/experiments", s.apiExperimentStart, accessReviewer),
+			get("/api/v1/experiments", s.apiExperimentList, accessViewer),
+			get("/api/v1/experiments/:id", s.apiExperimentGet, accessViewer),
+		)
+	}
 	if s.deps.Traces != nil {
 		rt = append(rt,
 			// Genkit's telemetry API (genkit_telemetry.go) and OTLP ingest (traces.go).

@@ -19,6 +19,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/loupe-dev/loupe/internal/auth"
+	"github.com/loupe-dev/loupe/internal/experiments"
 	"github.com/loupe-dev/loupe/internal/genkitapp"
 	"github.com/loupe-dev/loupe/internal/live"
 	"github.com/loupe-dev/loupe/internal/pricing"
@@ -71,6 +72,8 @@ type Deps struct {
 	// GenkitApps, when set, lists the Genkit apps this process attached to (devui start, or
 	// serve --genkit-project); the Actions page shows each, live or gone, with its actions.
 	GenkitApps GenkitApps
+	// Experiments, when set (with Runs), keeps datasets and runs experiments: their API and pages.
+	Experiments *experiments.Service
 }
 
 // GenkitApps lists Genkit apps and their state.

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/experiments"
 	"github.com/loupe-dev/loupe/internal/genkitapp"
 	"github.com/loupe-dev/loupe/internal/live"
 	"github.com/loupe-dev/loupe/internal/runs"
@@ -45,7 +46,12 @@ type Config struct {
 	GenkitProjects []string
 	// LeaseTTL of the Genkit app manager's runs.
 	AppLeaseTTL time.Duration
-	Logger      *slog.Logger
+	// Experiments configures the experiment service (its LeaseTTL defaults to the runs'), and
+	// DriveExperiments makes this process drive the experiments no live process drives (those
+	// started from the UI or the API, or whose devui eval run died): what serve and worker do.
+	Experiments      experiments.Config
+	DriveExperiments bool
+	Logger           *slog.Logger
 }
 
 // Ingest configures the trace service and retention of a serving process.
@@ -76,6 +82,8 @@ type Services struct {
 	Runs   *runs.Service
 	// Apps is nil unless Config.GenkitProjects were given; StartApps starts it.
 	Apps *genkitapp.Manager
+	// Experiments keeps datasets and runs experiments on the run service.
+	Experiments *experiments.Service
 
 	metrics *trace.Metrics
 	stops   []func()
@@ -132,6 +140,25 @@ func Start(ctx context.Context, cfg Config) (_ *Services, err error) {
 		return nil, err
 	}
 	s.stops = append(s.stops, s.Runs.Stop)
+
+	ec := cfg.Experiments
+	if ec.LeaseTTL == 0 {
+		ec.LeaseTTL = rc.LeaseTTL
+	}
+	if ec.Logger == nil {
+		ec.Logger = log
+	}
+	s.Experiments = experiments.New(ec, s.Store, s.Runs)
+	if cfg.DriveExperiments {
+		// The drivers start runs: they stop before the run service does.
+		dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.Experiments.RunDrivers(dctx)
+		}()
+		s.stops = append(s.stops, func() { cancel(); <-done })
+	}
 	return s, nil
 }
 

@@ -132,13 +132,14 @@ func (s *Store) ExperimentList(ctx context.Context, datasetID *uuid.UUID, limit 
 }
 
 // ExperimentClaim takes the lease of an experiment that runs and that no live process drives: the
-// one given (uuid.Nil: any), for ttl. It returns nil, nil when there is none.
+// one given (owner may claim it again), or with uuid.Nil any other (never one owner drives
+// already), for ttl. It returns nil, nil when there is none.
 func (s *Store) ExperimentClaim(ctx context.Context, id uuid.UUID, owner string, ttl time.Duration) (*Experiment, error) {
 	var got uuid.UUID
 	err := s.db.QueryRow(ctx, `UPDATE experiments SET lease_owner = $2, lease_expires_at = now() + $3::interval
 		WHERE id = (SELECT id FROM experiments
 			WHERE status = 'running' AND ($1::uuid = '00000000-0000-0000-0000-000000000000' OR id = $1)
-				AND (lease_expires_at IS NULL OR lease_expires_at < now() OR lease_owner = $2)
+				AND (lease_expires_at IS NULL OR lease_expires_at < now() OR (lease_owner = $2 AND id = $1))
 			ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
 		RETURNING id`, id, owner, ttl.String()).Scan(&got)
 	if err == pgx.ErrNoRows {
