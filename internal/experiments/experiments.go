@@ -248,15 +248,10 @@ func (s *Service) Start(ctx context.Context, p StartParams) (*store.Experiment, 
 		p.Tools = store.ReplayToolsRecorded
 	}
 	if p.Action, err = s.runs.ResolveExperimentAction(ctx, p.Action, p.Tools); err != nil {
-		var ve *runs.ValidationError
-		var unknown *runs.UnknownActionError
-		switch {
-		case errors.As(err, &ve):
-			return nil, &InvalidError{Field: ve.Field, Message: ve.Message}
-		case errors.As(err, &unknown):
-			return nil, &InvalidError{Field: "action", Message: err.Error()}
-		}
-		return nil, err
+		return nil, invalidOf(err)
+	}
+	if err := s.runs.CheckRerunOverrides(ctx, p.Overrides); err != nil {
+		return nil, invalidOf(err)
 	}
 	if p.Concurrency == 0 {
 		p.Concurrency = 4
@@ -304,6 +299,19 @@ func (s *Service) Start(ctx context.Context, p StartParams) (*store.Experiment, 
 			map[string]any{"dataset": d.Name, "version": version, "action": p.Action, "evaluators": p.Evaluators, "tools": p.Tools})
 	})
 	return e, err
+}
+
+// invalidOf makes the run service's refusals of a caller's mistake this package's.
+func invalidOf(err error) error {
+	var ve *runs.ValidationError
+	var unknown *runs.UnknownActionError
+	switch {
+	case errors.As(err, &ve):
+		return &InvalidError{Field: ve.Field, Message: ve.Message}
+	case errors.As(err, &unknown):
+		return &InvalidError{Field: "action", Message: err.Error()}
+	}
+	return err
 }
 
 // Experiment returns an experiment by id, or the newest of that name.

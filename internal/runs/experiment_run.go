@@ -50,6 +50,12 @@ func (s *Service) ResolveExperimentAction(ctx context.Context, action, tools str
 	return key, nil
 }
 
+// CheckRerunOverrides validates the overrides of a re-run (an experiment's runs): the model
+// registered, the turn limit and system message sensible.
+func (s *Service) CheckRerunOverrides(ctx context.Context, o *Overrides) error {
+	return s.checkOverrides(ctx, store.ReplayRerun, o)
+}
+
 // StartExperimentRun creates the run, its replay settings and its job in one transaction.
 func (s *Service) StartExperimentRun(ctx context.Context, p ExperimentRunParams) (*store.Run, error) {
 	if p.Tools == "" {

@@ -180,6 +180,12 @@ func (s *Server) routeTable() []route {
 			post("/api/v1/experiments", s.apiExperimentStart, accessReviewer),
 			get("/api/v1/experiments", s.apiExperimentList, accessViewer),
 			get("/api/v1/experiments/:id", s.apiExperimentGet, accessViewer),
+			get("/datasets", s.datasetsPage, accessViewer),
+			post("/datasets", s.datasetCreateForm, accessReviewer),
+			get("/datasets/:name", s.datasetPage, accessViewer),
+			post("/datasets/:name/examples", s.datasetExamplesForm, accessReviewer),
+			post("/datasets/:name/experiments", s.datasetExperimentForm, accessReviewer),
+			get("/experiments/:id", s.experimentPage, accessViewer),
 		)
 	}
 	if s.deps.Traces != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/experiments"
 	"github.com/loupe-dev/loupe/internal/live"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
@@ -63,6 +64,14 @@ var wantAccess = map[string]access{
 
 	"GET /api/v1/policy": accessViewer, "POST /api/v1/policy": accessAdmin, "POST /api/v1/policy/whatif": accessViewer,
 	"GET /policy": accessViewer, "POST /policy": accessAdmin, "POST /policy/whatif": accessViewer,
+
+	"GET /api/v1/datasets": accessViewer, "POST /api/v1/datasets": accessReviewer, "GET /api/v1/datasets/:name": accessViewer,
+	"POST /api/v1/datasets/:name/examples": accessReviewer, "POST /api/v1/datasets/:name/import": accessReviewer,
+	"GET /api/v1/evaluators": accessViewer, "POST /api/v1/experiments": accessReviewer,
+	"GET /api/v1/experiments": accessViewer, "GET /api/v1/experiments/:id": accessViewer,
+	"GET /datasets": accessViewer, "POST /datasets": accessReviewer, "GET /datasets/:name": accessViewer,
+	"POST /datasets/:name/examples": accessReviewer, "POST /datasets/:name/experiments": accessReviewer,
+	"GET /experiments/:id": accessViewer,
 }
 
 // TestEveryRouteSaysWhoMayCallIt walks every route the server registers (with every service
@@ -83,7 +92,7 @@ func TestEveryRouteSaysWhoMayCallIt(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(traces.Close)
 	srv, err := New(Config{Addr: "127.0.0.1:0", Version: "test", ShutdownTimeout: 5 * time.Second},
-		Deps{Store: st, Runs: svc, Traces: traces, Live: hub})
+		Deps{Store: st, Runs: svc, Traces: traces, Live: hub, Experiments: experiments.New(experiments.Config{}, st, svc)})
 	require.NoError(t, err)
 	require.NoError(t, srv.Start(ctx))
 	t.Cleanup(srv.Stop)

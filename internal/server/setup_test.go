@@ -109,13 +109,14 @@ func setup(t testing.TB, o opts) *bundle {
 		}
 		svcs, err := services.Start(ctx, services.Config{Pool: pool, Registry: registry(),
 			Runs: runs.Config{Workers: workers, LeaseTTL: 5 * time.Second, Logger: runsLog}, Ingest: in,
-			Tracing: services.Tracing{NoForward: true, FlushInterval: 50 * time.Millisecond}})
+			Tracing: services.Tracing{NoForward: true, FlushInterval: 50 * time.Millisecond}, DriveExperiments: !o.noRuns})
 		require.NoError(t, err)
 		t.Cleanup(svcs.Stop)
 		b.store, b.hub, b.traces = svcs.Store, svcs.Hub, svcs.Traces
 		deps.Store, deps.Live, deps.Traces = svcs.Store, svcs.Hub, svcs.Traces
 		if !o.noRuns {
 			b.runs, b.prov, deps.Runs = svcs.Runs, svcs.Provider, svcs.Runs
+			deps.Experiments = svcs.Experiments
 		}
 	case o.runs:
 		svc, err := runs.New(runs.Config{Workers: 2, LeaseTTL: time.Second, Logger: runsLog}, b.store, registry())

@@ -41,15 +41,20 @@ type Experiment struct {
 	CreatedBy      *string         `db:"created_by" json:"created_by,omitempty"`
 	CreatedAt      time.Time       `db:"created_at" json:"created_at"`
 	FinishedAt     *time.Time      `db:"finished_at" json:"finished_at,omitempty"`
-	// Started and Scored count the examples whose run was started, and those scored.
+	// Started and Scored count the examples whose run was started, and those scored; Passed those
+	// every evaluator scored and passed.
 	Started int `db:"started" json:"started"`
 	Scored  int `db:"scored" json:"scored"`
+	Passed  int `db:"passed" json:"passed"`
 }
 
 const experimentColumns = `id, name, dataset_id, dataset_version, action, evaluators, tools, overrides, concurrency,
 	baseline_id, status, total, created_by, created_at, finished_at,
 	(SELECT count(*) FROM experiment_results r WHERE r.experiment_id = experiments.id AND r.status <> 'pending')::int AS started,
-	(SELECT count(*) FROM experiment_results r WHERE r.experiment_id = experiments.id AND r.status = 'scored')::int AS scored`
+	(SELECT count(*) FROM experiment_results r WHERE r.experiment_id = experiments.id AND r.status = 'scored')::int AS scored,
+	(SELECT count(*) FROM experiment_results r WHERE r.experiment_id = experiments.id AND r.status = 'scored'
+		AND (SELECT count(*) FILTER (WHERE sc.pass) FROM experiment_scores sc
+			WHERE sc.experiment_id = r.experiment_id AND sc.example_id = r.example_id) >= cardinality(experiments.evaluators))::int AS passed`
 
 // ExperimentCreateParams is a new experiment over the given examples (of DatasetVersion).
 type ExperimentCreateParams struct {

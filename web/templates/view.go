@@ -37,6 +37,7 @@ var Nav = []NavItem{
 	{"traces", "Traces", "/traces"},
 	{"actions", "Actions", "/actions"},
 	{"policy", "Policy", "/policy"},
+	{"datasets", "Datasets", "/datasets"},
 }
 
 // StatusCount is how many runs have one status.
