@@ -70,7 +70,7 @@ type DatasetPage struct {
 	// experiment's, or the action the examples were recorded from).
 	Actions       []string
 	DefaultAction string
-	Evaluators []EvaluatorChoice
+	Evaluators    []EvaluatorChoice
 }
 
 // ScoreCell is one evaluator's verdict on one example.
