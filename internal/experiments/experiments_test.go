@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/loupe-dev/loupe"
+	"github.com/loupe-dev/loupe/internal/bridge"
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/engine/scripted"
 	"github.com/loupe-dev/loupe/internal/experiments"
@@ -268,4 +270,52 @@ func TestAnExperimentAgainstItsBaselineListsRegressionsFirst(t *testing.T) {
 	require.False(t, sum.Rows[2].Regression)
 	require.Contains(t, sum.Rows[0].Scores[0].Explanation, `"ok"`)
 	require.NotNil(t, sum.Rows[0].Baseline)
+}
+
+// A program's own evaluator (loupe.DefineEvaluator) is listed beside the built-ins, is given
+// each run's case (output, status, its tool calls and the recording's), and its verdict is stored
+// with its explanation and the trace of its span; its error fails the example with the error.
+func TestAProgramsEvaluatorScoresEachRun(t *testing.T) {
+	h := newHarness(t)
+	app := bridge.NewApp(h.shop.reg).(*loupe.App)
+	var seen atomic.Pointer[loupe.EvalCase]
+	loupe.DefineEvaluator(app, "refunded", "The run refunded the order it was asked about.",
+		func(_ context.Context, c *loupe.EvalCase) (*loupe.EvalScore, error) {
+			seen.Store(c)
+			for _, call := range c.ToolCalls {
+				if call.Tool == "refund" {
+					return &loupe.EvalScore{Pass: true, Explanation: "refund " + string(call.Input)}, nil
+				}
+			}
+			return &loupe.EvalScore{Explanation: "no refund"}, nil
+		})
+	loupe.DefineEvaluator(app, "broken", "Always fails to evaluate.", func(context.Context, *loupe.EvalCase) (*loupe.EvalScore, error) {
+		return nil, fmt.Errorf("the rubric file is missing")
+	})
+	var names []string
+	for _, ev := range h.exp.Evaluators() {
+		names = append(names, ev.Name)
+	}
+	require.Contains(t, names, "refunded")
+	require.Contains(t, names, "trajectory")
+
+	h.dataset("shop", h.recordRuns(5))
+	sum := h.drive(experiments.StartParams{Dataset: "shop", Action: "/flow/shop", Evaluators: []string{"refunded", "broken"}})
+	require.Equal(t, 1, sum.Totals.Scored)
+	require.Equal(t, 0, sum.Totals.Passed, "the broken evaluator fails the example")
+	require.Equal(t, 1, sum.Totals.Evaluators["refunded"].Passed)
+	scores := map[string]store.Score{}
+	for _, sc := range sum.Rows[0].Scores {
+		scores[sc.Evaluator] = sc
+	}
+	require.True(t, scores["refunded"].Pass)
+	require.Equal(t, `refund {"order":5}`, scores["refunded"].Explanation)
+	require.False(t, scores["broken"].Pass)
+	require.Contains(t, scores["broken"].Explanation, "the evaluator failed")
+	require.Contains(t, scores["broken"].Explanation, "the rubric file is missing")
+	c := seen.Load()
+	require.Equal(t, "succeeded", c.Status)
+	require.JSONEq(t, `"done 5: \"order 5: 2 books\", \"refunded 5\""`, string(c.Output))
+	require.Len(t, c.ReferenceToolCalls, 2)
+	require.Equal(t, 3, c.ReferenceTurns)
 }

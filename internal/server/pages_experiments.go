@@ -361,6 +361,9 @@ func scoreCellOf(scores []store.Score, evaluator string) templates.ScoreCell {
 		if sc.Score != nil {
 			cell.Score = strconv.FormatFloat(*sc.Score, 'f', 2, 64)
 		}
+		if sc.TraceID != nil {
+			cell.TraceURL = "/traces/" + *sc.TraceID
+		}
 		return cell
 	}
 	return templates.ScoreCell{Evaluator: evaluator, Missing: true}

@@ -114,6 +114,26 @@ func TestDatasetsAndExperimentsThroughThePages(t *testing.T) {
 	require.Contains(t, body, "/diff/", "each row links the diff with the baseline's run")
 	require.Contains(t, body, "demo research script: unexpected prompt", "the failed run's error is shown")
 
+	// Each score keeps the trace of its evaluation, stored like any span.
+	var scored struct {
+		Rows []struct {
+			Scores []struct {
+				Evaluator string
+				TraceID   *string `json:"trace_id"`
+			}
+		}
+	}
+	getJSON(t, b.url+"/api/v1/experiments/"+base, &scored)
+	require.NoError(t, b.prov.ForceFlush(context.Background()))
+	for _, sc := range scored.Rows[0].Scores {
+		require.NotNil(t, sc.TraceID, sc.Evaluator)
+		require.Eventually(t, func() bool {
+			var n int
+			require.NoError(t, b.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM spans WHERE trace_id = $1`, *sc.TraceID).Scan(&n))
+			return n > 0
+		}, 10*time.Second, 20*time.Millisecond, "the evaluation's span of %s is stored", sc.Evaluator)
+	}
+
 	resp, body = get(t, b.url+"/experiments/"+base, "Accept", "text/html")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, 2, strings.Count(body, `data-verdict="pass"`), body)

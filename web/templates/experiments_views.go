@@ -76,7 +76,9 @@ type DatasetPage struct {
 // ScoreCell is one evaluator's verdict on one example.
 type ScoreCell struct {
 	Evaluator, Mark, Score, Explanation string
-	Pass, Missing                       bool
+	// TraceURL is the evaluation's trace.
+	TraceURL      string
+	Pass, Missing bool
 }
 
 // ResultRow is one example of an experiment beside its baseline.
