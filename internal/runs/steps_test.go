@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/engine/scripted"
@@ -191,4 +193,65 @@ func TestForkKeepsTheStepsBeforeItsTurn(t *testing.T) {
 		kinds = append(kinds, st.Kind+":"+st.Name)
 	}
 	require.Equal(t, []string{"step:nonce", "generate:", "step:after"}, kinds)
+}
+
+// TestAStepIsASpanAsGenkitsAndSaysWhenTheJournalServedIt: a loupe.Run step is a span of its own
+// under the flow's, typed as Genkit Go's genkit.Run types it (flowStep, subtype flowStep, its
+// output), in each execution of a durable flow; the execution after an approval, which gets the
+// step's result from the journal, marks its span loupe.step.journaled with the same output.
+func TestAStepIsASpanAsGenkitsAndSaysWhenTheJournalServedIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 0)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	reg := engine.NewRegistry(engine.WithTracerProvider(tp))
+	defineDeskAgent(reg, b.pool, "", "")
+	b.svc = b.serve(t, reg, runs.Config{Workers: 1, LeaseTTL: time.Second})
+
+	run := b.startFlow(t, "deskSteps")
+	require.Equal(t, store.RunInterrupted, b.settled(t, run.ID, nil).Status)
+	for _, i := range b.pending(t, run.ID) {
+		b.resolve(t, i, runs.ActionApprove, "")
+	}
+	b.wait(t, run.ID, store.RunSucceeded)
+	steps, err := b.store.StepList(context.Background(), run.ID)
+	require.NoError(t, err)
+	nonce := string(steps[0].Output)
+
+	spans := exp.GetSpans()
+	flows := map[string]bool{}
+	for _, s := range spans {
+		if s.Name == "deskSteps" {
+			flows[s.SpanContext.SpanID().String()] = true
+		}
+	}
+	var nonces, afters []tracetest.SpanStub
+	for _, s := range spans {
+		switch s.Name {
+		case "nonce":
+			nonces = append(nonces, s)
+		case "after":
+			afters = append(afters, s)
+		}
+	}
+	require.Len(t, nonces, 2, "a span in each execution: the first, and the one after the approval")
+	require.Len(t, afters, 1)
+	for i, s := range append(nonces, afters...) {
+		require.True(t, flows[s.Parent.SpanID().String()], "step span %s nests under a span of the flow", s.Name)
+		attrs := map[string]any{}
+		for _, a := range s.Attributes {
+			attrs[string(a.Key)] = a.Value.AsInterface()
+		}
+		require.Equal(t, "flowStep", attrs[engine.AttrType], s.Name)
+		require.Equal(t, "flowStep", attrs[engine.AttrSubtype], s.Name)
+		require.Equal(t, s.Name, attrs[engine.AttrName])
+		require.Equal(t, engine.StateSuccess, attrs[engine.AttrState], s.Name)
+		require.Equal(t, "/{deskSteps,t:action,s:flow}/{"+s.Name+",t:flowStep,s:flowStep}", attrs[engine.AttrPath], s.Name)
+		if s.Name == "nonce" {
+			require.Equal(t, nonce, attrs[engine.AttrOutput], "both executions' spans show the journaled clock")
+		}
+		_, journaled := attrs[engine.AttrStepJournaled]
+		require.Equal(t, i == 1, journaled, "only the step the journal served is marked (%s, span %d)", s.Name, i)
+	}
 }
