@@ -227,6 +227,13 @@ func (s *Service) scoreEnded(ctx context.Context, e *store.Experiment, specs []e
 		if _, err := s.store.ResultScore(ctx, *p); err != nil {
 			return n, err
 		}
+		if p.RunStatus == store.RunInterrupted {
+			// Scored as waiting for a person: the experiment is done with it, and its question
+			// would wait in the reviewers' inbox for nobody.
+			if _, err := s.runs.Cancel(ctx, *runIDs[i], "experiment "+e.Name); err != nil && !errors.Is(err, runs.ErrConflict) {
+				s.log.Warn("experiments: cancel an example's run left waiting for a person", "run", *runIDs[i], "err", err)
+			}
+		}
 		n++
 	}
 	return n, nil

@@ -247,6 +247,14 @@ func TestACallNotInTheRecordingFailsTheExample(t *testing.T) {
 	sum = h.drive(experiments.StartParams{Dataset: "shop", Action: "/flow/shop", Tools: "live", Evaluators: []string{"succeeded"}})
 	require.Equal(t, before+1, h.shop.effects.Load())
 	require.Equal(t, store.RunInterrupted, *sum.Rows[0].RunStatus)
+	// Scored as waiting, the run is cancelled: its question leaves the reviewers' inbox.
+	run, err := h.st.RunGet(ctx, *sum.Rows[0].RunID)
+	require.NoError(t, err)
+	require.Equal(t, store.RunCancelled, run.Status)
+	its, err := h.st.InterruptListByRun(ctx, run.ID)
+	require.NoError(t, err)
+	require.Len(t, its, 1)
+	require.NotEqual(t, store.InterruptPending, its[0].Status)
 }
 
 // An experiment with another model, against a baseline: the examples it breaks come first, marked
