@@ -201,6 +201,26 @@ func (s *Service) FromRuns(ctx context.Context, p store.RunListParams, limit int
 	return out, nil
 }
 
+// FromRunIDs makes examples of the runs given (as FromRuns does), in that order; a run that is
+// unknown or still in flight is refused by its id.
+func (s *Service) FromRunIDs(ctx context.Context, ids []uuid.UUID) ([]store.ExampleParams, error) {
+	out := make([]store.ExampleParams, 0, len(ids))
+	for _, id := range ids {
+		r, err := s.store.RunGet(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, &InvalidError{Field: "runs", Message: fmt.Sprintf("no run %s", id)}
+		}
+		if err != nil {
+			return nil, err
+		}
+		if r.Status == store.RunQueued || r.Status == store.RunRunning {
+			return nil, &InvalidError{Field: "runs", Message: fmt.Sprintf("run %s is %s: only a run that has ended (or waits for a person) has a whole recording", id, r.Status)}
+		}
+		out = append(out, store.ExampleParams{Input: r.Input, Reference: r.Output, Tags: []string{r.Action, r.Status}, SourceRunID: &r.ID})
+	}
+	return out, nil
+}
+
 // StartParams asks for an experiment.
 type StartParams struct {
 	Name    string

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe/internal/browsertest"
+	"github.com/loupe-dev/loupe/internal/store"
 )
 
 // TestBrowserExperimentPagesReadableAndLive opens the datasets list, a dataset's page (its forms
@@ -32,6 +34,10 @@ func TestBrowserExperimentPagesReadableAndLive(t *testing.T) {
 		"evaluator": {"exact", "trajectory"}, "model": {"demo/research"}, "baseline": {strings.TrimPrefix(base, "/experiments/")}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	other := resp.Header.Get("Location")
+
+	recorded, _, err := b.store.RunList(context.Background(), store.RunListParams{Action: "/flow/travelAgent", Status: store.RunSucceeded, Limit: 1})
+	require.NoError(t, err)
+	picked := recorded[0].ID.String()
 
 	br := browsertest.NewWithTimeout(t, 3*time.Minute)
 	// Opened at once, the second experiment may still run: its page follows it to the end.
@@ -59,7 +65,7 @@ func TestBrowserExperimentPagesReadableAndLive(t *testing.T) {
 	var failures []string
 	for _, scheme := range []string{"light", "dark"} {
 		require.NoError(t, br.Run(browsertest.ColorScheme(scheme)))
-		for _, p := range []string{"/datasets", "/datasets/trips", base, other} {
+		for _, p := range []string{"/datasets", "/datasets/trips", base, other, "/datasets/from-runs?run=" + picked} {
 			var found []browsertest.AxeViolation
 			require.NoError(t, br.Run(
 				chromedp.Navigate(b.url+p),

@@ -393,3 +393,104 @@ func totalsRow(label string, t *experiments.Totals, evaluators []string) templat
 	}
 	return row
 }
+
+// pickedRuns reads the runs ticked in the runs list (?run=ID, repeated), at most 500.
+func pickedRuns(values []string) ([]uuid.UUID, error) {
+	if len(values) == 0 {
+		return nil, Errorf(http.StatusBadRequest, "bad_request", "tick the runs to add in the runs list's first column; none was picked")
+	}
+	if len(values) > 500 {
+		return nil, Errorf(http.StatusBadRequest, "bad_request", "at most 500 runs at once; %d picked", len(values))
+	}
+	ids := make([]uuid.UUID, 0, len(values))
+	for _, v := range values {
+		id, ok := parseID(v)
+		if !ok {
+			return nil, Errorf(http.StatusBadRequest, "bad_id", "run %q is not a run id", v)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// datasetFromRunsPage is GET /datasets/from-runs?run=A&run=B: the runs ticked in the runs list,
+// and a form that adds them to a dataset, new or existing.
+func (s *Server) datasetFromRunsPage(c echo.Context) error {
+	return s.renderFromRuns(c, http.StatusOK, c.QueryParams()["run"], "", "")
+}
+
+func (s *Server) renderFromRuns(c echo.Context, status int, picked []string, flash, name string) error {
+	ids, err := pickedRuns(picked)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	p := templates.FromRunsPage{Page: s.page(c, "Add runs to a dataset", "datasets"), Flash: flash, FlashError: status >= 400, NewName: name}
+	for _, id := range ids {
+		r, err := s.store.RunGet(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return Errorf(http.StatusNotFound, "not_found", "no run %s", id)
+		}
+		if err != nil {
+			return err
+		}
+		p.Runs = append(p.Runs, templates.PickedRun{ID: r.ID.String(), Short: shortRunID(r.ID), Action: r.Action, Status: r.Status,
+			Input: store.Shorten(compactJSON(r.Input), 120)})
+	}
+	list, err := s.store.DatasetList(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range list {
+		p.Datasets = append(p.Datasets, d.Name)
+	}
+	return s.render(c, status, templates.FromRunsView(p))
+}
+
+// datasetFromRunsForm is POST /datasets/from-runs: the picked runs as examples, in a new dataset
+// (new_name) or as the next version of an existing one (dataset).
+func (s *Server) datasetFromRunsForm(c echo.Context) error {
+	form, err := c.FormParams()
+	if err != nil {
+		return err
+	}
+	picked := form["run"]
+	ids, err := pickedRuns(picked)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	name := strings.TrimSpace(form.Get("new_name"))
+	refuse := func(msg string) error {
+		return s.renderFromRuns(c, http.StatusUnprocessableEntity, picked, "Not added: "+msg, name)
+	}
+	examples, err := s.deps.Experiments.FromRunIDs(ctx, ids)
+	if msg, ok := formMessage(err); ok {
+		return refuse(msg)
+	} else if err != nil {
+		return err
+	}
+	by := principal(c).Username
+	if name != "" {
+		d, err := s.deps.Experiments.CreateDataset(ctx, name, "", by, examples)
+		if msg, ok := formMessage(err); ok {
+			return refuse(msg)
+		} else if err != nil {
+			return err
+		}
+		return c.Redirect(http.StatusSeeOther, datasetURL(d.Name))
+	}
+	d, err := s.deps.Experiments.Dataset(ctx, form.Get("dataset"))
+	if errors.Is(err, store.ErrNotFound) {
+		return refuse("pick a dataset, or name a new one")
+	} else if err != nil {
+		return err
+	}
+	v, err := s.deps.Experiments.Change(ctx, d, store.DatasetChange{Add: examples, By: by})
+	if msg, ok := formMessage(err); ok {
+		return refuse(msg)
+	} else if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, datasetURL(d.Name)+"?version="+strconv.Itoa(v))
+}

@@ -213,3 +213,41 @@ func (b *bundle) waitExperiment(t *testing.T, id string) {
 		return sum.Experiment.Status == store.ExperimentFinished
 	}, 60*time.Second, 50*time.Millisecond, "experiment %s never finished", id)
 }
+
+// TestRunsTickedInTheRunsListMakeADataset ticks runs in the runs list and adds them to a new
+// dataset, then to that dataset as its next version; a run still in flight is refused by its id.
+func TestRunsTickedInTheRunsListMakeADataset(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{dev: true, stack: true})
+	b.recordTrips(t, "Lisbon", "Oslo")
+	list, _, err := b.store.RunList(context.Background(), store.RunListParams{Action: "/flow/travelAgent"})
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+
+	_, body := get(t, b.url+"/runs", "Accept", "text/html")
+	require.Contains(t, body, `formaction="/datasets/from-runs"`)
+	resp, body := get(t, b.url+"/datasets/from-runs?run="+list[0].ID.String()+"&run="+list[1].ID.String(), "Accept", "text/html")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "Add 2 runs to a dataset")
+	resp, _ = get(t, b.url+"/datasets/from-runs", "Accept", "text/html")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+
+	resp, _ = postForm(t, noRedirect, b.url+"/datasets/from-runs", url.Values{"run": {list[0].ID.String()}, "new_name": {"picked"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/datasets/picked", resp.Header.Get("Location"))
+	resp, _ = postForm(t, noRedirect, b.url+"/datasets/from-runs", url.Values{"run": {list[1].ID.String()}, "dataset": {"picked"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/datasets/picked?version=2", resp.Header.Get("Location"))
+	var ds struct {
+		Examples []struct {
+			SourceRunID string `json:"source_run_id"`
+		}
+	}
+	getJSON(t, b.url+"/api/v1/datasets/picked", &ds)
+	require.Len(t, ds.Examples, 2)
+
+	running := b.startRun(t, "/flow/countdown", `{"from":50}`, store.RunRunning)
+	resp, body = postForm(t, noRedirect, b.url+"/datasets/from-runs", url.Values{"run": {running.ID.String()}, "dataset": {"picked"}})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	require.Contains(t, body, "is running")
+}

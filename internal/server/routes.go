@@ -182,6 +182,8 @@ func (s *Server) routeTable() []route {
 			get("/api/v1/experiments/:id", s.apiExperimentGet, accessViewer),
 			get("/datasets", s.datasetsPage, accessViewer),
 			post("/datasets", s.datasetCreateForm, accessReviewer),
+			get("/datasets/from-runs", s.datasetFromRunsPage, accessReviewer),
+			post("/datasets/from-runs", s.datasetFromRunsForm, accessReviewer),
 			get("/datasets/:name", s.datasetPage, accessViewer),
 			post("/datasets/:name/examples", s.datasetExamplesForm, accessReviewer),
 			post("/datasets/:name/experiments", s.datasetExperimentForm, accessReviewer),

@@ -71,7 +71,7 @@ var wantAccess = map[string]access{
 	"GET /api/v1/experiments": accessViewer, "GET /api/v1/experiments/:id": accessViewer,
 	"GET /datasets": accessViewer, "POST /datasets": accessReviewer, "GET /datasets/:name": accessViewer,
 	"POST /datasets/:name/examples": accessReviewer, "POST /datasets/:name/experiments": accessReviewer,
-	"GET /experiments/:id": accessViewer,
+	"GET /experiments/:id": accessViewer, "GET /datasets/from-runs": accessReviewer, "POST /datasets/from-runs": accessReviewer,
 }
 
 // TestEveryRouteSaysWhoMayCallIt walks every route the server registers (with every service

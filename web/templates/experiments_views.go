@@ -115,3 +115,18 @@ type ExperimentPage struct {
 	// Others are the experiments of the same dataset to compare with.
 	Others []ExperimentRow
 }
+
+// PickedRun is one run ticked in the runs list, to be added to a dataset.
+type PickedRun struct {
+	ID, Short, Action, Status, Input string
+}
+
+// FromRunsPage adds the runs ticked in the runs list to a dataset.
+type FromRunsPage struct {
+	Page
+	Runs       []PickedRun
+	Datasets   []string
+	NewName    string
+	Flash      string
+	FlashError bool
+}
