@@ -140,6 +140,31 @@ func (h *harness) recordRuns(orders ...int) []*store.Run {
 	return out
 }
 
+// recordRunsB is recordRuns for a benchmark: the recordings' ids.
+func (h *harness) recordRunsB(b *testing.B, orders ...int) []uuid.UUID {
+	ctx := context.Background()
+	var out []uuid.UUID
+	wait := func(id uuid.UUID, status string) {
+		require.Eventually(b, func() bool {
+			run, err := h.st.RunGet(ctx, id)
+			return err == nil && run.Status == status
+		}, 20*time.Second, 10*time.Millisecond)
+	}
+	for _, o := range orders {
+		in, _ := json.Marshal(ShopIn{o})
+		run, err := h.runs.StartRun(ctx, runs.StartParams{Action: "/flow/shop", Input: in})
+		require.NoError(b, err)
+		wait(run.ID, store.RunInterrupted)
+		its, err := h.st.InterruptListByRun(ctx, run.ID)
+		require.NoError(b, err)
+		_, err = h.runs.Resolve(ctx, runs.ResolveParams{InterruptID: its[0].ID, Action: "approve", Actor: "judy"})
+		require.NoError(b, err)
+		wait(run.ID, store.RunSucceeded)
+		out = append(out, run.ID)
+	}
+	return out
+}
+
 func (h *harness) wait(id uuid.UUID, status string) *store.Run {
 	h.t.Helper()
 	var run *store.Run

@@ -14,6 +14,7 @@ import (
 	"github.com/loupe-dev/loupe/internal/bridge"
 	"github.com/loupe-dev/loupe/internal/demo"
 	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/experiments"
 	"github.com/loupe-dev/loupe/internal/live"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/services"
@@ -124,6 +125,7 @@ func setup(t testing.TB, o opts) *bundle {
 		require.NoError(t, svc.Start(ctx))
 		t.Cleanup(svc.Stop)
 		b.runs, deps.Runs = svc, svc
+		deps.Experiments = experiments.New(experiments.Config{}, b.store, svc)
 	}
 	if o.ingest && b.traces == nil {
 		svc, err := trace.NewService(trace.Config{Store: b.store, MaxBodyBytes: o.maxBody, IngestToken: o.token})

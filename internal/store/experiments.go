@@ -338,13 +338,11 @@ type Result struct {
 	Scores       []Score         `json:"scores"`
 }
 
-// ResultList returns every example of an experiment in order, with its scores, in one query.
+// ResultList returns every example of an experiment in order, with its scores: two reads, the
+// results and then all their scores, joined here.
 func (s *Store) ResultList(ctx context.Context, experimentID uuid.UUID) ([]*Result, error) {
 	rows, err := s.db.Query(ctx, `SELECT r.example_id, r.example_key, r.ord, r.status, r.run_id, r.run_status, e.input, e.reference,
-			e.source_run_id, r.output, r.error, r.latency_ms, r.input_tokens, r.output_tokens, r.cost_usd,
-			coalesce((SELECT json_agg(json_build_object('evaluator', sc.evaluator, 'score', sc.score, 'pass', sc.pass,
-				'explanation', sc.explanation, 'trace_id', sc.trace_id) ORDER BY sc.evaluator)
-				FROM experiment_scores sc WHERE sc.experiment_id = r.experiment_id AND sc.example_id = r.example_id), '[]')
+			e.source_run_id, r.output, r.error, r.latency_ms, r.input_tokens, r.output_tokens, r.cost_usd
 		FROM experiment_results r JOIN dataset_examples e ON e.id = r.example_id
 		WHERE r.experiment_id = $1 ORDER BY r.ord`, experimentID)
 	if err != nil {
@@ -352,22 +350,40 @@ func (s *Store) ResultList(ctx context.Context, experimentID uuid.UUID) ([]*Resu
 	}
 	defer rows.Close()
 	var out []*Result
+	byExample := map[uuid.UUID]*Result{}
 	for rows.Next() {
-		var (
-			r      Result
-			scores []byte
-		)
+		r := &Result{Scores: []Score{}}
 		if err := rows.Scan(&r.ExampleID, &r.ExampleKey, &r.Ord, &r.Status, &r.RunID, &r.RunStatus, &r.Input, &r.Reference,
-			&r.SourceRunID, &r.Output, &r.Error, &r.LatencyMs, &r.InputTokens, &r.OutputTokens, &r.CostUSD, &scores); err != nil {
+			&r.SourceRunID, &r.Output, &r.Error, &r.LatencyMs, &r.InputTokens, &r.OutputTokens, &r.CostUSD); err != nil {
 			return nil, fmt.Errorf("results of experiment %s: %w", experimentID, err)
 		}
-		if err := json.Unmarshal(scores, &r.Scores); err != nil {
-			return nil, fmt.Errorf("results of experiment %s: decode scores: %w", experimentID, err)
-		}
-		out = append(out, &r)
+		out = append(out, r)
+		byExample[r.ExampleID] = r
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("results of experiment %s: %w", experimentID, err)
+	}
+	rows.Close()
+	srows, err := s.db.Query(ctx, `SELECT example_id, evaluator, score, pass, explanation, trace_id FROM experiment_scores
+		WHERE experiment_id = $1 ORDER BY example_id, evaluator`, experimentID)
+	if err != nil {
+		return nil, fmt.Errorf("scores of experiment %s: %w", experimentID, err)
+	}
+	defer srows.Close()
+	for srows.Next() {
+		var (
+			example uuid.UUID
+			sc      Score
+		)
+		if err := srows.Scan(&example, &sc.Evaluator, &sc.Score, &sc.Pass, &sc.Explanation, &sc.TraceID); err != nil {
+			return nil, fmt.Errorf("scores of experiment %s: %w", experimentID, err)
+		}
+		if r := byExample[example]; r != nil {
+			r.Scores = append(r.Scores, sc)
+		}
+	}
+	if err := srows.Err(); err != nil {
+		return nil, fmt.Errorf("scores of experiment %s: %w", experimentID, err)
 	}
 	return out, nil
 }
