@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,4 +55,43 @@ func TestStartBacksOffAProgramThatExitsZeroAtOnce(t *testing.T) {
 	require.Equal(t, 1, strings.Count(string(b), "x"), "started once in three seconds:\n%s", out.String())
 	require.Contains(t, out.String(), "a program under devui start must keep running")
 	require.Contains(t, out.String(), "Running it again in 5s")
+}
+
+// TestStartKillsAProgramThatIgnoresSIGTERMAtTheDeadline: on Ctrl-C devui start stops the program
+// before the server and the database, so a program that ignores SIGTERM must not hold them up
+// for good. Its whole process group (here a shell and the sleep it runs, both ignoring the signal)
+// is killed once stopWithin has passed, and the supervisor returns then, saying so.
+func TestStartKillsAProgramThatIgnoresSIGTERMAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	const within = 500 * time.Millisecond
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	out, log := &lockedBuffer{}, &lockedBuffer{}
+	sup := &supervisor{argv: []string{"sh", "-c", `trap "" TERM; echo $$ > ` + pidFile + `; while :; do sleep 1; done`},
+		env: os.Environ(), out: out, log: slog.New(slog.NewTextHandler(log, nil)), stopWithin: within}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); sup.run(ctx) }()
+	var pgid int
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(pidFile)
+		if err != nil || !strings.HasSuffix(string(b), "\n") {
+			return false
+		}
+		pgid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	}, 30*time.Second, 10*time.Millisecond, "the program runs")
+
+	asked := time.Now()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(within + 10*time.Second):
+		t.Fatalf("the supervisor still waits for the program %s after Ctrl-C", time.Since(asked))
+	}
+	took := time.Since(asked)
+	require.GreaterOrEqual(t, took, within, "the program had its time to stop")
+	require.ErrorIs(t, syscall.Kill(-pgid, 0), syscall.ESRCH, "nothing of the program's process group is left")
+	require.Contains(t, log.String(), `level=WARN msg="the command did not stop on SIGTERM; killing it"`)
+	t.Logf("stopped %s after Ctrl-C", took.Round(time.Millisecond))
 }
