@@ -58,6 +58,10 @@ templ-fresh: ## fail when the committed templ output is stale
 	@untracked=$$(git ls-files --others --exclude-standard -- '*_templ.go'); \
 	if [ -n "$$untracked" ]; then echo "uncommitted templ output: $$untracked"; exit 1; fi
 
+.PHONY: stress
+stress: ## issue 24's load protocol: internal/runs, internal/server and internal/live under -race -count=2 side by side, three rounds (scripts/stress.sh; long)
+	./scripts/stress.sh
+
 .PHONY: chaos
 chaos: ## crash harness, long form (a few minutes): kill workers, the serve and PostgreSQL under load, then check every run (internal/chaos)
 	$(GO) run ./internal/chaos -rounds 10 -runs-per-round 24 -round-time 15s

@@ -44,6 +44,10 @@ type checker struct {
 	tolerance time.Duration // clock tolerance between the processes and the database
 
 	acks *acknowledged // what the API acknowledged; nil checks nothing of it
+	// jobBound is how long after its run settled (or after its last attempt, when that is later)
+	// a run's River job may still be running: the README's bound for the job of a dead worker,
+	// twice the lease TTL and a sweep, with room for one more sweep. Zero checks no job.
+	jobBound time.Duration
 
 	mu       sync.Mutex
 	baseline map[string]totals // by runKey
@@ -207,7 +211,7 @@ func (c *checker) check(ctx context.Context) (*report, error) {
 	r := &report{byStatus: map[string]int{}}
 	steps := []func(context.Context, *report) error{
 		c.countRuns, c.checkSettled, c.checkFailed, c.checkTotals, c.checkEffects,
-		c.checkReopened, c.checkWritesAfterFinish, c.checkInterruptRows, c.checkAcknowledged,
+		c.checkReopened, c.checkWritesAfterFinish, c.checkInterruptRows, c.checkAcknowledged, c.checkJobs,
 	}
 	for _, step := range steps {
 		if err := step(ctx, r); err != nil {
@@ -672,6 +676,43 @@ func (c *checker) checkWritesAfterFinish(ctx context.Context, r *report) error {
 	for _, w := range list {
 		r.violations = append(r.violations, violation{"write into a finished run", w.Run, w.What, fmt.Sprintf(
 			"%s written at %s, %s after the run finished at %s", w.What, stamp(w.At), w.At.Sub(w.Finished).Round(time.Microsecond), stamp(w.Finished))})
+	}
+	return nil
+}
+
+// checkJobs: no run's River job stays running once its run has settled: a job whose worker was
+// killed, and which River itself never rescues, leaves running within jobBound of the later of its
+// last attempt and its run's settling (issue 24 found 13 to 47 after a kill storm, minutes after
+// every run had settled). A job is looked at only once that much time has passed; the harness
+// waits for it before its last check.
+func (c *checker) checkJobs(ctx context.Context, r *report) error {
+	if c.jobBound <= 0 {
+		return nil
+	}
+	rows, err := c.pool.Query(ctx, `SELECT r.id::text, j.id, r.status,
+			coalesce(j.attempted_by[array_length(j.attempted_by, 1)], ''),
+			to_char(j.attempted_at, 'HH24:MI:SS.MS'), to_char(r.updated_at, 'HH24:MI:SS.MS')
+		FROM river_job j JOIN runs r ON r.id::text = j.args->>'run_id'
+		WHERE j.kind = 'loupe.run' AND j.state = 'running' AND r.status <> 'running'
+			AND greatest(j.attempted_at, r.updated_at) < now() - $1::interval
+		ORDER BY j.id`, c.jobBound)
+	if err != nil {
+		return fmt.Errorf("jobs left running: %w", err)
+	}
+	type left struct {
+		Run                string
+		Job                int64
+		Status, By         string
+		Attempted, Settled string
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[left])
+	if err != nil {
+		return fmt.Errorf("jobs left running: %w", err)
+	}
+	for _, j := range list {
+		r.violations = append(r.violations, violation{"job left running", j.Run, fmt.Sprint(j.Job), fmt.Sprintf(
+			"River job %d is still running, attempted by %q at %s, though its run is %s since %s, more than %s ago",
+			j.Job, j.By, j.Attempted, j.Status, j.Settled, c.jobBound)})
 	}
 	return nil
 }

@@ -310,3 +310,54 @@ func TestCheckEffectsReportsTornLines(t *testing.T) {
 	require.Equal(t, 1, r.tornTail)
 	require.Equal(t, fmt.Sprint(len(start)+1), r.violations[0].subject, "the fragment's byte offset")
 }
+
+// TestCheckJobsFindsAJobLeftRunningAfterItsRunSettled: a run's River job still running once the
+// job bound has passed since its run settled (succeeded, or waiting for a reviewer) is a
+// violation, as after issue 24's kill storm; a job whose run settled within the bound, and a job
+// that River completed or the sweep cancelled, are not.
+func TestCheckJobsFindsAJobLeftRunningAfterItsRunSettled(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.c.jobBound = 5 * time.Second
+	settledRun := func(status string, ago time.Duration) uuid.UUID {
+		id := uuid.New()
+		b.exec(t, `INSERT INTO runs (id, action, status, updated_at) VALUES ($1, 'researchAgent', $2, now() - $3::interval)`, id, status, ago)
+		return id
+	}
+	job := func(run uuid.UUID, state string, attempted time.Duration) int64 {
+		var id int64
+		require.NoError(t, b.pool.QueryRow(b.ctx, `INSERT INTO river_job (state, attempt, max_attempts, attempted_at, attempted_by, kind, args, finalized_at)
+			VALUES ($1::river_job_state, 1, 25, now() - $2::interval, '{dead-worker}', 'loupe.run', jsonb_build_object('run_id', $3::text),
+				CASE WHEN $1::text IN ('completed', 'cancelled') THEN now() END) RETURNING id`, state, attempted, run.String()).Scan(&id))
+		return id
+	}
+	kinds := func() []violation {
+		t.Helper()
+		r := &report{byStatus: map[string]int{}}
+		require.NoError(t, b.c.checkJobs(b.ctx, r))
+		return r.violations
+	}
+
+	job(settledRun("succeeded", time.Minute), "completed", time.Minute)
+	job(settledRun("succeeded", time.Minute), "cancelled", 2*time.Minute)
+	job(settledRun("succeeded", time.Second), "running", time.Minute) // settled a second ago
+	job(settledRun("succeeded", time.Minute), "running", time.Second) // attempted a second ago
+	require.Empty(t, kinds(), "completed, cancelled, or within the bound")
+
+	succeeded := settledRun("succeeded", time.Minute)
+	left := job(succeeded, "running", 2*time.Minute)
+	waiting := settledRun("interrupted", 30*time.Second)
+	job(waiting, "running", time.Minute)
+	got := kinds()
+	require.Len(t, got, 2, "%v", got)
+	byRun := map[string]violation{}
+	for _, v := range got {
+		require.Equal(t, "job left running", v.kind)
+		byRun[v.run] = v
+	}
+	require.Contains(t, byRun, succeeded.String())
+	require.Contains(t, byRun, waiting.String())
+	require.Equal(t, fmt.Sprint(left), byRun[succeeded.String()].subject)
+	require.Contains(t, byRun[succeeded.String()].detail, `attempted by "dead-worker"`)
+	require.Contains(t, byRun[succeeded.String()].detail, "its run is succeeded since")
+}

@@ -128,7 +128,15 @@ type supervisor struct {
 	env  []string
 	out  io.Writer
 	log  *slog.Logger
+	// stopWithin is how long the command has to exit on SIGTERM before its group is killed:
+	// devui start stops the server and the database only after that, so it bounds how long a
+	// program that ignores the signal holds Ctrl-C up. Zero is stopWithinDefault.
+	stopWithin time.Duration
 }
+
+// stopWithinDefault is the command's time to stop when supervisor.stopWithin is not set: a Loupe
+// worker's in-flight runs checkpoint and leave the catalogue well within it.
+const stopWithinDefault = 10 * time.Second
 
 func (s *supervisor) run(ctx context.Context) {
 	hup := make(chan os.Signal, 1)
@@ -194,14 +202,19 @@ func (s *supervisor) run(ctx context.Context) {
 const quickExit = 10 * time.Second
 
 // stopGroup asks the command's process group to stop (SIGTERM: a Loupe worker keeps its runs'
-// checkpoints), and kills it after ten seconds. The exit status of a command it stopped is the
-// signal's, so it is only logged at debug level.
+// checkpoints), and kills the group once stopWithin has passed. The exit status of a command it
+// stopped is the signal's, so it is only logged at debug level.
 func (s *supervisor) stopGroup(cmd *exec.Cmd, exited <-chan error) {
+	within := s.stopWithin
+	if within <= 0 {
+		within = stopWithinDefault
+	}
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 	var err error
 	select {
 	case err = <-exited:
-	case <-time.After(10 * time.Second):
+	case <-time.After(within):
+		s.log.Warn("the command did not stop on SIGTERM; killing it", "command", s.argv[0], "after", within)
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		err = <-exited
 	}

@@ -274,8 +274,9 @@ func TestQueuedRunWhoseWorkerDiedAfterFetchIsPickedUp(t *testing.T) {
 
 // TestJobsOfAKilledWorkerLeaveRunning: River never rescues a run job (they have no timeout), so
 // the job a SIGKILLed worker held stayed `running` forever, its attempted_by a dead client. The
-// recovery sweep finalizes it, as cancelled with an error that says why, within twice the lease
-// TTL and a sweep of its last attempt; the run itself was taken over and succeeded.
+// recovery sweep finalizes it, as cancelled with an error that says why, within the README's
+// bound: twice the lease TTL and a sweep of the latest of its last attempt and its run's settling
+// (here the worker died before either); the run itself was taken over and succeeded.
 func TestJobsOfAKilledWorkerLeaveRunning(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 0)
@@ -314,4 +315,15 @@ func TestJobsOfAKilledWorkerLeaveRunning(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, cancelled, "the dead worker's job, and only it: %v", jobs())
+
+	// The bound, measured on the database's clock, with two seconds of room for a loaded machine
+	// (setup's lease TTL is 1 s, its sweep a third of it).
+	const ttl = time.Second
+	bound := 2*ttl + ttl/3
+	var took time.Duration
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT j.finalized_at - greatest(j.attempted_at, r.updated_at)
+		FROM river_job j JOIN runs r ON r.id::text = j.args->>'run_id'
+		WHERE j.kind = 'loupe.run' AND j.args->>'run_id' = $1 AND j.state = 'cancelled'`, run.ID.String()).Scan(&took))
+	t.Logf("the dead worker's job was finalized %s after the later of its attempt and its run's settling (bound %s)", took.Round(time.Millisecond), bound)
+	require.Less(t, took, bound+2*time.Second, "finalized within twice the lease TTL and a sweep")
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/loupe-dev/loupe/internal/services"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/internal/store/storetest"
+	"github.com/loupe-dev/loupe/internal/trace"
 )
 
 // TestMain doubles as a worker process: with LOUPE_SERVICES_WORKER_DB set, the test binary runs
@@ -212,4 +213,19 @@ func TestSpansOfAKilledWorkerEndAtTheTakeover(t *testing.T) {
 	require.Equal(t, store.StatusError, ended[0].StatusCode)
 	require.Contains(t, ended[0].StatusMessage, "its process stopped before the span ended")
 	require.GreaterOrEqual(t, ended[0].EndTime, killed.UnixNano(), "it ends when the run was taken over, after the kill")
+
+	// As the trace page shows it (the server builds its tree with trace.BuildSkeleton): nothing
+	// of the trace runs or is left open, and the failure it points at is the killed tool's, ended
+	// by the crash. Before, the spans stayed running until the page's stale delay of 15 minutes.
+	r, err := st.RunGet(ctx, run.ID)
+	require.NoError(t, err)
+	require.NotNil(t, r.TraceID)
+	facts, err := st.SpanTurnFactsByTrace(ctx, *r.TraceID)
+	require.NoError(t, err)
+	sk := trace.BuildSkeleton(*r.TraceID, facts, time.Now().UnixNano(), 15*time.Minute)
+	require.False(t, sk.Open, "no span of the trace is shown running")
+	failed, why := sk.Failure()
+	require.GreaterOrEqual(t, failed, int32(0))
+	require.Equal(t, "fetch", sk.Facts[failed].Name)
+	require.Contains(t, why, "its process stopped before the span ended")
 }
