@@ -12,11 +12,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/loupe-dev/loupe/internal/policy"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
@@ -36,6 +38,23 @@ func ValidRole(role string) bool { return rank[role] > 0 }
 
 // Allows reports whether a user with role has at least the privileges of need.
 func Allows(role, need string) bool { return rank[role] >= rank[need] && rank[need] > 0 }
+
+// ParseGroups reads a comma-separated list of group names (what a policy rule's group: names),
+// trimmed, without duplicates, in order; an empty list is none.
+func ParseGroups(list string) ([]string, error) {
+	out := []string{}
+	for _, g := range strings.Split(list, ",") {
+		g = strings.TrimSpace(g)
+		if g == "" || slices.Contains(out, g) {
+			continue
+		}
+		if !policy.GroupName.MatchString(g) {
+			return nil, fmt.Errorf("group %q: a group's name is 1 to 64 letters, digits, '.', '_' or '-'", g)
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
 
 var usernamePattern = regexp.MustCompile(`^[A-Za-z0-9._@-]{1,64}$`)
 

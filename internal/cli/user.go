@@ -95,7 +95,38 @@ func newUserCommand(cfg *config) *cobra.Command {
 	}
 	token.Flags().StringVar(&tokenName, "name", "cli", "a label for the token")
 
-	cmd.AddCommand(add, passwd, token)
+	groups := &cobra.Command{
+		Use:   "groups <username> [GROUP,GROUP...]",
+		Short: "Set a user's groups (comma separated; none: no group), which a policy rule's group: may require of an interrupt's deciders; without groups, print them",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withStore(cmd, cfg, func(st *store.Store) error {
+				u, err := st.UserGetByUsername(cmd.Context(), args[0])
+				if err != nil {
+					return fmt.Errorf("user %q: %w", args[0], err)
+				}
+				if len(args) == 2 {
+					list, err := auth.ParseGroups(args[1])
+					if err != nil {
+						return err
+					}
+					if u, err = st.UserUpdate(cmd.Context(), u.ID, store.UserUpdateParams{Groups: &list}); err != nil {
+						return err
+					}
+					if err := st.AuditInsert(cmd.Context(), cliActor(), "user.update", "user", u.Username, map[string]any{"groups": list}); err != nil {
+						return err
+					}
+				}
+				list := strings.Join(u.Groups, ", ")
+				if list == "" {
+					list = "no group"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", u.Username, list)
+				return nil
+			})
+		},
+	}
+	cmd.AddCommand(add, passwd, token, groups)
 	return cmd
 }
 

@@ -57,3 +57,25 @@ func TestUserPasswdSetsThePasswordAndEndsSessions(t *testing.T) {
 	_, _, err = devui(t, dbURL, "user", "passwd", "nobody")
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
+
+// TestUserGroupsAreSetAndPrinted: devui user groups sets a user's groups (what a policy rule's
+// group: requires of an interrupt's deciders), prints them, and refuses a bad name.
+func TestUserGroupsAreSetAndPrinted(t *testing.T) {
+	t.Parallel()
+	dbURL := storetest.NewURL(t)
+	_, _, err := devui(t, dbURL, "user", "add", "ann", "--role", "reviewer")
+	require.NoError(t, err)
+	out, _, err := devui(t, dbURL, "user", "groups", "ann", "treasury, oncall,treasury")
+	require.NoError(t, err)
+	require.Equal(t, "ann: treasury, oncall\n", out)
+	out, _, err = devui(t, dbURL, "user", "groups", "ann")
+	require.NoError(t, err)
+	require.Equal(t, "ann: treasury, oncall\n", out)
+	_, _, err = devui(t, dbURL, "user", "groups", "ann", "two words")
+	require.ErrorContains(t, err, `group "two words"`)
+	out, _, err = devui(t, dbURL, "user", "groups", "ann", "")
+	require.NoError(t, err)
+	require.Equal(t, "ann: no group\n", out)
+	_, _, err = devui(t, dbURL, "user", "groups", "nobody", "x")
+	require.ErrorContains(t, err, `user "nobody"`)
+}

@@ -30,6 +30,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,8 +72,16 @@ type Rule struct {
 	// Approvals is how many distinct reviewers must approve, for decide: require.
 	Approvals int `yaml:"approvals,omitempty" json:"approvals,omitempty"`
 	// Expires, for decide: ask or require, is how long people have (a Go duration, "30m"): then
-	// the interrupt is denied, failing safe.
+	// the interrupt is denied, failing safe, or escalated (Escalate).
 	Expires string `yaml:"expires,omitempty" json:"expires,omitempty"`
+	// Role and Group, for decide: ask or require, say who may decide: reviewers of at least that
+	// role (reviewer or admin), members of that group (admins always may).
+	Role  string `yaml:"role,omitempty" json:"role,omitempty"`
+	Group string `yaml:"group,omitempty" json:"group,omitempty"`
+	// Escalate, with Expires, routes the interrupt at its deadline to a role or a group
+	// ("admin", "group:treasury-leads") for another Expires instead of denying it; nobody's
+	// decision by the second deadline denies it.
+	Escalate string `yaml:"escalate,omitempty" json:"escalate,omitempty"`
 
 	expires time.Duration
 
@@ -107,6 +117,10 @@ type Outcome struct {
 	Approvals int `json:"approvals,omitempty"`
 	// Expires is how long people have to decide, when Decision is Ask or Require (0: no limit).
 	Expires time.Duration `json:"expires,omitempty"`
+	// Role, Group and Escalate are the rule's (see Rule), when Decision is Ask or Require.
+	Role     string `json:"role,omitempty"`
+	Group    string `json:"group,omitempty"`
+	Escalate string `json:"escalate,omitempty"`
 	// Errors are the rules whose expression failed on this case, with why: they did not match.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -186,7 +200,7 @@ func Parse(src []byte) (*Set, error) {
 	for i := range file.Rules {
 		n := &file.Rules[i]
 		r := &Rule{line: n.Line}
-		if err := knownKeys(n, "name", "action", "tool", "when", "gate", "decide", "reason", "approvals", "expires"); err != nil {
+		if err := knownKeys(n, "name", "action", "tool", "when", "gate", "decide", "reason", "approvals", "expires", "role", "group", "escalate"); err != nil {
 			return nil, err
 		}
 		if err := n.Decode(r); err != nil {
@@ -234,7 +248,7 @@ func (r *Rule) compile() error {
 		return fail("a rule needs a name: decisions are signed with it")
 	}
 	switch {
-	case r.Gate != "" && (r.Decide != "" || r.When != "" || r.Approvals != 0 || r.Expires != ""):
+	case r.Gate != "" && (r.Decide != "" || r.When != "" || r.Approvals != 0 || r.Expires != "" || r.Role != "" || r.Group != "" || r.Escalate != ""):
 		return fail("a gate rule only gates (gate, action, tool, reason); decide and when belong to decision rules")
 	case r.Gate == "":
 		switch r.Decide {
@@ -243,8 +257,11 @@ func (r *Rule) compile() error {
 				return fail("approvals go with decide: require")
 			}
 		case Require:
-			if r.Approvals < 2 || r.Approvals > MaxApprovals {
-				return fail("decide: require needs approvals from 2 to %d (one approval is decide: ask)", MaxApprovals)
+			if r.Approvals == 0 && (r.Role != "" || r.Group != "") {
+				r.Approvals = 1 // require: a role or a group, one approval of theirs
+			}
+			if r.Approvals < 1 || r.Approvals > MaxApprovals || r.Approvals == 1 && r.Role == "" && r.Group == "" {
+				return fail("decide: require needs a role, a group, or approvals from 2 to %d (one approval by anyone is decide: ask)", MaxApprovals)
 			}
 		case "":
 			return fail("decide is missing: approve, deny, ask or require (or write a gate rule)")
@@ -261,6 +278,25 @@ func (r *Rule) compile() error {
 			return fail("expires goes with decide: ask or require (the deadline of a person's decision)")
 		}
 		r.expires = d
+	}
+	if r.Role != "" || r.Group != "" || r.Escalate != "" {
+		if r.Decide != Ask && r.Decide != Require {
+			return fail("role, group and escalate go with decide: ask or require (who may decide, and who next)")
+		}
+	}
+	if r.Role != "" && r.Role != RoleReviewer && r.Role != RoleAdmin {
+		return fail("role %q: want reviewer or admin", r.Role)
+	}
+	if r.Group != "" && !GroupName.MatchString(r.Group) {
+		return fail("group %q: a group's name is 1 to 64 letters, digits, '.', '_' or '-'", r.Group)
+	}
+	if r.Escalate != "" {
+		if r.Expires == "" {
+			return fail("escalate needs expires: the deadline at which the interrupt escalates")
+		}
+		if _, _, err := ParseRoute(r.Escalate); err != nil {
+			return fail("escalate %q: %v", r.Escalate, err)
+		}
 	}
 	expr := r.When
 	if r.Gate != "" {
@@ -338,6 +374,7 @@ func (s *Set) Decide(c Case) Outcome {
 		}
 		if ok {
 			out.Decision, out.Rule, out.Reason, out.Version, out.Approvals, out.Expires = r.Decide, r.Name, r.Reason, s.Version, r.Approvals, r.expires
+			out.Role, out.Group, out.Escalate = r.Role, r.Group, r.Escalate
 			return out
 		}
 	}
@@ -358,6 +395,51 @@ func (s *Set) Gate(c Case) (Outcome, bool) {
 		}
 	}
 	return Outcome{}, false
+}
+
+// The roles a rule may require (internal/store's names).
+const (
+	RoleReviewer = "reviewer"
+	RoleAdmin    = "admin"
+)
+
+// GroupName is what a group's name may be.
+var GroupName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// ParseRoute reads an escalation's target: a role (reviewer, admin) or "group:NAME".
+func ParseRoute(s string) (role, group string, err error) {
+	if g, ok := strings.CutPrefix(s, "group:"); ok {
+		if !GroupName.MatchString(g) {
+			return "", "", fmt.Errorf("a group's name is 1 to 64 letters, digits, '.', '_' or '-'")
+		}
+		return "", g, nil
+	}
+	if s == RoleReviewer || s == RoleAdmin {
+		return s, "", nil
+	}
+	return "", "", fmt.Errorf("want a role (reviewer, admin) or group:NAME")
+}
+
+// Decider is who would decide an interrupt: a reviewer's role and groups.
+type Decider struct {
+	Role   string
+	Groups []string
+}
+
+// MayDecide reports whether d may decide an interrupt routed to role and group (either empty:
+// no such condition): d's role is at least role, and d is a member of group (an admin always may).
+func (d Decider) MayDecide(role, group string) bool {
+	rank := map[string]int{RoleReviewer: 1, RoleAdmin: 2}
+	if d.Role == RoleAdmin {
+		return true
+	}
+	if rank[d.Role] == 0 {
+		return false
+	}
+	if role != "" && rank[d.Role] < rank[role] {
+		return false
+	}
+	return group == "" || slices.Contains(d.Groups, group)
 }
 
 // HasGates reports whether any rule gates: without one, tool calls need no look at the policy.

@@ -3,6 +3,7 @@ package policy_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -87,17 +88,22 @@ func TestGates(t *testing.T) {
 
 func TestBadPoliciesSayWhereAndWhy(t *testing.T) {
 	cases := map[string]string{
-		"rules:\n  - name: a\n    decide: maybe\n":                                  `line 2 rule "a": decide "maybe"`,
-		"rules:\n  - decide: approve\n":                                             "line 2: a rule needs a name",
-		"rules:\n  - name: a\n    wen: input.x\n    decide: approve\n":              `line 3: unknown key "wen"`,
-		"rules:\n  - name: a\n    when: input.x <\n    decide: approve\n":           `line 2 rule "a": ERROR`,
-		"rules:\n  - name: a\n    when: tool + 'x'\n    decide: approve\n":          "must be true or false",
-		"rules:\n  - name: a\n    decide: approve\n  - name: a\n    decide: deny\n": "taken by the rule of line 2",
-		"rules:\n  - name: a\n    gate: 'true'\n    decide: deny\n":                 "a gate rule only gates",
-		"rules:\n  - name: a\n    decide: require\n":                                "needs approvals from 2",
-		"rules:\n  - name: a\n    decide: approve\n    approvals: 2\n":              "approvals go with decide: require",
-		"rules:\n  - name: a\n    decide: ask\n    expires: soon\n":                 `expires "soon"`,
-		"rules:\n  - name: a\n    decide: approve\n    expires: 1h\n":               "expires goes with decide: ask or require",
+		"rules:\n  - name: a\n    decide: maybe\n":                                   `line 2 rule "a": decide "maybe"`,
+		"rules:\n  - decide: approve\n":                                              "line 2: a rule needs a name",
+		"rules:\n  - name: a\n    wen: input.x\n    decide: approve\n":               `line 3: unknown key "wen"`,
+		"rules:\n  - name: a\n    when: input.x <\n    decide: approve\n":            `line 2 rule "a": ERROR`,
+		"rules:\n  - name: a\n    when: tool + 'x'\n    decide: approve\n":           "must be true or false",
+		"rules:\n  - name: a\n    decide: approve\n  - name: a\n    decide: deny\n":  "taken by the rule of line 2",
+		"rules:\n  - name: a\n    gate: 'true'\n    decide: deny\n":                  "a gate rule only gates",
+		"rules:\n  - name: a\n    decide: require\n":                                 "needs a role, a group, or approvals from 2",
+		"rules:\n  - name: a\n    decide: approve\n    approvals: 2\n":               "approvals go with decide: require",
+		"rules:\n  - name: a\n    decide: ask\n    expires: soon\n":                  `expires "soon"`,
+		"rules:\n  - name: a\n    decide: approve\n    expires: 1h\n":                "expires goes with decide: ask or require",
+		"rules:\n  - name: a\n    decide: approve\n    role: admin\n":                "role, group and escalate go with decide: ask or require",
+		"rules:\n  - name: a\n    decide: ask\n    role: boss\n":                     `role "boss": want reviewer or admin`,
+		"rules:\n  - name: a\n    decide: ask\n    group: 'a b'\n":                   `group "a b"`,
+		"rules:\n  - name: a\n    decide: ask\n    escalate: admin\n":                "escalate needs expires",
+		"rules:\n  - name: a\n    decide: ask\n    expires: 1h\n    escalate: ceo\n": `escalate "ceo": want a role`,
 		"rule:\n  - name: a\n": `unknown key "rule"`,
 		"rules: [":             "policy: ",
 	}
@@ -124,4 +130,44 @@ func FuzzParse(f *testing.F) {
 		set.Decide(policy.Case{Tool: "transfer", Input: map[string]any{"amount": 5.0}})
 		set.Gate(policy.Case{Tool: "sendEmail"})
 	})
+}
+
+func TestRulesRouteToARoleOrAGroupAndEscalate(t *testing.T) {
+	set, err := policy.Parse([]byte(`rules:
+  - name: treasury
+    tool: transfer
+    when: input.amount >= 10000
+    decide: require
+    group: treasury
+    expires: 1h
+    escalate: admin
+  - name: admins-only
+    tool: deleteAccount
+    decide: ask
+    role: admin
+`))
+	require.NoError(t, err)
+	out := set.Decide(policy.Case{Tool: "transfer", Input: map[string]any{"amount": 20000.0}})
+	require.Equal(t, policy.Require, out.Decision)
+	require.Equal(t, 1, out.Approvals, "require with a group and no approvals: one of the group's")
+	require.Equal(t, "treasury", out.Group)
+	require.Equal(t, "admin", out.Escalate)
+	require.Equal(t, time.Hour, out.Expires)
+	out = set.Decide(policy.Case{Tool: "deleteAccount"})
+	require.Equal(t, policy.Ask, out.Decision)
+	require.Equal(t, "admin", out.Role)
+
+	ann := policy.Decider{Role: "reviewer", Groups: []string{"treasury"}}
+	bob := policy.Decider{Role: "reviewer"}
+	root := policy.Decider{Role: "admin"}
+	viewer := policy.Decider{Role: "viewer", Groups: []string{"treasury"}}
+	require.True(t, ann.MayDecide("", "treasury"))
+	require.False(t, bob.MayDecide("", "treasury"))
+	require.True(t, root.MayDecide("", "treasury"), "an admin always may")
+	require.False(t, ann.MayDecide("admin", ""))
+	require.True(t, bob.MayDecide("", ""))
+	require.False(t, viewer.MayDecide("", "treasury"), "a viewer never decides")
+	role, group, err := policy.ParseRoute("group:leads")
+	require.NoError(t, err)
+	require.Equal(t, [2]string{"", "leads"}, [2]string{role, group})
 }

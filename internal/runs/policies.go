@@ -8,7 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/event"
 	"github.com/loupe-dev/loupe/internal/policy"
 	"github.com/loupe-dev/loupe/internal/store"
 )
@@ -147,6 +150,11 @@ func (s *Service) applyPolicy(ctx context.Context, tx *store.Store, run *store.R
 		if out.Expires > 0 {
 			rec["expires"] = out.Expires.String()
 		}
+		for k, v := range map[string]string{"role": out.Role, "group": out.Group, "escalate": out.Escalate} {
+			if v != "" {
+				rec[k] = v
+			}
+		}
 		record, err := json.Marshal(rec)
 		if err != nil {
 			return false, err
@@ -258,10 +266,59 @@ func requiredApprovals(it *store.Interrupt) (int, string) {
 	return rec.Approvals, rec.Rule
 }
 
-// expireInterrupts denies the pending interrupts whose policy deadline passed, each through
-// Resolve: a reviewer deciding at the same moment and the deadline are serialised by its locks,
-// and exactly one of them decides. It runs in the recovery sweep, so a deadline passed during a
-// crash is applied by whichever process sweeps next.
+// routing is what a policy rule recorded on the interrupt it routed (applyPolicy): who may
+// decide it, and its deadline and escalation.
+type routing struct {
+	Rule      string          `json:"rule"`
+	Version   int64           `json:"version"`
+	Decision  policy.Decision `json:"decision"`
+	Approvals int             `json:"approvals,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	Expires   string          `json:"expires,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Group     string          `json:"group,omitempty"`
+	Escalate  string          `json:"escalate,omitempty"`
+	// Escalated says that the deadline passed once and routed the interrupt to Role or Group
+	// (from EscalatedFrom); the next deadline denies it.
+	Escalated     bool   `json:"escalated,omitempty"`
+	EscalatedFrom string `json:"escalated_from,omitempty"`
+}
+
+func routingOf(it *store.Interrupt) routing {
+	var r routing
+	if len(it.Policy) > 0 {
+		_ = json.Unmarshal(it.Policy, &r)
+	}
+	return r
+}
+
+// mayDecide refuses a reviewer's decision on an interrupt whose rule requires a role or a group
+// they do not have. A nil decider is a caller Loupe trusts (the CLI's operator, a policy, the
+// deadline).
+func mayDecide(it *store.Interrupt, d *policy.Decider, actor string) error {
+	if d == nil {
+		return nil
+	}
+	r := routingOf(it)
+	if d.MayDecide(r.Role, r.Group) {
+		return nil
+	}
+	who := "reviewers of role " + r.Role
+	if r.Group != "" {
+		who = "members of group " + r.Group
+		if r.Role != "" {
+			who = "members of group " + r.Group + " of role " + r.Role
+		}
+	}
+	return fmt.Errorf("%s may not decide interrupt %s: policy rule %s leaves it to %s (or an admin): %w", actor, it.ID, r.Rule, who, ErrForbidden)
+}
+
+// expireInterrupts applies the deadlines of pending interrupts that passed: one whose rule
+// escalates, and which was not escalated yet, is routed to the rule's escalation for another
+// period (escalate); any other is denied through Resolve. A reviewer deciding at the same moment
+// and the deadline are serialised by the locks of either, and exactly one of them acts. It runs
+// in the recovery sweep, so a deadline passed during a crash is applied by whichever process
+// sweeps next.
 func (s *Service) expireInterrupts(ctx context.Context) {
 	list, err := s.store.InterruptListExpired(ctx, 100)
 	if err != nil {
@@ -269,15 +326,24 @@ func (s *Service) expireInterrupts(ctx context.Context) {
 		return
 	}
 	for _, it := range list {
-		var rec struct {
-			Rule    string `json:"rule"`
-			Version int64  `json:"version"`
-			Expires string `json:"expires"`
+		rec := routingOf(it)
+		if rec.Escalate != "" && !rec.Escalated {
+			switch err := s.escalate(ctx, it.ID); {
+			case err == nil:
+				s.log.Info("escalated an interrupt nobody decided in time", "interrupt", it.ID, "run", it.RunID, "rule", rec.Rule, "to", rec.Escalate)
+			case errors.Is(err, ErrConflict):
+			default:
+				s.log.Warn("recovery sweep: escalate interrupt", "interrupt", it.ID, "err", err)
+			}
+			continue
 		}
-		_ = json.Unmarshal(it.Policy, &rec)
 		by := policy.Outcome{Rule: rec.Rule, Version: rec.Version}.By()
-		_, err := s.Resolve(ctx, ResolveParams{InterruptID: it.ID, Action: ActionDeny, Actor: by, Expired: true,
-			Comment: fmt.Sprintf("nobody decided within %s (policy rule %s): denied", rec.Expires, rec.Rule)})
+		comment := fmt.Sprintf("nobody decided within %s (policy rule %s): denied", rec.Expires, rec.Rule)
+		if rec.Escalated {
+			comment = fmt.Sprintf("nobody decided within %s, nor within %s more after it was escalated to %s (policy rule %s): denied",
+				rec.Expires, rec.Expires, rec.Escalate, rec.Rule)
+		}
+		_, err := s.Resolve(ctx, ResolveParams{InterruptID: it.ID, Action: ActionDeny, Actor: by, Expired: true, Comment: comment})
 		switch {
 		case err == nil:
 			s.log.Info("denied an interrupt nobody decided in time", "interrupt", it.ID, "run", it.RunID, "rule", rec.Rule)
@@ -287,4 +353,61 @@ func (s *Service) expireInterrupts(ctx context.Context) {
 			s.log.Warn("recovery sweep: expire interrupt", "interrupt", it.ID, "err", err)
 		}
 	}
+}
+
+// escalate routes an interrupt whose deadline passed to its rule's escalation (a role, or a
+// group), with a new deadline as long as the first, under the same locks as Resolve: a decision
+// made meanwhile wins (ErrConflict), and the escalation is recorded once, with an audit entry.
+func (s *Service) escalate(ctx context.Context, id uuid.UUID) error {
+	peek, err := s.store.InterruptGet(ctx, id, false)
+	if err != nil {
+		return err
+	}
+	var rec routing
+	err = s.store.WithTx(ctx, func(tx *store.Store) error {
+		if _, err := tx.RunLock(ctx, peek.RunID); err != nil {
+			return err
+		}
+		it, err := tx.InterruptGet(ctx, id, true)
+		if err != nil {
+			return err
+		}
+		rec = routingOf(it)
+		if it.Status != store.InterruptPending || rec.Escalated || it.ExpiresAt == nil || it.ExpiresAt.After(time.Now()) {
+			return fmt.Errorf("interrupt %s was decided or escalated meanwhile: %w", id, ErrConflict)
+		}
+		role, group, err := policy.ParseRoute(rec.Escalate)
+		if err != nil {
+			return err
+		}
+		from := rec.Role
+		if rec.Group != "" {
+			from = "group:" + rec.Group
+		}
+		rec.Role, rec.Group, rec.Escalated, rec.EscalatedFrom = role, group, true, from
+		raw, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		if err := tx.InterruptSetPolicy(ctx, id, raw); err != nil {
+			return err
+		}
+		d, err := time.ParseDuration(rec.Expires)
+		if err != nil {
+			return fmt.Errorf("interrupt %s: its rule's expires %q: %w", id, rec.Expires, err)
+		}
+		if err := tx.InterruptSetExpiry(ctx, id, d); err != nil {
+			return err
+		}
+		if _, err := tx.InterruptTouch(ctx, id); err != nil {
+			return err
+		}
+		return tx.AuditInsert(ctx, policy.Outcome{Rule: rec.Rule, Version: rec.Version}.By(), "interrupt.escalate", "interrupt", id.String(),
+			map[string]any{"run_id": it.RunID, "tool": it.Tool, "rule": rec.Rule, "to": rec.Escalate, "from": from, "expires": rec.Expires})
+	})
+	if err != nil {
+		return err
+	}
+	s.publish(peek.RunID, event.InterruptChangedData{InterruptID: id.String(), Status: store.InterruptPending})
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/engine/scripted"
+	"github.com/loupe-dev/loupe/internal/policy"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 )
@@ -415,4 +417,80 @@ func (b *bundle) waitPending(t *testing.T, id uuid.UUID) *store.Interrupt {
 		return it != nil
 	}, 60*time.Second, 20*time.Millisecond)
 	return it
+}
+
+// A rule may leave an interrupt to a role or a group: anyone else's decision is refused
+// (ErrForbidden) and changes nothing, a member's (or an admin's) decides it; the CLI's operator, a
+// trusted caller, may too. At the deadline a rule that escalates routes the interrupt to its
+// escalation for another period, once and audited, instead of denying it; the next deadline denies.
+func TestARuleRoutesToAGroupAndEscalatesAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	v := b.savePolicy(t, `
+rules:
+  - name: treasury
+    tool: transfer
+    when: input.amount >= 1000
+    decide: require
+    group: treasury
+  - name: urgent
+    tool: transfer
+    when: input.to == "ops"
+    decide: ask
+    group: oncall
+    expires: 1s
+    escalate: admin
+`)
+	ctx := context.Background()
+	bob := &policy.Decider{Role: "reviewer", Groups: []string{"sales"}}
+	ann := &policy.Decider{Role: "reviewer", Groups: []string{"treasury"}}
+	root := &policy.Decider{Role: "admin"}
+
+	run := b.startPolicyAgent(t, "transfer", map[string]any{"amount": 5000, "to": "carol"})
+	it := b.waitPending(t, run.ID)
+	require.Contains(t, string(it.Policy), `"group": "treasury"`)
+	_, err := b.svc.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionApprove, Actor: "bob", Decider: bob})
+	require.ErrorIs(t, err, runs.ErrForbidden)
+	require.ErrorContains(t, err, "members of group treasury")
+	require.Len(t, b.pending(t, run.ID), 1, "a refused decision changes nothing")
+	_, err = b.svc.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionApprove, Actor: "ann", Decider: ann})
+	require.NoError(t, err)
+	b.wait(t, run.ID, store.RunSucceeded)
+	require.Equal(t, map[string]int{"p1": 1}, b.effects(t, run.ID))
+	for _, d := range []*policy.Decider{root, nil} {
+		run = b.startPolicyAgent(t, "transfer", map[string]any{"amount": 2000, "to": "dan"})
+		it = b.waitPending(t, run.ID)
+		_, err = b.svc.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionDeny, Actor: "root", Decider: d, Comment: "no"})
+		require.NoError(t, err, "an admin, or a trusted caller, may decide")
+	}
+
+	// Escalation: the on-call group had a second; then only admins may decide, for another.
+	run = b.startPolicyAgent(t, "transfer", map[string]any{"amount": 5, "to": "ops"})
+	it = b.waitPending(t, run.ID)
+	first := *it.ExpiresAt
+	require.Eventually(t, func() bool {
+		it, err = b.store.InterruptGet(ctx, it.ID, false)
+		require.NoError(t, err)
+		return strings.Contains(string(it.Policy), `"escalated": true`)
+	}, 30*time.Second, 20*time.Millisecond, "the interrupt was never escalated")
+	require.Equal(t, store.InterruptPending, it.Status, "escalated, not denied")
+	require.True(t, it.ExpiresAt.After(first), "a new deadline")
+	require.Contains(t, string(it.Policy), `"role": "admin"`)
+	require.Contains(t, string(it.Policy), `"escalated_from": "group:oncall"`)
+	oncall := &policy.Decider{Role: "reviewer", Groups: []string{"oncall"}}
+	_, err = b.svc.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionApprove, Actor: "olga", Decider: oncall})
+	require.ErrorIs(t, err, runs.ErrForbidden, "escalated to admins: the on-call group no longer decides")
+	done := b.wait(t, run.ID, store.RunSucceeded)
+	require.Contains(t, string(done.Output), "after it was escalated to admin")
+	require.Empty(t, b.effects(t, run.ID))
+	audit, err := b.store.AuditList(ctx, "interrupt", it.ID.String())
+	require.NoError(t, err)
+	var actions []string
+	for _, a := range audit {
+		actions = append(actions, a.Action)
+	}
+	require.ElementsMatch(t, []string{"interrupt.escalate", "interrupt.deny"}, actions, "escalated once, then denied once")
+	list, err := b.store.InterruptListByRun(ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, fmt.Sprintf("policy urgent v%d", v.Version), *list[0].ResolvedBy)
 }

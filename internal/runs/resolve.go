@@ -12,6 +12,7 @@ import (
 
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/event"
+	"github.com/loupe-dev/loupe/internal/policy"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
@@ -39,6 +40,10 @@ type ResolveParams struct {
 	// Expired says that the policy's deadline makes this decision (the sweep): a reviewer's
 	// claim does not hold it back.
 	Expired bool
+	// Decider is the reviewer's role and groups, checked against the role or group the policy
+	// rule that routed the interrupt requires (ErrForbidden). Nil: a caller Loupe trusts (the
+	// CLI's operator, a policy, the deadline).
+	Decider *policy.Decider
 }
 
 // ConflictError says that an interrupt was already resolved, by whom and how.
@@ -116,6 +121,9 @@ func (s *Service) Resolve(ctx context.Context, p ResolveParams) (*store.Interrup
 			// Claims keep two reviewers off one item: the claimant decides, or releases it.
 			return &ConflictError{Interrupt: it, ClaimedBy: *it.ClaimedBy,
 				Reason: fmt.Sprintf("interrupt %s is claimed by %s: they decide it, unless they release it or it is taken over", it.ID, *it.ClaimedBy)}
+		}
+		if err := mayDecide(it, p.Decider, p.Actor); err != nil {
+			return err
 		}
 		// A policy rule that requires several approvers keeps the interrupt pending until enough
 		// distinct ones approved (policies.go); each approval bumps its version, so none is stale.

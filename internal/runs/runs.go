@@ -201,6 +201,9 @@ var (
 	ErrInvalid = errors.New("invalid")
 	// ErrConflict marks a request that lost a race or targets the wrong state (409).
 	ErrConflict = errors.New("conflict")
+	// ErrForbidden marks a decision its reviewer may not make: the policy rule that routed the
+	// interrupt requires another role or a group they are not in (403).
+	ErrForbidden = errors.New("forbidden")
 )
 
 // ErrUnreachable, wrapped in an action's error, says that the action could not be started

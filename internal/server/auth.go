@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/loupe-dev/loupe/internal/auth"
+	"github.com/loupe-dev/loupe/internal/policy"
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/web/templates"
 )
@@ -22,8 +23,20 @@ const sessionCookie = "loupe_session"
 type Principal struct {
 	Username string
 	Role     string
+	// Groups are the user's groups, which a policy rule may require of an interrupt's deciders.
+	Groups []string
 	// Local is true in local mode, where nobody signs in.
 	Local bool
+}
+
+// decider is the principal as an interrupt's decider: their role and groups, which the policy
+// rule that routed an interrupt may require.
+func decider(c echo.Context) *policy.Decider {
+	p := principal(c)
+	if p == nil {
+		return &policy.Decider{}
+	}
+	return &policy.Decider{Role: p.Role, Groups: p.Groups}
 }
 
 // principal returns the request's principal; authenticate always sets one on protected routes.
@@ -64,13 +77,13 @@ func (s *Server) authenticate() echo.MiddlewareFunc {
 				if err != nil {
 					return err
 				}
-				c.Set("principal", &Principal{Username: u.Username, Role: u.Role})
+				c.Set("principal", &Principal{Username: u.Username, Role: u.Role, Groups: u.Groups})
 				return next(c)
 			}
 			if ck, err := c.Cookie(sessionCookie); err == nil && ck.Value != "" {
 				u, err := s.auth.SessionUser(ctx, ck.Value)
 				if err == nil {
-					c.Set("principal", &Principal{Username: u.Username, Role: u.Role})
+					c.Set("principal", &Principal{Username: u.Username, Role: u.Role, Groups: u.Groups})
 					return next(c)
 				}
 				if !errors.Is(err, store.ErrNotFound) {

@@ -44,10 +44,12 @@ type inboxQuery struct {
 	tool, action string
 	sel          string
 	after        *store.InterruptCursor
+	// forMe keeps the items the reviewer may decide now (?for=me).
+	forMe bool
 }
 
 func inboxQueryOf(c echo.Context) (inboxQuery, error) {
-	q := inboxQuery{tool: c.QueryParam("tool"), action: c.QueryParam("action"), sel: c.QueryParam("sel")}
+	q := inboxQuery{tool: c.QueryParam("tool"), action: c.QueryParam("action"), sel: c.QueryParam("sel"), forMe: c.QueryParam("for") == "me"}
 	if v := c.QueryParam("after"); v != "" {
 		at, id, err := decodeTimeCursor(v)
 		if err != nil {
@@ -56,6 +58,15 @@ func inboxQueryOf(c echo.Context) (inboxQuery, error) {
 		q.after = &store.InterruptCursor{CreatedAt: at, ID: id}
 	}
 	return q, nil
+}
+
+// decidingUser is the principal as the "for me" filter sees them.
+func decidingUser(c echo.Context) *store.Decider {
+	pr := principal(c)
+	if pr == nil {
+		return &store.Decider{}
+	}
+	return &store.Decider{Username: pr.Username, Role: pr.Role, Groups: pr.Groups}
 }
 
 // me is the reviewer's name as claims and decisions record it.
@@ -99,8 +110,11 @@ func (s *Server) inboxData(c echo.Context, q inboxQuery) (templates.InboxPage, e
 	}
 	slices.Sort(p.Tools)
 	slices.Sort(p.Actions)
-	list, err := s.store.InterruptList(ctx, store.InterruptListParams{Status: store.InterruptPending, Tool: q.tool, Action: q.action,
-		Limit: inboxPageSize + 1, After: q.after})
+	lp := store.InterruptListParams{Status: store.InterruptPending, Tool: q.tool, Action: q.action, Limit: inboxPageSize + 1, After: q.after}
+	if q.forMe {
+		lp.For, p.ForMe = decidingUser(c), true
+	}
+	list, err := s.store.InterruptList(ctx, lp)
 	if err != nil {
 		return p, err
 	}
@@ -113,6 +127,9 @@ func (s *Server) inboxData(c echo.Context, q inboxQuery) (templates.InboxPage, e
 		}
 		if q.action != "" {
 			v.Set("action", q.action)
+		}
+		if q.forMe {
+			v.Set("for", "me")
 		}
 		v.Set("after", encodeTimeCursor(last.CreatedAt, last.ID))
 		p.NextURL = "/inbox?" + v.Encode()
@@ -393,7 +410,7 @@ func (s *Server) inboxResolve(c echo.Context) error {
 	if r := strings.TrimSpace(req.PostFormValue("reason")); r != "" {
 		form.Comment = r
 	}
-	params := runs.ResolveParams{InterruptID: id, Action: action, Actor: me(c)}
+	params := runs.ResolveParams{InterruptID: id, Action: action, Actor: me(c), Decider: decider(c)}
 
 	// inPlace: the inbox script sent the form (fetch, Accept: application/json) and applies the
 	// answer where the reviewer is, without a page load.
@@ -527,6 +544,9 @@ func (s *Server) inboxResolve(c echo.Context) error {
 		return refuse(http.StatusConflict, staleMessage(ce.Interrupt))
 	case errors.As(err, &ve):
 		return refused()
+	case errors.Is(err, runs.ErrForbidden):
+		form.Error = "Not applied: " + err.Error()
+		return refuse(http.StatusForbidden, form.Error)
 	case err != nil:
 		return runsError(err)
 	}
@@ -760,7 +780,8 @@ func (s *Server) inboxBulkApply(c echo.Context, bulk *store.InboxBulk, limit int
 		return 0, err
 	}
 	for _, r := range items {
-		it, err := s.deps.Runs.Resolve(ctx, runs.ResolveParams{InterruptID: r.InterruptID, Action: bulk.Action, Comment: bulk.Reason, Actor: bulk.Actor})
+		it, err := s.deps.Runs.Resolve(ctx, runs.ResolveParams{InterruptID: r.InterruptID, Action: bulk.Action, Comment: bulk.Reason, Actor: bulk.Actor,
+			Decider: decider(c)})
 		var ce *runs.ConflictError
 		var ve *runs.ValidationError
 		switch {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/loupe-dev/loupe/internal/store"
@@ -22,16 +23,40 @@ func inboxRouting(it *store.Interrupt, now time.Time) *templates.InboxRouting {
 		Decision  string `json:"decision"`
 		Reason    string `json:"reason"`
 		Approvals int    `json:"approvals"`
+		Role      string `json:"role"`
+		Group     string `json:"group"`
+		Escalate  string `json:"escalate"`
+		Escalated bool   `json:"escalated"`
+		From      string `json:"escalated_from"`
 	}
 	if json.Unmarshal(it.Policy, &rec) != nil || rec.Rule == "" {
 		return nil
 	}
 	r := &templates.InboxRouting{Rule: rec.Rule, Version: rec.Version, Decision: rec.Decision, Reason: rec.Reason,
 		Required: rec.Approvals, ExpiresAt: it.ExpiresAt}
+	switch {
+	case rec.Group != "" && rec.Role == "admin":
+		r.Who = "admins"
+	case rec.Group != "":
+		r.Who = "members of group " + rec.Group
+	case rec.Role == "admin":
+		r.Who = "admins"
+	}
+	if !rec.Escalated {
+		r.Escalate = rec.Escalate
+	} else {
+		r.EscalatedFrom = strings.TrimPrefix(rec.From, "group:")
+		if r.EscalatedFrom == "" {
+			r.EscalatedFrom = "any reviewer"
+		}
+	}
 	if it.ExpiresAt != nil {
-		if left := it.ExpiresAt.Sub(now); left > 0 {
+		switch left := it.ExpiresAt.Sub(now); {
+		case left > 0:
 			r.TimeLeft = humanAge(left) + " left"
-		} else {
+		case r.Escalate != "":
+			r.TimeLeft = "expired: being escalated"
+		default:
 			r.TimeLeft = "expired: being denied"
 		}
 	}

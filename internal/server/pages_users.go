@@ -22,7 +22,7 @@ func (s *Server) usersData(c echo.Context) (templates.UsersPage, error) {
 	}
 	me := principal(c).Username
 	for _, u := range users {
-		p.Users = append(p.Users, templates.UserRow{ID: u.ID.String(), Username: u.Username, Role: u.Role,
+		p.Users = append(p.Users, templates.UserRow{ID: u.ID.String(), Username: u.Username, Role: u.Role, Groups: strings.Join(u.Groups, ", "),
 			Disabled: u.Disabled, CreatedAt: u.CreatedAt, Self: u.Username == me})
 	}
 	return p, nil
@@ -99,11 +99,15 @@ func (s *Server) userUpdate(c echo.Context) error {
 	if target.Username == principal(c).Username && (role != store.RoleAdmin || disabled) {
 		return s.usersFlash(c, http.StatusUnprocessableEntity, "You cannot demote or disable yourself.", true, "")
 	}
-	if _, err := s.store.UserUpdate(ctx, id, store.UserUpdateParams{Role: &role, Disabled: &disabled}); err != nil {
+	groups, err := auth.ParseGroups(c.FormValue("groups"))
+	if err != nil {
+		return s.usersFlash(c, http.StatusUnprocessableEntity, "Not saved: "+err.Error(), true, "")
+	}
+	if _, err := s.store.UserUpdate(ctx, id, store.UserUpdateParams{Role: &role, Disabled: &disabled, Groups: &groups}); err != nil {
 		return err
 	}
 	if err := s.store.AuditInsert(ctx, principal(c).Username, "user.update", "user", target.Username,
-		map[string]any{"role": role, "disabled": disabled}); err != nil {
+		map[string]any{"role": role, "disabled": disabled, "groups": groups}); err != nil {
 		return err
 	}
 	return s.usersFlash(c, http.StatusOK, "Saved "+target.Username+".", false, "")

@@ -78,6 +78,8 @@ func runsError(err error) error {
 		return &Error{Status: http.StatusConflict, Code: "conflict", Message: ce.Error(), Details: d}
 	case errors.Is(err, runs.ErrConflict):
 		return &Error{Status: http.StatusConflict, Code: "conflict", Message: err.Error()}
+	case errors.Is(err, runs.ErrForbidden):
+		return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: err.Error()}
 	case errors.As(err, &unknown):
 		return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: err.Error() + " (GET /api/v1/actions lists the actions)",
 			Details: map[string]any{"field": "action"}}
@@ -390,6 +392,13 @@ func (s *Server) apiInterruptList(c echo.Context) error {
 		return Errorf(http.StatusBadRequest, "bad_request", "status %q: want pending (the default), approved, edited, responded, denied, cancelled or all", status)
 	}
 	p := store.InterruptListParams{Status: status, Tool: q.Get("tool"), Action: q.Get("action"), Limit: store.InterruptListLimit}
+	switch q.Get("for") {
+	case "":
+	case "me":
+		p.For = decidingUser(c)
+	default:
+		return Errorf(http.StatusBadRequest, "bad_request", "for %q: want me (the interrupts you may decide now), or leave it out", q.Get("for"))
+	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > store.InterruptListMax {
@@ -458,7 +467,7 @@ func (s *Server) apiInterruptResolve(c echo.Context) error {
 	}
 	it, err := s.deps.Runs.Resolve(c.Request().Context(), runs.ResolveParams{
 		InterruptID: id, Action: req.Action, Input: req.Input, Output: req.Output,
-		Comment: req.Comment, Version: req.Version, Actor: principal(c).Username,
+		Comment: req.Comment, Version: req.Version, Actor: principal(c).Username, Decider: decider(c),
 	})
 	if err != nil {
 		return runsError(err)

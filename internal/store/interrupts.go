@@ -174,8 +174,19 @@ type InterruptListParams struct {
 	Status string
 	Tool   string
 	Action string
+	// For, when set, keeps the interrupts that reviewer may decide now ("for me"): the role and
+	// group the policy rule that routed it requires (an admin may decide any), not claimed by
+	// another, and not approved by them already (a rule needing several approvals).
+	For *Decider
 	Limit  int              // default InterruptListLimit, at most InterruptListMax+1 (a page and one to look ahead)
 	After  *InterruptCursor // the last interrupt of the previous page
+}
+
+// Decider is a reviewer, as the inbox's "for me" filter sees them.
+type Decider struct {
+	Username string
+	Role     string
+	Groups   []string
 }
 
 // InterruptCursor is a position in the oldest-first interrupt list.
@@ -209,10 +220,24 @@ func (s *Store) InterruptList(ctx context.Context, p InterruptListParams) ([]*In
 		// limit, whatever plan it caches for the statement.
 		status = `(i.status = 'pending' AND $1 = 'pending')`
 	}
+	var forUser, forRole *string
+	forGroups := []string{}
+	if p.For != nil {
+		forUser, forRole = &p.For.Username, &p.For.Role
+		if p.For.Groups != nil {
+			forGroups = p.For.Groups
+		}
+	}
 	rows, err := s.db.Query(ctx, `SELECT `+qualifyColumns("i.", interruptColumns)+`, r.action FROM interrupts i JOIN runs r ON r.id = i.run_id
 		WHERE `+status+` AND ($2 = '' OR i.tool = $2) AND ($3 = '' OR r.action = $3)
 			AND ($5::timestamptz IS NULL OR (i.created_at, i.id) > ($5::timestamptz, $6::uuid))
-		ORDER BY i.created_at, i.id LIMIT $4`, p.Status, p.Tool, p.Action, limit, afterAt, afterID)
+			AND ($7::text IS NULL OR (
+				$8::text IN ('reviewer', 'admin')
+				AND ($8 = 'admin' OR ((i.policy->>'role' IS NULL OR i.policy->>'role' <> 'admin')
+					AND (i.policy->>'group' IS NULL OR i.policy->>'group' = ANY($9::text[]))))
+				AND (i.claimed_by IS NULL OR i.claimed_by = $7)
+				AND NOT EXISTS (SELECT 1 FROM interrupt_approvals a WHERE a.interrupt_id = i.id AND a.actor = $7)))
+		ORDER BY i.created_at, i.id LIMIT $4`, p.Status, p.Tool, p.Action, limit, afterAt, afterID, forUser, forRole, forGroups)
 	if err != nil {
 		return nil, fmt.Errorf("list interrupts: %w", err)
 	}

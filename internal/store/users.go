@@ -29,11 +29,14 @@ type User struct {
 	PasswordHash string    `db:"password_hash" json:"-"`
 	Role         string    `db:"role" json:"role"`
 	Disabled     bool      `db:"disabled" json:"disabled"`
-	CreatedAt    time.Time `db:"created_at" json:"created_at"`
-	UpdatedAt    time.Time `db:"updated_at" json:"updated_at"`
+	// Groups are the named groups the user belongs to, which a policy rule may require of the
+	// reviewers who decide an interrupt.
+	Groups    []string  `db:"groups" json:"groups"`
+	CreatedAt time.Time `db:"created_at" json:"created_at"`
+	UpdatedAt time.Time `db:"updated_at" json:"updated_at"`
 }
 
-const userColumns = `id, username, password_hash, role, disabled, created_at, updated_at`
+const userColumns = `id, username, password_hash, role, disabled, groups, created_at, updated_at`
 
 // UserCreate inserts a user. A taken username is ErrConflict.
 func (s *Store) UserCreate(ctx context.Context, username, passwordHash, role string) (*User, error) {
@@ -93,6 +96,7 @@ type UserUpdateParams struct {
 	Role         *string
 	Disabled     *bool
 	PasswordHash *string
+	Groups       *[]string
 }
 
 // UserUpdate changes a user's role, disabled flag or password. Disabling a user ends their sessions.
@@ -101,8 +105,9 @@ func (s *Store) UserUpdate(ctx context.Context, id uuid.UUID, p UserUpdateParams
 			role = coalesce($2, role),
 			disabled = coalesce($3, disabled),
 			password_hash = coalesce($4, password_hash),
+			groups = coalesce($5, groups),
 			updated_at = now()
-		WHERE id = $1 RETURNING `+userColumns, id, p.Role, p.Disabled, p.PasswordHash)
+		WHERE id = $1 RETURNING `+userColumns, id, p.Role, p.Disabled, p.PasswordHash, p.Groups)
 	if err != nil {
 		return nil, fmt.Errorf("update user %s: %w", id, err)
 	}
@@ -132,7 +137,7 @@ func (s *Store) SessionUser(ctx context.Context, tokenHash []byte, extendTo time
 	rows, err := s.db.Query(ctx, `UPDATE sessions SET last_seen_at = now(), expires_at = greatest(expires_at, $2)
 		FROM users u
 		WHERE sessions.token_hash = $1 AND sessions.expires_at > now() AND u.id = sessions.user_id AND NOT u.disabled
-		RETURNING u.id, u.username, u.password_hash, u.role, u.disabled, u.created_at, u.updated_at`, tokenHash, extendTo)
+		RETURNING u.id, u.username, u.password_hash, u.role, u.disabled, u.groups, u.created_at, u.updated_at`, tokenHash, extendTo)
 	if err != nil {
 		return nil, fmt.Errorf("get session: %w", err)
 	}
@@ -164,7 +169,7 @@ func (s *Store) APITokenCreate(ctx context.Context, userID uuid.UUID, name strin
 func (s *Store) APITokenUser(ctx context.Context, tokenHash []byte) (*User, error) {
 	rows, err := s.db.Query(ctx, `UPDATE api_tokens SET last_used_at = now() FROM users u
 		WHERE api_tokens.token_hash = $1 AND u.id = api_tokens.user_id AND NOT u.disabled
-		RETURNING u.id, u.username, u.password_hash, u.role, u.disabled, u.created_at, u.updated_at`, tokenHash)
+		RETURNING u.id, u.username, u.password_hash, u.role, u.disabled, u.groups, u.created_at, u.updated_at`, tokenHash)
 	if err != nil {
 		return nil, fmt.Errorf("get api token: %w", err)
 	}

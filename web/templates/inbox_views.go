@@ -32,6 +32,8 @@ type InboxPage struct {
 	BulkError string
 	// Me is the reviewer's name, as claims and presence record it.
 	Me string
+	// ForMe: only the items the reviewer may decide now are listed (?for=me).
+	ForMe bool
 }
 
 // InboxRow is one pending interrupt in the compact list.
@@ -69,6 +71,10 @@ type InboxRouting struct {
 	ExpiresAt *time.Time
 	// TimeLeft is the deadline in words from now ("12m left", "expired"), "" without one.
 	TimeLeft string
+	// Who says who may decide it ("members of group treasury", "admins"), "" when any reviewer
+	// may; Escalate is where the deadline sends it ("admin", "group:leads"), "" when it denies;
+	// EscalatedFrom is set once it was escalated.
+	Who, Escalate, EscalatedFrom string
 }
 
 // Label is the rule as a person reads it: "policy two-approvers v3".

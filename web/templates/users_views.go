@@ -10,6 +10,8 @@ type UserRow struct {
 	Username  string
 	Role      string
 	Disabled  bool
+	// Groups are the user's groups, comma separated, as the form edits them.
+	Groups    string
 	CreatedAt time.Time
 	Self      bool
 }
