@@ -177,9 +177,9 @@ type InterruptListParams struct {
 	// For, when set, keeps the interrupts that reviewer may decide now ("for me"): the role and
 	// group the policy rule that routed it requires (an admin may decide any), not claimed by
 	// another, and not approved by them already (a rule needing several approvals).
-	For *Decider
-	Limit  int              // default InterruptListLimit, at most InterruptListMax+1 (a page and one to look ahead)
-	After  *InterruptCursor // the last interrupt of the previous page
+	For   *Decider
+	Limit int              // default InterruptListLimit, at most InterruptListMax+1 (a page and one to look ahead)
+	After *InterruptCursor // the last interrupt of the previous page
 }
 
 // Decider is a reviewer, as the inbox's "for me" filter sees them.

@@ -6,10 +6,10 @@ import (
 
 // UserRow is one user on the users page.
 type UserRow struct {
-	ID        string
-	Username  string
-	Role      string
-	Disabled  bool
+	ID       string
+	Username string
+	Role     string
+	Disabled bool
 	// Groups are the user's groups, comma separated, as the form edits them.
 	Groups    string
 	CreatedAt time.Time
