@@ -72,9 +72,9 @@ func defineShop(t *testing.T) *shop {
 			}
 			switch scripted.ModelTurns(req.Messages) {
 			case 0:
-				return scripted.Reply(scripted.ToolCall("lookup", "lk", OrderIn{in.Order})).WithUsage(100, 10), nil
+				return scripted.Reply(scripted.ToolCall("lookup", "lk", OrderIn(in))).WithUsage(100, 10), nil
 			case 1:
-				return scripted.Reply(scripted.ToolCall("refund", "rf", OrderIn{in.Order})).WithUsage(100, 10), nil
+				return scripted.Reply(scripted.ToolCall("refund", "rf", OrderIn(in))).WithUsage(100, 10), nil
 			}
 			return scripted.Text(answer(in.Order, outs)).WithUsage(100, 10), nil
 		}
