@@ -156,16 +156,18 @@ func TestBrowserTracesListFiltersSortsAndLinks(t *testing.T) {
 	require.IsNonIncreasing(t, counts, "most spans first")
 	require.Equal(t, failing, ids()[2], "the 2-span trace last")
 
-	// From a trace to its run and back.
-	var back string
+	// From a trace to its run and back. The run's trace tab links the trace's downloads.
+	var back, otlpHref string
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.Navigate(b.url+"/traces"),
 		chromedp.Click(`tr[data-trace="`+mine.ID+`"] [data-run-link]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`[data-trace-link]`, chromedp.ByQuery),
+		chromedp.AttributeValue(`[data-download="otlp"]`, "href", &otlpHref, nil, chromedp.ByQuery),
 		chromedp.Click(`[data-trace-link]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#trace-title`, chromedp.ByQuery),
 		chromedp.Evaluate(`location.pathname`, &back),
 	))
 	require.Equal(t, "/traces/"+mine.ID, back)
+	require.Equal(t, "/api/v1/traces/"+mine.ID+"/otlp?download", otlpHref)
 	require.Empty(t, br.Problems())
 }

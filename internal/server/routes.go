@@ -187,6 +187,7 @@ func (s *Server) routeTable() []route {
 			get("/api/v1/traces", s.apiTraceList, accessViewer),
 			raw(get("/api/v1/traces/:id", s.apiTraceGet, accessViewer)),
 			get("/api/v1/traces/:id/turns", s.apiTraceTurns, accessViewer),
+			raw(get("/api/v1/traces/:id/otlp", s.apiTraceOTLP, accessViewer)),
 			raw(get("/api/v1/traces/:id/spans/:span", s.apiTraceSpan, accessViewer)),
 		)
 	}

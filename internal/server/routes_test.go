@@ -47,7 +47,7 @@ var wantAccess = map[string]access{
 	"GET /api/v1/runs/:a/diff/:b": accessViewer, "GET /api/v1/interrupts": accessViewer,
 	"GET /api/v1/interrupts/:id": accessViewer, "GET /api/v1/actions": accessViewer,
 	"GET /api/actions": accessViewer, "GET /api/v1/traces": accessViewer, "GET /api/v1/traces/:id": accessViewer,
-	"GET /api/v1/traces/:id/turns": accessViewer, "GET /api/v1/traces/:id/spans/:span": accessViewer,
+	"GET /api/v1/traces/:id/turns": accessViewer, "GET /api/v1/traces/:id/otlp": accessViewer, "GET /api/v1/traces/:id/spans/:span": accessViewer,
 	"GET /ws": accessViewer,
 
 	"POST /runs/:id/cancel": accessReviewer, "POST /runs/:id/replay": accessReviewer,

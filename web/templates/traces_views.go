@@ -235,6 +235,9 @@ type TraceView struct {
 	RunURL string
 	// TraceURL is the trace's own page, linked from the run page.
 	TraceURL string
+	// DownloadURL is the trace's JSON in Loupe's shape (GET /api/v1/traces/{id}); DownloadURL +
+	// "/otlp" is it in OTLP's. Empty when the server has no trace API.
+	DownloadURL string
 	// Failure says what failed in the trace, with a link to the span where it starts.
 	Failure *TraceFailure
 	// Resumes are the interrupted traces this trace resumes, ResumedBy the traces that resume it
