@@ -34,7 +34,7 @@ const readTraceList = `[...document.querySelectorAll(".traces-list tbody tr")].m
 // and a trace links to its run, whose page links back to the trace.
 func TestBrowserTracesListFiltersSortsAndLinks(t *testing.T) {
 	t.Parallel()
-	b := setup(t, opts{dev: true, stack: true})
+	b := setup(t, opts{dev: true, stack: true, ingest: true})
 	ctx := context.Background()
 	run := b.startRun(t, "/flow/researchAgent", `{"topic":"durable execution retries","depth":1}`, store.RunSucceeded)
 	b.flushSpans(t, run.ID, 3)

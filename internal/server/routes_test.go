@@ -35,7 +35,7 @@ var wantAccess = map[string]access{
 	"GET /sessions": accessViewer, "GET /api/v1/sessions": accessViewer,
 	"GET /runs/:id": accessViewer, "GET /runs/:id/row": accessViewer, "GET /runs/:id/sections": accessViewer,
 	"GET /runs/:id/trace": accessViewer, "GET /runs/:id/conversation": accessViewer, "GET /runs/:id/ledger": accessViewer,
-	"GET /runs/:id/stream": accessViewer, "GET /traces": accessViewer, "GET /traces/:trace": accessViewer,
+	"GET /runs/:id/stream": accessViewer, "GET /traces": accessViewer, "GET /traces/compare": accessViewer, "GET /traces/:trace": accessViewer,
 	"GET /traces/:trace/tree": accessViewer, "GET /traces/:trace/children": accessViewer,
 	"GET /traces/:trace/search": accessViewer, "GET /traces/:trace/spans/:span": accessViewer,
 	"GET /traces/:trace/spans/:span/payload": accessViewer, "GET /api/v1/dashboard": accessViewer,
