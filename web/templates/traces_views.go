@@ -60,6 +60,9 @@ type WaitBar struct {
 type TimelineView struct {
 	JSON string
 	Gaps []TimelineGap
+	// Minimap is every span of the trace, loaded or not, as the minimap over the waterfall draws
+	// it (see the server's minimap): JSON, empty for a trace without spans.
+	Minimap string
 }
 
 // TimelineGap is a folded stretch of the axis in which nothing ran, labelled "waited 17 s for a
