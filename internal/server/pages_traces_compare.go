@@ -18,7 +18,7 @@ import (
 // that only one trace has is shown at its place in the other's tree.
 
 // compareRowCap is how many rows the compare page renders; past it the page says so.
-const compareRowCap = 5000
+const compareRowCap = 2000
 
 // compareSlower is how much longer (or shorter) a span must take, as a ratio and in time, for its
 // duration to be marked as changed: small jitter is not a difference a person should chase.
@@ -66,20 +66,27 @@ func alignTraces(a, b *skeleton) []alignedRow {
 	walk = func(ak, bk []int32, depth int) {
 		aKeys, aAt := keyed(a, ak)
 		bKeys, bAt := keyed(b, bk)
-		order := append([]child(nil), aKeys...)
-		for j, k := range bKeys {
+		// B's own children go after the last child before them in B that A has too (in B's
+		// order), or first: one pass, however many siblings.
+		var head []child
+		after := map[child][]child{}
+		anchor, anchored := child{}, false
+		for _, k := range bKeys {
 			if _, ok := aAt[k]; ok {
+				anchor, anchored = k, true
 				continue
 			}
-			// After the last sibling before it in B that is already placed, else first.
-			pos := 0
-			for p := j - 1; p >= 0; p-- {
-				if idx := indexOf(order, bKeys[p]); idx >= 0 {
-					pos = idx + 1
-					break
-				}
+			if anchored {
+				after[anchor] = append(after[anchor], k)
+			} else {
+				head = append(head, k)
 			}
-			order = append(order[:pos], append([]child{k}, order[pos:]...)...)
+		}
+		order := make([]child, 0, len(aKeys)+len(bKeys))
+		order = append(order, head...)
+		for _, k := range aKeys {
+			order = append(order, k)
+			order = append(order, after[k]...)
 		}
 		for _, k := range order {
 			row := alignedRow{depth: depth, name: k.name, nth: k.nth}
@@ -98,15 +105,6 @@ func alignTraces(a, b *skeleton) []alignedRow {
 	}
 	walk(a.Roots, b.Roots, 0)
 	return out
-}
-
-func indexOf[T comparable](s []T, v T) int {
-	for i, x := range s {
-		if x == v {
-			return i
-		}
-	}
-	return -1
 }
 
 // compareStatus is a span's outcome as the compare page tells them apart: an unset status on a

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/hex"
 	"net/http"
 	"regexp"
@@ -173,4 +174,28 @@ func TestBrowserTraceCompareFromTheTracesList(t *testing.T) {
 	require.Equal(t, 8, rows)
 	require.Equal(t, 6, changedRows, "agent, search, fetch, search, generate #3, answer")
 	require.Empty(t, br.Problems())
+}
+
+// TestTraceCompareOfTwo10000SpanTraces compares two 10,000-span traces: the page answers, draws
+// its first 2,000 rows and says so, and "only what differs" of two traces alike draws none.
+func TestTraceCompareOfTwo10000SpanTraces(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{dev: true})
+	ctx := context.Background()
+	var ids []string
+	for range 2 {
+		run := seedTrace(t, b.store, 10000)
+		var id string
+		require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT trace_id FROM spans WHERE run_id = $1 LIMIT 1`, run).Scan(&id))
+		ids = append(ids, id)
+	}
+	began := time.Now()
+	resp, page := get(t, b.url+"/traces/compare?trace="+ids[0]+"&trace="+ids[1])
+	t.Logf("compare of two 10,000-span traces: %s, %d bytes", time.Since(began).Round(time.Millisecond), len(page))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, `data-testid="compare-capped"`)
+	require.Len(t, compareRows(t, page), compareRowCap)
+	require.Contains(t, page, "10000 spans in both")
+	_, page = get(t, b.url+"/traces/compare?trace="+ids[0]+"&trace="+ids[1]+"&changes=only")
+	require.Empty(t, compareRows(t, page))
 }
