@@ -20,7 +20,7 @@ import (
 // TestBrowserEveryPageReadableInBothThemes runs axe-core's contrast and naming rules
 // (browsertest.AxeReadabilityRules) on every page, in light and in dark mode, over real data: demo
 // runs waiting for a reviewer, finished, resolved, replayed and forked (the compare page with
-// marked changes), and the Genkit and OTel fixtures'
+// marked changes), two traces compared, and the Genkit and OTel fixtures'
 // traces with a failed tool call, with a span selected so that its panel (and its copy buttons)
 // is on screen. Any violation fails the test, naming the page, the theme, the rule and the element.
 func TestBrowserEveryPageReadableInBothThemes(t *testing.T) {
@@ -65,6 +65,9 @@ func TestBrowserEveryPageReadableInBothThemes(t *testing.T) {
 	require.NotEmpty(t, failing, "the OTel fixture has a trace with a failed tool call")
 	failedTrace := failing[0].TraceID
 	failedSpan := failingSpan(t, b, failedTrace)
+	// Two traces of one agent that differ, for the trace compare page's marks.
+	cmpA := sendCompareTrace(t, b.url, 0xa1, compareA)
+	cmpB := sendCompareTrace(t, b.url, 0xb2, compareB)
 	// A priced run and two sessions, for the cost cells and the sessions page.
 	_, err = b.store.Pool().Exec(ctx, `UPDATE runs SET usage = '{"gpt-4o": {"input": 1200, "output": 300}}' WHERE id = $1`, countdown.ID)
 	require.NoError(t, err)
@@ -94,6 +97,8 @@ func TestBrowserEveryPageReadableInBothThemes(t *testing.T) {
 		"/traces",
 		"/traces/" + failedTrace,
 		"/traces/" + failedTrace + "?span=" + failedSpan,
+		"/traces/compare?trace=" + cmpA + "&trace=" + cmpB,
+		"/traces/compare?trace=" + cmpA + "&trace=" + cmpB + "&changes=only",
 		"/users",
 	}
 	br := browsertest.NewWithTimeout(t, 6*time.Minute)

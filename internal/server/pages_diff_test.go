@@ -16,7 +16,8 @@ import (
 // TestBrowserComparePageReadsWell: comparing a run with a fork that edited a tool output, the A
 // and B headers sit side by side at the same height and width, no table is wider than the page
 // (long JSON paths wrap), the change inside a string is marked on both sides, the edit is shown
-// once and its later appearances link to it, and two runs of different actions get a warning.
+// once and its later appearances link to it, only a tool call that differs gets a heading (the
+// identical ones are named on one line a turn), and two runs of different actions get a warning.
 func TestBrowserComparePageReadsWell(t *testing.T) {
 	t.Parallel()
 	b := setup(t, opts{dev: true, stack: true})
@@ -37,6 +38,7 @@ func TestBrowserComparePageReadsWell(t *testing.T) {
 		SameAs                     int
 		SameAsTargetsExist         bool
 		Warning                    bool
+		ToolHeadings, SameTools    []string
 	}
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.EmulateViewport(1000, 900),
@@ -53,6 +55,8 @@ func TestBrowserComparePageReadsWell(t *testing.T) {
 				SameAs: same.length,
 				SameAsTargetsExist: same.every(l => document.getElementById(l.getAttribute("href").slice(1)) !== null),
 				Warning: document.querySelector('[data-testid="diff-actions-differ"]') !== null,
+				ToolHeadings: [...document.querySelectorAll(".diff-tool h3")].map(h => h.textContent.replace(/\s+/g, " ").trim()),
+				SameTools: [...document.querySelectorAll('[data-testid="diff-same-tools"]')].map(p => p.textContent),
 			};
 		})()`, &layout),
 	))
@@ -64,6 +68,9 @@ func TestBrowserComparePageReadsWell(t *testing.T) {
 	require.Positive(t, layout.SameAs, "the edit propagates to the tool message and the next request, and is shown once")
 	require.True(t, layout.SameAsTargetsExist)
 	require.False(t, layout.Warning, "a fork is of the same action")
+	require.Equal(t, []string{"search ref r0-0 differs"}, layout.ToolHeadings, "only the edited call gets a heading")
+	require.Equal(t, []string{"The same in both: search ×5 (r0-1, r0-2, r0-3, r0-4, r0-5)",
+		"The same in both: search ×6 (r1-0, r1-1, r1-2, r1-3, r1-4, r1-5)"}, layout.SameTools, "identical calls share a line a turn")
 	require.Empty(t, br.Problems())
 
 	var warning string

@@ -225,6 +225,9 @@ func (s *Server) traceView(ctx context.Context, traceID, link, selectedID, toolN
 	if strings.HasPrefix(link, "/runs/") {
 		v.TraceURL = "/traces/" + traceID
 	}
+	if s.deps.Traces != nil {
+		v.DownloadURL = "/api/v1/traces/" + traceID
+	}
 	if sk.Running {
 		v.Duration = "running"
 	} else {

@@ -34,7 +34,7 @@ const readTraceList = `[...document.querySelectorAll(".traces-list tbody tr")].m
 // and a trace links to its run, whose page links back to the trace.
 func TestBrowserTracesListFiltersSortsAndLinks(t *testing.T) {
 	t.Parallel()
-	b := setup(t, opts{dev: true, stack: true})
+	b := setup(t, opts{dev: true, stack: true, ingest: true})
 	ctx := context.Background()
 	run := b.startRun(t, "/flow/researchAgent", `{"topic":"durable execution retries","depth":1}`, store.RunSucceeded)
 	b.flushSpans(t, run.ID, 3)
@@ -156,16 +156,18 @@ func TestBrowserTracesListFiltersSortsAndLinks(t *testing.T) {
 	require.IsNonIncreasing(t, counts, "most spans first")
 	require.Equal(t, failing, ids()[2], "the 2-span trace last")
 
-	// From a trace to its run and back.
-	var back string
+	// From a trace to its run and back. The run's trace tab links the trace's downloads.
+	var back, otlpHref string
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.Navigate(b.url+"/traces"),
 		chromedp.Click(`tr[data-trace="`+mine.ID+`"] [data-run-link]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`[data-trace-link]`, chromedp.ByQuery),
+		chromedp.AttributeValue(`[data-download="otlp"]`, "href", &otlpHref, nil, chromedp.ByQuery),
 		chromedp.Click(`[data-trace-link]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#trace-title`, chromedp.ByQuery),
 		chromedp.Evaluate(`location.pathname`, &back),
 	))
 	require.Equal(t, "/traces/"+mine.ID, back)
+	require.Equal(t, "/api/v1/traces/"+mine.ID+"/otlp?download", otlpHref)
 	require.Empty(t, br.Problems())
 }

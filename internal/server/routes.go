@@ -98,6 +98,7 @@ func (s *Server) routeTable() []route {
 		get("/runs/:id/ledger", s.runLedgerFragment, accessViewer),
 		get("/runs/:id/stream", s.runStreamFragment, accessViewer),
 		get("/traces", s.tracesPage, accessViewer),
+		get("/traces/compare", s.traceCompare, accessViewer),
 		get("/traces/:trace", s.tracePage, accessViewer),
 		get("/traces/:trace/tree", s.traceTree, accessViewer),
 		get("/traces/:trace/children", s.traceChildren, accessViewer),
@@ -209,6 +210,7 @@ func (s *Server) routeTable() []route {
 			get("/api/v1/traces", s.apiTraceList, accessViewer),
 			raw(get("/api/v1/traces/:id", s.apiTraceGet, accessViewer)),
 			get("/api/v1/traces/:id/turns", s.apiTraceTurns, accessViewer),
+			raw(get("/api/v1/traces/:id/otlp", s.apiTraceOTLP, accessViewer)),
 			raw(get("/api/v1/traces/:id/spans/:span", s.apiTraceSpan, accessViewer)),
 		)
 	}

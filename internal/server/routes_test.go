@@ -36,7 +36,7 @@ var wantAccess = map[string]access{
 	"GET /sessions": accessViewer, "GET /api/v1/sessions": accessViewer,
 	"GET /runs/:id": accessViewer, "GET /runs/:id/row": accessViewer, "GET /runs/:id/sections": accessViewer,
 	"GET /runs/:id/trace": accessViewer, "GET /runs/:id/conversation": accessViewer, "GET /runs/:id/ledger": accessViewer,
-	"GET /runs/:id/stream": accessViewer, "GET /traces": accessViewer, "GET /traces/:trace": accessViewer,
+	"GET /runs/:id/stream": accessViewer, "GET /traces": accessViewer, "GET /traces/compare": accessViewer, "GET /traces/:trace": accessViewer,
 	"GET /traces/:trace/tree": accessViewer, "GET /traces/:trace/children": accessViewer,
 	"GET /traces/:trace/search": accessViewer, "GET /traces/:trace/spans/:span": accessViewer,
 	"GET /traces/:trace/spans/:span/payload": accessViewer, "GET /api/v1/dashboard": accessViewer,
@@ -48,7 +48,7 @@ var wantAccess = map[string]access{
 	"GET /api/v1/runs/:a/diff/:b": accessViewer, "GET /api/v1/interrupts": accessViewer,
 	"GET /api/v1/interrupts/:id": accessViewer, "GET /api/v1/actions": accessViewer,
 	"GET /api/actions": accessViewer, "GET /api/v1/traces": accessViewer, "GET /api/v1/traces/:id": accessViewer,
-	"GET /api/v1/traces/:id/turns": accessViewer, "GET /api/v1/traces/:id/spans/:span": accessViewer,
+	"GET /api/v1/traces/:id/turns": accessViewer, "GET /api/v1/traces/:id/otlp": accessViewer, "GET /api/v1/traces/:id/spans/:span": accessViewer,
 	"GET /ws": accessViewer,
 
 	"POST /runs/:id/cancel": accessReviewer, "POST /runs/:id/replay": accessReviewer,

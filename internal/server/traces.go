@@ -340,7 +340,7 @@ func parseTime(v string) (int64, error) {
 }
 
 // apiTraceGet is GET /api/v1/traces/{id}: the trace as a span tree, each span's stored JSON
-// (attributes, events, links, resource) sent as stored. With fields=skeleton the spans come
+// (attributes, events, links, resource) sent as stored; with ?download, as a file. With fields=skeleton the spans come
 // without those payloads, each with its payload_bytes, for a client that then fetches the spans it
 // shows (apiTraceSpan). The answer is gzipped when the client accepts it (writeTraceJSON).
 func (s *Server) apiTraceGet(c echo.Context) error {
@@ -360,10 +360,39 @@ func (s *Server) apiTraceGet(c echo.Context) error {
 	if err != nil {
 		return traceError(err)
 	}
+	if _, ok := c.QueryParams()["download"]; ok {
+		attachment(c, "trace-"+tree.Trace.TraceID+".json")
+	}
 	if _, pretty := c.QueryParams()["pretty"]; pretty {
 		return c.JSON(http.StatusOK, tree)
 	}
 	return s.writeTraceJSON(c, treeSize(tree), tree.WriteJSON)
+}
+
+// apiTraceOTLP is GET /api/v1/traces/{id}/otlp: the trace as an OTLP ExportTraceServiceRequest in
+// OTLP/JSON, every span with its resource, scope, attributes, events and links, which POST
+// /v1/traces (Loupe's or any OTLP collector's) takes back. With ?download it is sent as a file.
+func (s *Server) apiTraceOTLP(c echo.Context) error {
+	id, err := traceParam(c, "id")
+	if err != nil {
+		return err
+	}
+	b, err := s.deps.Traces.OTLPJSON(c.Request().Context(), id)
+	if err != nil {
+		return traceError(err)
+	}
+	if _, ok := c.QueryParams()["download"]; ok {
+		attachment(c, "trace-"+id+".otlp.json")
+	}
+	return s.writeTraceJSON(c, len(b), func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
+}
+
+// attachment makes the answer a download named name.
+func attachment(c echo.Context, name string) {
+	c.Response().Header().Set(echo.HeaderContentDisposition, mime.FormatMediaType("attachment", map[string]string{"filename": name}))
 }
 
 // apiTraceSpan is GET /api/v1/traces/{id}/spans/{span}: one span in full, payloads as stored, in

@@ -4,7 +4,8 @@
 // across the ruler, with "reset zoom" (or Z). The server draws the bars on the folded axis and
 // gives the axis as breakpoints (data-timeline: {"len", "points": [[unit, ns]…]}, units 0..1000);
 // each bar carries its start and end (data-s, data-e: ns from the trace's start), from which a
-// zoom places it again. No HTML is built from data: labels go through textContent, places through
+// zoom places it again. Over the ruler, a minimap draws every span of the trace and a window on
+// the part shown, to drag along it (drawMinimap). No HTML is built from data: labels go through textContent, places through
 // element.style (the CSP allows no style attributes).
 const axisWidth = 1000;
 const minBar = 1.5;
@@ -155,12 +156,138 @@ function setup(tl) {
         bands.append(band);
       }
     });
+    drawMinimap(ax, u0, u1);
     const reset = head.querySelector("[data-zoom-reset]");
     if (reset) reset.hidden = !st.view;
     const range = head.querySelector(".zoom-range");
     if (range) range.textContent = st.view ? `${fmtTick(t0, (t1 - t0) / 100)} – ${fmtTick(t1, (t1 - t0) / 100)}` : "";
     tl.dataset.zoomed = String(!!st.view);
   }
+
+  // The minimap: every span of the trace (data-minimap: bars in bands of spans, in the tree's
+  // order, on the folded axis), drawn on a canvas again only when its size or data change, and a
+  // window on the part the waterfall shows.
+  let minimapDrawn = "";
+  function drawMinimap(ax, u0, u1) {
+    const mm = tl.querySelector(".minimap");
+    if (!mm) return;
+    const win = mm.querySelector(".minimap-window");
+    win.style.left = (u0 / axisWidth * 100) + "%";
+    win.style.width = ((u1 - u0) / axisWidth * 100) + "%";
+    mm.dataset.zoomed = String(!!st.view);
+    const shown = u1 - u0;
+    win.setAttribute("aria-valuenow", String(shown >= axisWidth ? 0 : Math.round(u0 / (axisWidth - shown) * 100)));
+    const t0 = timeAt(ax, u0), t1 = timeAt(ax, u1), step = Math.max(t1 - t0, 1) / 100;
+    win.setAttribute("aria-valuetext", st.view ? `${fmtTick(t0, step)} – ${fmtTick(t1, step)} of ${fmtTick(ax.len, ax.len / 100)}` : "the whole trace");
+    const canvas = mm.querySelector("canvas");
+    const dpr = window.devicePixelRatio || 1;
+    const w = Math.round(canvas.clientWidth * dpr), h = Math.round(canvas.clientHeight * dpr);
+    const dark = matchMedia("(prefers-color-scheme: dark)").matches;
+    const key = `${w}x${h} ${dark} ${mm.dataset.minimap}`;
+    if (!w || !h || key === minimapDrawn) return;
+    minimapDrawn = key;
+    let data;
+    try { data = JSON.parse(mm.dataset.minimap); } catch { return; }
+    canvas.width = w;
+    canvas.height = h;
+    const ctx = canvas.getContext("2d");
+    const root = getComputedStyle(document.documentElement);
+    const colour = {};
+    for (const k of data.kinds) {
+      const sw = tl.querySelector(`.timeline-legend .swatch.kind-${k}`);
+      if (sw) colour[k] = getComputedStyle(sw).backgroundColor;
+    }
+    colour.error = root.getPropertyValue("--err").trim() || "#c92a2a";
+    const other = root.getPropertyValue("--idle").trim() || "#868e96";
+    const bh = h / Math.max(data.bands, 1);
+    for (const [band, a, b, k] of data.bars) {
+      ctx.fillStyle = colour[data.kinds[k]] || other;
+      ctx.fillRect(a / axisWidth * w, band * bh, Math.max((b - a) / axisWidth * w, dpr), Math.max(bh > 3 * dpr ? bh - dpr : bh, dpr));
+    }
+  }
+  // setView shows [a, b] of the folded axis, in units; all of it is no zoom.
+  function setView(a, b) {
+    const ax = axisOf(tl);
+    if (!ax) return;
+    st.view = b - a >= axisWidth - 1e-6 ? null : { t0: timeAt(ax, a), t1: timeAt(ax, Math.max(b, a + 1e-3)) };
+    draw();
+  }
+  // Dragging the minimap's window moves the view along the trace; dragging across the rest of the
+  // minimap chooses the view; a click there centres the window on it.
+  let mmDrag = null;
+  tl.addEventListener("pointerdown", (ev) => {
+    const mm = ev.target.closest(".minimap");
+    const ax = axisOf(tl);
+    if (!mm || !ax || ev.button !== 0) return;
+    ev.preventDefault();
+    const box = mm.getBoundingClientRect();
+    const [u0, u1] = view(ax);
+    mmDrag = { mm, box, x0: ev.clientX - box.left, u0, u1, pan: !!(st.view && ev.target.closest(".minimap-window")) };
+    mm.setPointerCapture?.(ev.pointerId);
+    if (mmDrag.pan) {
+      mm.classList.add("dragging");
+      mm.querySelector(".minimap-window").focus({ preventScroll: true });
+    } else {
+      const sel = document.createElement("div");
+      sel.className = "ruler-sel";
+      sel.style.left = mmDrag.x0 + "px";
+      sel.style.width = "0px";
+      mm.append(sel);
+      mmDrag.sel = sel;
+    }
+  });
+  const mmX = (ev) => Math.min(Math.max(ev.clientX - mmDrag.box.left, 0), mmDrag.box.width);
+  // pan moves the view with the window by how far the pointer went since it took it.
+  const pan = (d, x) => {
+    const du = Math.min(Math.max((x - d.x0) / d.box.width * axisWidth, -d.u0), axisWidth - d.u1);
+    setView(d.u0 + du, d.u1 + du);
+  };
+  tl.addEventListener("pointermove", (ev) => {
+    if (!mmDrag) return;
+    const x = mmX(ev);
+    if (mmDrag.pan) {
+      pan(mmDrag, x);
+    } else {
+      mmDrag.sel.style.left = Math.min(x, mmDrag.x0) + "px";
+      mmDrag.sel.style.width = Math.abs(x - mmDrag.x0) + "px";
+    }
+  });
+  const endMinimapDrag = (ev) => {
+    if (!mmDrag) return;
+    const d = mmDrag;
+    const x = mmX(ev);
+    mmDrag = null;
+    d.mm.classList.remove("dragging");
+    d.sel?.remove();
+    if (ev.type !== "pointerup") return;
+    // The release is where the drag ends, whether or not a move there was seen first.
+    if (d.pan) { pan(d, x); return; }
+    const at = (px) => px / d.box.width * axisWidth;
+    if (Math.abs(x - d.x0) >= 4) {
+      setView(at(Math.min(x, d.x0)), at(Math.max(x, d.x0)));
+    } else if (st.view) {
+      const half = (d.u1 - d.u0) / 2;
+      const c = Math.min(Math.max(at(x), half), axisWidth - half);
+      setView(c - half, c + half);
+    }
+  };
+  tl.addEventListener("pointerup", endMinimapDrag);
+  tl.addEventListener("pointercancel", endMinimapDrag);
+  tl.addEventListener("keydown", (ev) => {
+    if (!ev.target.closest?.(".minimap-window")) return;
+    const ax = axisOf(tl);
+    if (!ax || !st.view) return;
+    const [u0, u1] = view(ax), w = u1 - u0;
+    let a = null;
+    if (ev.key === "ArrowLeft") a = Math.max(u0 - w / 4, 0);
+    else if (ev.key === "ArrowRight") a = Math.min(u0 + w / 4, axisWidth - w);
+    else if (ev.key === "Home") a = 0;
+    else if (ev.key === "End") a = axisWidth - w;
+    if (a === null) return;
+    ev.preventDefault();
+    ev.stopPropagation();
+    setView(a, a + w);
+  });
 
   function zoomTo(t0, t1) {
     const ax = axisOf(tl);

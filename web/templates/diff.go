@@ -1,5 +1,10 @@
 package templates
 
+import (
+	"strconv"
+	"strings"
+)
+
 // DiffPage is the turn-aligned comparison of two runs.
 type DiffPage struct {
 	Page
@@ -34,6 +39,44 @@ type DiffTurn struct {
 	Tools   []DiffTool
 	Tokens  string
 	Latency string
+}
+
+// ChangedTools are the turn's tool calls that differ, or that one run only has: each gets a
+// heading of its own.
+func (t DiffTurn) ChangedTools() []DiffTool {
+	var out []DiffTool
+	for _, tc := range t.Tools {
+		if !tc.Equal || tc.OnlyIn != "" {
+			out = append(out, tc)
+		}
+	}
+	return out
+}
+
+// SameTools names the turn's tool calls that are the same in both runs, on one line, by tool in
+// first-call order with their refs ("search ×3 (r0-0, r0-1, r0-2), fetch (r0-3)"), rather than a
+// heading each that says "same".
+func (t DiffTurn) SameTools() string {
+	var names []string
+	refs := map[string][]string{}
+	for _, tc := range t.Tools {
+		if !tc.Equal || tc.OnlyIn != "" {
+			continue
+		}
+		if refs[tc.Tool] == nil {
+			names = append(names, tc.Tool)
+		}
+		refs[tc.Tool] = append(refs[tc.Tool], tc.Ref)
+	}
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = n
+		if k := len(refs[n]); k > 1 {
+			parts[i] += " ×" + strconv.Itoa(k)
+		}
+		parts[i] += " (" + strings.Join(refs[n], ", ") + ")"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // DiffTool is one tool call of a turn, matched by ref.

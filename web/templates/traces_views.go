@@ -60,6 +60,9 @@ type WaitBar struct {
 type TimelineView struct {
 	JSON string
 	Gaps []TimelineGap
+	// Minimap is every span of the trace, loaded or not, as the minimap over the waterfall draws
+	// it (see the server's minimap): JSON, empty for a trace without spans.
+	Minimap string
 }
 
 // TimelineGap is a folded stretch of the axis in which nothing ran, labelled "waited 17 s for a
@@ -235,6 +238,9 @@ type TraceView struct {
 	RunURL string
 	// TraceURL is the trace's own page, linked from the run page.
 	TraceURL string
+	// DownloadURL is the trace's JSON in Loupe's shape (GET /api/v1/traces/{id}); DownloadURL +
+	// "/otlp" is it in OTLP's. Empty when the server has no trace API.
+	DownloadURL string
 	// Failure says what failed in the trace, with a link to the span where it starts.
 	Failure *TraceFailure
 	// Resumes are the interrupted traces this trace resumes, ResumedBy the traces that resume it
@@ -389,4 +395,82 @@ type ResumedFrom struct {
 	TraceID, SpanID, Tool string
 	Turn                  int
 	URL                   string
+}
+
+// TraceComparePage is two traces side by side (GET /traces/compare?trace=A&trace=B), their span
+// trees aligned by name path.
+type TraceComparePage struct {
+	Page
+	A, B CompareTrace
+	// DurationDelta is how B's duration differs from A's.
+	DurationDelta string
+	Rows          []CompareRow
+	// TotalRows is how many rows there are; past compareRowCap only the first are rendered.
+	TotalRows int
+	// Both, OnlyA and OnlyB count the rows in both traces or in one; StatusChanged, Slower and
+	// Faster the rows in both whose status or duration changed.
+	Both, OnlyA, OnlyB, StatusChanged, Slower, Faster int
+	// ChangesOnly shows only the rows that differ, with their ancestors.
+	ChangesOnly                 bool
+	ChangesURL, AllURL, SwapURL string
+}
+
+// CompareTrace is one compared trace's head.
+type CompareTrace struct {
+	Label, ID, Name, Source, Status, Duration, URL, RunURL string
+	DurationNS                                             int64
+	Spans                                                  int
+	Start                                                  time.Time
+}
+
+// CompareRow is one name path of the compared trees: A's span and B's at it (either nil when only
+// one trace has it).
+type CompareRow struct {
+	Depth int
+	Name  string
+	// Nth is the span's place among its siblings of the same name, from 0.
+	Nth  int
+	A, B *CompareSpan
+	// Only is "A" or "B" when only that trace has the span.
+	Only          string
+	StatusChanged bool
+	// Delta is how B's duration differs from A's; Slower is 1 when B took markedly longer, -1
+	// when markedly shorter.
+	Delta  string
+	Slower int
+}
+
+// Changed reports whether the row differs between the traces.
+func (r CompareRow) Changed() bool { return r.Only != "" || r.StatusChanged || r.Slower != 0 }
+
+// DepthClass is the row's indentation class, the span tree's.
+func (r CompareRow) DepthClass() string { return fmt.Sprintf("d%d", min(r.Depth, maxIndent)) }
+
+// Label is the row's name with its place among same-named siblings past the first ("search #2").
+func (r CompareRow) Label() string {
+	if r.Nth == 0 {
+		return r.Name
+	}
+	return r.Name + " #" + strconv.Itoa(r.Nth+1)
+}
+
+// CompareSpan is one trace's span in a compare row.
+type CompareSpan struct {
+	SpanID, Status, Duration, URL string
+	DurationNS                    int64
+}
+
+// compareBadge is the badge class of a compare status.
+func compareBadge(status string) string {
+	switch status {
+	case "failed":
+		return "failed"
+	case "interrupted":
+		return "interrupted"
+	case "running":
+		return "running"
+	case "no end received":
+		return "stale"
+	}
+	return "succeeded"
 }
