@@ -155,6 +155,10 @@ func TestGenkitJSLogsArriveAtGenkitsOTLPRoute(t *testing.T) {
 
 	var got struct {
 		Logs []struct {
+			LogID string `json:"logId"`
+			Scope struct {
+				Name string `json:"name"`
+			} `json:"instrumentationLibrary"`
 			SeverityText string         `json:"severityText"`
 			Body         any            `json:"body"`
 			Attributes   map[string]any `json:"attributes"`
@@ -165,8 +169,9 @@ func TestGenkitJSLogsArriveAtGenkitsOTLPRoute(t *testing.T) {
 	require.Equal(t, http.StatusOK, getJSON(t, b.url+"/api/traces/"+traceID+"/spans/"+spanID+"/logs", &got))
 	require.Len(t, got.Logs, 1)
 	l := got.Logs[0]
-	require.Equal(t, []any{"INFO", "getWeather looked up Oslo", "Oslo", float64(21), traceID, spanID},
-		[]any{l.SeverityText, l.Body, l.Attributes["city"], l.Attributes["tempC"], l.TraceID, l.SpanID})
+	require.Equal(t, []any{"INFO", "getWeather looked up Oslo", "Oslo", float64(21), traceID, spanID, "genkit-logger"},
+		[]any{l.SeverityText, l.Body, l.Attributes["city"], l.Attributes["tempC"], l.TraceID, l.SpanID, l.Scope.Name})
+	require.NotEmpty(t, l.LogID, "Genkit's LogRecordData requires a logId (genkit log:list refuses a list without one)")
 
 	// Spans and logs in one payload, on the /v1/ variants too.
 	td := ptrace.NewTraces()
