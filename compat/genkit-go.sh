@@ -10,8 +10,9 @@
 # a flow runs as a Loupe run linked to the app's trace, a streaming flow's chunks are stored, and a
 # prompt whose tool interrupts waits in the inbox and, resolved there, goes on in the app, its trace
 # reading as interrupted, not as an error; then that a flow returning its interrupted generate
-# response is resumed the same way. Then it stops Loupe (which stops the app) and removes the temp
-# dir.
+# response is resumed the same way (and the rest of check.mjs: interrupted traces and their span
+# panels, a tool interrupting on its own, a flow's unresumable interrupt, a cancelled streaming run,
+# Genkit's telemetry API). Then it stops Loupe (which stops the app) and removes the temp dir.
 #
 # Usage (from the repo root):   compat/genkit-go.sh
 #   KEEP_LOG=1 compat/genkit-go.sh          # print devui's log even when the checks pass
@@ -65,10 +66,11 @@ echo "==> devui start -- go run . on $URL" >&2
 	"$TMP/devui" start --addr "127.0.0.1:$PORT" --data-dir "$TMP/data" -- go run .) >"$LOG" 2>&1 &
 DEVUI_PID=$!
 wait_ready "$URL"
-(cd "$ROOT/compat/genkit-js" && LOUPE_URL="$URL" APP_NAME="$APP_NAME" CHECK_FLOW_RESUME=1 node check.mjs)
+(cd "$ROOT/compat/genkit-js" && LOUPE_URL="$URL" APP_NAME="$APP_NAME" CHECK_FLOW_RESUME=1 DEVUI_LOG="$LOG" node check.mjs)
 stop_devui
 if [[ -n "$(ls -A "$APP/.genkit/runtimes" 2>/dev/null | grep "^" || true)" ]]; then
 	# The app removes its runtime file when it stops; one left means it did not stop.
 	echo "WARNING: runtime files left in $APP/.genkit/runtimes" >&2
 fi
+
 echo "==> passed" >&2

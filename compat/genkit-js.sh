@@ -9,8 +9,14 @@
 # listed under its name, a flow runs as a Loupe run linked to the app's trace, a streaming flow's
 # chunks are stored, and a prompt whose tool interrupts waits in the inbox and, resolved there, goes
 # on in the app; the app's trace of the interrupted prompt reads as interrupted, not as an error (its
-# tool span interrupted, the trace out of GET /api/v1/traces?status=error). Then it stops Loupe
-# (which stops the app) and removes the temp dir.
+# tool span interrupted, the trace out of GET /api/v1/traces?status=error, in ?status=interrupted,
+# its span panel leading with the question), the resumed trace links to the interrupted call; a
+# tool that interrupts run on its own fails FAILED_PRECONDITION with its metadata; a flow returning
+# an interrupt Loupe cannot resume fails, saying so in the API, the run page and the log; a
+# streaming run cancelled keeps its trace id; Genkit's telemetry API returns the app's spans in
+# Genkit's shape and keeps a finished trace's stream open; and the app's own log line (Genkit's
+# logger, which Genkit JS sends to $GENKIT_TELEMETRY_SERVER/api/otlp) is stored in its span. Then
+# it stops Loupe (which stops the app) and removes the temp dir.
 #
 # Usage (from the repo root):   compat/genkit-js.sh
 #   KEEP_LOG=1 compat/genkit-js.sh          # print devui's log even when the checks pass
@@ -72,7 +78,7 @@ for mode in $MODES; do
 		"$TMP/devui" start --addr "127.0.0.1:$PORT" --data-dir "$TMP/data-$mode" -- node app.mjs) >"$LOG" 2>&1 &
 	DEVUI_PID=$!
 	wait_ready "$URL"
-	(cd "$APP" && LOUPE_URL="$URL" APP_NAME="compat-js-$mode" NO_DEFAULT_MODEL="$realtime" node check.mjs)
+	(cd "$APP" && LOUPE_URL="$URL" APP_NAME="compat-js-$mode" NO_DEFAULT_MODEL="$realtime" DEVUI_LOG="$LOG" CHECK_APP_LOGS=1 node check.mjs)
 	stop_devui
 	if [[ -n "$(ls -A "$APP/.genkit/runtimes" 2>/dev/null | grep "^" || true)" ]]; then
 		# The app removes its runtime file when it stops; one left means it did not stop.

@@ -67,6 +67,9 @@ type Transferred struct {
 // Countdown is countdown's input; Tick its chunks.
 type Countdown struct {
 	From int `json:"from"`
+	// PauseMs, when set, is how long countdown waits after each chunk, so that a check can act
+	// while the flow still streams.
+	PauseMs int `json:"pauseMs,omitempty"`
 }
 
 // Tick is one chunk of countdown.
@@ -213,6 +216,13 @@ func main() {
 			if send != nil {
 				if err := send(ctx, Tick{N: n}); err != nil {
 					return "", err
+				}
+			}
+			if in.PauseMs > 0 {
+				select {
+				case <-ctx.Done():
+					return "", ctx.Err()
+				case <-time.After(time.Duration(in.PauseMs) * time.Millisecond):
 				}
 			}
 		}
