@@ -82,11 +82,11 @@ compat-genkit-cli: ## the real genkit CLI (npm genkit-cli, pinned) and its Dev U
 	compat/genkit-cli.sh
 
 .PHONY: compat-genkit-js
-compat-genkit-js: ## a real Genkit JS 1.42 app under devui start, dev and realtime modes: actions, runs, traces, an interrupt resumed in the app (compat/genkit-js.sh)
+compat-genkit-js: ## a real Genkit JS 1.42 app under devui start, dev and realtime modes: actions, runs, traces, interrupts resumed in the app or refused loudly, a cancel, its log lines; the genkit CLI reading them (compat/genkit-js.sh)
 	compat/genkit-js.sh
 
 .PHONY: compat-genkit-go-app
-compat-genkit-go-app: ## a real Genkit Go v1.4.0 app under devui start -- go run .: actions, runs, traces, interrupts resumed in the app (compat/genkit-go.sh)
+compat-genkit-go-app: ## a real Genkit Go v1.4.0 app under devui start -- go run .: actions, runs, traces, interrupts resumed in the app or refused loudly, a cancel; one that exits at once is backed off (compat/genkit-go.sh)
 	compat/genkit-go.sh
 
 .PHONY: compat-genkit-port

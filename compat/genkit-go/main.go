@@ -271,6 +271,12 @@ func main() {
 		ai.WithTools(transferMoney),
 		ai.WithPrompt("Please wire {{amount}} to {{to}}"))
 
+	if os.Getenv("EXIT_AT_ONCE") != "" {
+		// The mistake of a program that defines its actions and returns: its reflection server
+		// goes with it (compat/genkit-go.sh checks that devui start backs off such a program).
+		log.Printf("genkit-go: returning at once (EXIT_AT_ONCE)")
+		return
+	}
 	log.Printf("genkit-go: ready")
 	// The reflection server runs only while the process does.
 	<-ctx.Done()
