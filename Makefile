@@ -67,7 +67,7 @@ chaos-short: ## crash harness, CI's short form (under 3 minutes)
 	$(GO) run ./internal/chaos -rounds 4 -runs-per-round 16 -round-time 10s -postmaster-every 2
 
 .PHONY: compat
-compat: compat-genkit-go compat-genkit-js compat-genkit-cli compat-otel-js compat-genkit-go-app compat-genkit-port ## real client programs against a throwaway Loupe: Genkit Go, Genkit JS, the genkit CLI, an OTel exporter, a Genkit Go app under devui start; and the Genkit Go port
+compat: compat-genkit-go compat-genkit-cli compat-genkit-js compat-otel-js compat-genkit-go-app compat-genkit-port ## real client programs against a throwaway Loupe: Genkit Go, Genkit JS, the genkit CLI, an OTel exporter, a Genkit Go app under devui start; and the Genkit Go port
 
 .PHONY: compat-genkit-go
 compat-genkit-go: ## a real Genkit Go v1.4.0 app sends its traces to a throwaway Loupe (bench/genkit-telemetry.sh)
