@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -203,4 +204,56 @@ func TestGenkitJSLogsArriveAtGenkitsOTLPRoute(t *testing.T) {
 	require.JSONEq(t, `{}`, string(body))
 	resp, body = post(t, b.url+"/api/otlp", "application/json", []byte(`{"resourceLogs":[{`))
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, string(body))
+}
+
+// TestGenkitLogListsFilterAndPageAsGenkitsDo proves that Genkit's log lists answer the query
+// genkit log:list sends as Genkit's telemetry server does: newest first, a trace's too;
+// severityNumber keeps that severity and above, severityText that text in any case; traceId and
+// spanId in the query; limit and continuationToken page.
+func TestGenkitLogListsFilterAndPageAsGenkitsDo(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{ingest: true, dev: true})
+	const traceID, spanID = "2122232425262728292a2b2c2d2e2f30", "2122232425262728"
+	rec := func(sec int, sev int, text, body string) string {
+		return `{"timeUnixNano":"` + strconv.Itoa(1_700_000_000+sec) + `000000000","severityNumber":` + strconv.Itoa(sev) +
+			`,"severityText":"` + text + `","body":{"stringValue":"` + body + `"},"traceId":"` + traceID + `","spanId":"` + spanID + `"}`
+	}
+	payload := `{"resourceLogs":[{"resource":{},"scopeLogs":[{"scope":{"name":"genkit-logger"},"logRecords":[` +
+		rec(1, 9, "INFO", "first") + `,` + rec(2, 13, "WARN", "second") + `,` + rec(3, 17, "ERROR", "third") + `]}]}]}`
+	resp, body := post(t, b.url+"/api/otlp", "application/json", []byte(payload))
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+
+	type page struct {
+		Logs              []struct{ Body string }
+		ContinuationToken string
+	}
+	bodies := func(p page) []string {
+		out := []string{}
+		for _, l := range p.Logs {
+			out = append(out, l.Body)
+		}
+		return out
+	}
+	for path, want := range map[string][]string{
+		"/api/traces/" + traceID + "/logs":                             {"third", "second", "first"},
+		"/api/traces/" + traceID + "/spans/" + spanID + "/logs":        {"third", "second", "first"},
+		"/api/logs?traceId=" + traceID + "&spanId=" + spanID:           {"third", "second", "first"},
+		"/api/traces/" + traceID + "/logs?severityNumber=13":           {"third", "second"},
+		"/api/traces/" + traceID + "/logs?severityText=warn":           {"second"},
+		"/api/logs?severityNumber=17":                                  {"third"},
+		"/api/traces/" + traceID + "/logs?limit=2&continuationToken=2": {"first"},
+	} {
+		var p page
+		require.Equal(t, http.StatusOK, getJSON(t, b.url+path, &p), path)
+		require.Equal(t, want, bodies(p), path)
+		require.Empty(t, p.ContinuationToken, path)
+	}
+	var first page
+	require.Equal(t, http.StatusOK, getJSON(t, b.url+"/api/traces/"+traceID+"/logs?limit=2", &first))
+	require.Equal(t, []string{"third", "second"}, bodies(first))
+	require.Equal(t, "2", first.ContinuationToken, "a next page")
+	for _, path := range []string{"/api/logs?spanId=" + spanID, "/api/logs?severityNumber=x", "/api/logs?continuationToken=-1", "/api/logs?traceId=zz"} {
+		resp, body := get(t, b.url+path)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", path, body)
+	}
 }
