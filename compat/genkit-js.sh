@@ -17,7 +17,8 @@
 # Genkit's shape and keeps a finished trace's stream open; and the app's own log line (Genkit's
 # logger, which Genkit JS sends to $GENKIT_TELEMETRY_SERVER/api/otlp) is stored in its span. In dev
 # mode the real genkit CLI (compat/genkit-cli, installed with npm ci when it is not there) then reads
-# the app's trace and its log line from Loupe: trace:get (and of an unknown id), log:list. Then it
+# the app's trace and its log line from Loupe: trace:get (and of an unknown id), log:list (by trace,
+# span and severity). Then it
 # stops Loupe (which stops the app) and removes the temp dir.
 #
 # Usage (from the repo root):   compat/genkit-js.sh
@@ -97,6 +98,8 @@ cli_checks() {
 	cli_check "log:list --trace-id prints the app's own log line" "Message:  getWeather has no live data"
 	genkit_cli log:list --trace-id "$trace" --span-id "$span"
 	cli_check "log:list --span-id prints it under its span" "Severity: WARN"
+	genkit_cli log:list --trace-id "$trace" --severity error
+	cli_check "log:list --severity error leaves the WARN line out" "No logs found."
 }
 
 for mode in $MODES; do
