@@ -71,7 +71,7 @@ chaos-short: ## crash harness, CI's short form (under 3 minutes)
 	$(GO) run ./internal/chaos -rounds 4 -runs-per-round 16 -round-time 10s -postmaster-every 2
 
 .PHONY: compat
-compat: compat-genkit-go compat-genkit-js compat-genkit-cli compat-otel-js compat-genkit-go-app compat-genkit-port ## real client programs against a throwaway Loupe: Genkit Go, Genkit JS, the genkit CLI, an OTel exporter, a Genkit Go app under devui start; and the Genkit Go port
+compat: compat-genkit-go compat-genkit-cli compat-genkit-js compat-otel-js compat-genkit-go-app compat-genkit-port ## real client programs against a throwaway Loupe: Genkit Go, Genkit JS, the genkit CLI, an OTel exporter, a Genkit Go app under devui start; and the Genkit Go port
 
 .PHONY: compat-genkit-go
 compat-genkit-go: ## a real Genkit Go v1.4.0 app sends its traces to a throwaway Loupe (bench/genkit-telemetry.sh)
@@ -86,11 +86,11 @@ compat-genkit-cli: ## the real genkit CLI (npm genkit-cli, pinned) and its Dev U
 	compat/genkit-cli.sh
 
 .PHONY: compat-genkit-js
-compat-genkit-js: ## a real Genkit JS 1.42 app under devui start, dev and realtime modes: actions, runs, traces, an interrupt resumed in the app (compat/genkit-js.sh)
+compat-genkit-js: ## a real Genkit JS 1.42 app under devui start, dev and realtime modes: actions, runs, traces, interrupts resumed in the app or refused loudly, a cancel, its log lines; the genkit CLI reading them (compat/genkit-js.sh)
 	compat/genkit-js.sh
 
 .PHONY: compat-genkit-go-app
-compat-genkit-go-app: ## a real Genkit Go v1.4.0 app under devui start -- go run .: actions, runs, traces, interrupts resumed in the app (compat/genkit-go.sh)
+compat-genkit-go-app: ## a real Genkit Go v1.4.0 app under devui start -- go run .: actions, runs, traces, interrupts resumed in the app or refused loudly, a cancel; one that exits at once is backed off (compat/genkit-go.sh)
 	compat/genkit-go.sh
 
 .PHONY: compat-genkit-port

@@ -9,8 +9,17 @@
 # listed under its name, a flow runs as a Loupe run linked to the app's trace, a streaming flow's
 # chunks are stored, and a prompt whose tool interrupts waits in the inbox and, resolved there, goes
 # on in the app; the app's trace of the interrupted prompt reads as interrupted, not as an error (its
-# tool span interrupted, the trace out of GET /api/v1/traces?status=error). Then it stops Loupe
-# (which stops the app) and removes the temp dir.
+# tool span interrupted, the trace out of GET /api/v1/traces?status=error, in ?status=interrupted,
+# its span panel leading with the question), the resumed trace links to the interrupted call; a
+# tool that interrupts run on its own fails FAILED_PRECONDITION with its metadata; a flow returning
+# an interrupt Loupe cannot resume fails, saying so in the API, the run page and the log; a
+# streaming run cancelled keeps its trace id; Genkit's telemetry API returns the app's spans in
+# Genkit's shape and keeps a finished trace's stream open; and the app's own log line (Genkit's
+# logger, which Genkit JS sends to $GENKIT_TELEMETRY_SERVER/api/otlp) is stored in its span. In dev
+# mode the real genkit CLI (compat/genkit-cli, installed with npm ci when it is not there) then reads
+# the app's trace and its log line from Loupe: trace:get (and of an unknown id), log:list (by trace,
+# span and severity). Then it
+# stops Loupe (which stops the app) and removes the temp dir.
 #
 # Usage (from the repo root):   compat/genkit-js.sh
 #   KEEP_LOG=1 compat/genkit-js.sh          # print devui's log even when the checks pass
@@ -53,6 +62,46 @@ echo "==> building devui" >&2
 echo "==> npm ci in compat/genkit-js" >&2
 (cd "$APP" && npm ci --no-audit --no-fund --loglevel=error)
 
+# cli_checks URL IDS: the real genkit CLI, run in the app's folder with GENKIT_TELEMETRY_SERVER at
+# Loupe, reads the app's weather trace and its log line (ids in the JSON file IDS) from Loupe.
+cli_checks() {
+	local url="$1" ids="$2" cli="$ROOT/compat/genkit-cli/node_modules/.bin/genkit" out="$TMP/cli.txt"
+	if [[ ! -x "$cli" ]]; then
+		echo "==> npm ci in compat/genkit-cli (the genkit CLI)" >&2
+		(cd "$ROOT/compat/genkit-cli" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
+	fi
+	local trace span
+	trace="$(node -e 'console.log(require(process.argv[1]).weatherTrace)' "$ids")"
+	span="$(node -e 'console.log(require(process.argv[1]).getWeatherSpan)' "$ids")"
+	mkdir -p "$TMP/home/.config"
+	# genkit_cli runs the CLI offline (no analytics, no update check) into $out.
+	genkit_cli() {
+		(cd "$APP" && HOME="$TMP/home" XDG_CONFIG_HOME="$TMP/home/.config" GENKIT_TELEMETRY_SERVER="$url" \
+			GENKIT_CLI_DISABLE_UPDATE_NOTIFICATIONS=true timeout 60 "$cli" --non-interactive --no-update-notification "$@" \
+			</dev/null >"$out" 2>&1) || echo "genkit $* exited with $?" >>"$out"
+	}
+	cli_check() {
+		if grep -qF -- "$2" "$out" && ! grep -qE -- "${3:-Error retrieving|exited with}" "$out"; then
+			echo "ok   genkit CLI: $1" >&2
+		else
+			echo "FAIL genkit CLI: $1" >&2
+			sed 's/^/     | /' "$out" | head -n 40 >&2
+			exit 1
+		fi
+	}
+	(cd "$APP" && HOME="$TMP/home" XDG_CONFIG_HOME="$TMP/home/.config" "$cli" --non-interactive config set analyticsOptOut true >/dev/null)
+	genkit_cli trace:get "$trace"
+	cli_check "trace:get shows the app's trace from Loupe" "getWeather"
+	genkit_cli trace:get 0123456789abcdef0123456789abcdef
+	cli_check "trace:get of an unknown trace says not found, as against Genkit's own server" "not found"
+	genkit_cli log:list --trace-id "$trace"
+	cli_check "log:list --trace-id prints the app's own log line" "Message:  getWeather has no live data"
+	genkit_cli log:list --trace-id "$trace" --span-id "$span"
+	cli_check "log:list --span-id prints it under its span" "Severity: WARN"
+	genkit_cli log:list --trace-id "$trace" --severity error
+	cli_check "log:list --severity error leaves the WARN line out" "No logs found."
+}
+
 for mode in $MODES; do
 	realtime=""
 	case "$mode" in
@@ -72,7 +121,11 @@ for mode in $MODES; do
 		"$TMP/devui" start --addr "127.0.0.1:$PORT" --data-dir "$TMP/data-$mode" -- node app.mjs) >"$LOG" 2>&1 &
 	DEVUI_PID=$!
 	wait_ready "$URL"
-	(cd "$APP" && LOUPE_URL="$URL" APP_NAME="compat-js-$mode" NO_DEFAULT_MODEL="$realtime" node check.mjs)
+	(cd "$APP" && LOUPE_URL="$URL" APP_NAME="compat-js-$mode" NO_DEFAULT_MODEL="$realtime" DEVUI_LOG="$LOG" CHECK_APP_LOGS=1 \
+		CHECK_OUT="$TMP/ids-$mode.json" node check.mjs)
+	if [[ "$mode" == dev ]]; then
+		cli_checks "$URL" "$TMP/ids-$mode.json"
+	fi
 	stop_devui
 	if [[ -n "$(ls -A "$APP/.genkit/runtimes" 2>/dev/null | grep "^" || true)" ]]; then
 		# The app removes its runtime file when it stops; one left means it did not stop.

@@ -67,6 +67,9 @@ type Transferred struct {
 // Countdown is countdown's input; Tick its chunks.
 type Countdown struct {
 	From int `json:"from"`
+	// PauseMs, when set, is how long countdown waits after each chunk, so that a check can act
+	// while the flow still streams.
+	PauseMs int `json:"pauseMs,omitempty"`
 }
 
 // Tick is one chunk of countdown.
@@ -215,6 +218,13 @@ func main() {
 					return "", err
 				}
 			}
+			if in.PauseMs > 0 {
+				select {
+				case <-ctx.Done():
+					return "", ctx.Err()
+				case <-time.After(time.Duration(in.PauseMs) * time.Millisecond):
+				}
+			}
 		}
 		return "liftoff", nil
 	})
@@ -261,6 +271,12 @@ func main() {
 		ai.WithTools(transferMoney),
 		ai.WithPrompt("Please wire {{amount}} to {{to}}"))
 
+	if os.Getenv("EXIT_AT_ONCE") != "" {
+		// The mistake of a program that defines its actions and returns: its reflection server
+		// goes with it (compat/genkit-go.sh checks that devui start backs off such a program).
+		log.Printf("genkit-go: returning at once (EXIT_AT_ONCE)")
+		return
+	}
 	log.Printf("genkit-go: ready")
 	// The reflection server runs only while the process does.
 	<-ctx.Done()

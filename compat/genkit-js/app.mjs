@@ -11,6 +11,7 @@
 //   - otherwise it echoes the prompt.
 // It streams its text word by word when the caller streams.
 import { genkit, z } from 'genkit/beta';
+import { logger } from 'genkit/logging';
 
 // The default model lets Loupe resume a flow's interrupted response, which names no model. With
 // NO_DEFAULT_MODEL=1 the app has none, and a second model (so that its only model is not taken
@@ -100,7 +101,12 @@ const getWeather = ai.defineTool(
     inputSchema: z.object({ city: z.string() }),
     outputSchema: z.object({ city: z.string(), tempC: z.number() }),
   },
-  async ({ city }) => ({ city, tempC: 21 })
+  async ({ city }) => {
+    // Genkit's logger writes the line to the console and, through OTel, to the telemetry server
+    // (POST $GENKIT_TELEMETRY_SERVER/api/otlp) with this tool's span.
+    logger.warn('getWeather has no live data', { city });
+    return { city, tempC: 21 };
+  }
 );
 
 // approveTransfer asks a person; a reviewer answers it (resume.respond) with {approved, note?}.

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -146,29 +147,65 @@ func traceStreamEvents(traceID string, td *trace.TraceData, seen map[string]bool
 
 // genkitLogs is Genkit's GET /api/logs, /api/traces/{id}/logs and
 // /api/traces/{id}/spans/{spanId}/logs: the stored OTLP log records, in Genkit's list shape
-// ({"logs":[…]}), which the genkit CLI's log:list and the Dev UI read. limit is 1 to 1000.
+// ({"logs":[…],"continuationToken"}), newest first, which the genkit CLI's log:list and the Dev UI
+// read. The query takes Genkit's limit (1 to 1000, default 100), continuationToken, traceId and
+// spanId (when the path names none), severityNumber (that severity and above) and severityText.
 func (s *Server) genkitLogs(c echo.Context) error {
 	if err := s.checkTelemetryToken(c, "reading logs"); err != nil {
 		return err
 	}
-	p := store.LogListParams{TraceID: c.Param("id"), SpanID: c.Param("spanId")}
+	p := store.LogListParams{TraceID: c.Param("id"), SpanID: c.Param("spanId"), NewestFirst: true, Limit: 100,
+		SeverityText: c.QueryParam("severityText")}
+	if p.TraceID == "" {
+		p.TraceID, p.SpanID = c.QueryParam("traceId"), c.QueryParam("spanId")
+	}
 	if p.TraceID != "" {
-		if _, err := traceParam(c, "id"); err != nil {
+		if _, err := trace.ParseTraceID(p.TraceID); err != nil {
+			return Errorf(http.StatusBadRequest, "bad_request", "trace id %q: %v", p.TraceID, err)
+		}
+	} else if p.SpanID != "" {
+		return Errorf(http.StatusBadRequest, "bad_request", "spanId needs a traceId")
+	}
+	number := func(name string, lo, hi int) (int, error) {
+		v := c.QueryParam(name)
+		n, err := strconv.Atoi(v)
+		if err != nil || n < lo || n > hi {
+			return 0, Errorf(http.StatusBadRequest, "bad_request", "%s %q: want a number from %d to %d", name, v, lo, hi)
+		}
+		return n, nil
+	}
+	var err error
+	if c.QueryParam("limit") != "" {
+		if p.Limit, err = number("limit", 1, maxTraceListLimit); err != nil {
 			return err
 		}
 	}
-	if v := c.QueryParam("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxTraceListLimit {
-			return Errorf(http.StatusBadRequest, "bad_request", "limit %q: want a number from 1 to %d", v, maxTraceListLimit)
+	if c.QueryParam("continuationToken") != "" {
+		if p.Offset, err = number("continuationToken", 0, math.MaxInt32); err != nil {
+			return err
 		}
-		p.Limit = n
 	}
+	if c.QueryParam("severityNumber") != "" {
+		n, err := number("severityNumber", 0, 24)
+		if err != nil {
+			return err
+		}
+		p.MinSeverity = int16(n)
+	}
+	// One record more than asked says whether there is a next page.
+	want := p.Limit
+	p.Limit++
 	logs, err := s.deps.Traces.Logs(c.Request().Context(), p)
 	if err != nil {
 		return traceError(err)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"logs": trace.GenkitLogsOf(logs)})
+	resp := map[string]any{}
+	if len(logs) > want {
+		logs = logs[:want]
+		resp["continuationToken"] = strconv.Itoa(p.Offset + want)
+	}
+	resp["logs"] = trace.GenkitLogsOf(logs)
+	return c.JSON(http.StatusOK, resp)
 }
 
 // stopStreams ends the long streams (trace streams) when the server stops, instead of letting

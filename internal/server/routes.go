@@ -204,6 +204,10 @@ func (s *Server) routeTable() []route {
 			get("/api/traces/:id/spans/:spanId/logs", s.genkitLogs, accessTelemetry),
 			raw(post("/v1/traces", s.otlpTraceIngest, accessTelemetry)),
 			raw(post("/v1/logs", s.otlpLogIngest, accessTelemetry)),
+			// Genkit's own OTLP/JSON route, where Genkit JS sends its logs.
+			raw(post("/api/otlp", s.genkitOTLPIngest, accessTelemetry)),
+			raw(post("/api/otlp/v1/traces", s.genkitOTLPIngest, accessTelemetry)),
+			raw(post("/api/otlp/v1/logs", s.genkitOTLPIngest, accessTelemetry)),
 
 			// Loupe's traces API (traces.go); a trace's stored JSON is compressed by its handler,
 			// at a level for its size (writeTraceJSON).

@@ -30,6 +30,7 @@ var wantAccess = map[string]access{
 	"POST /api/traces": accessTelemetry, "POST /v1/traces": accessTelemetry,
 	"GET /api/traces": accessTelemetry, "GET /api/traces/:id": accessTelemetry,
 	"GET /api/traces/:id/stream": accessTelemetry, "GET /api/logs": accessTelemetry, "POST /v1/logs": accessTelemetry,
+	"POST /api/otlp": accessTelemetry, "POST /api/otlp/v1/traces": accessTelemetry, "POST /api/otlp/v1/logs": accessTelemetry,
 	"GET /api/traces/:id/logs": accessTelemetry, "GET /api/traces/:id/spans/:spanId/logs": accessTelemetry,
 
 	"POST /logout": accessViewer, "GET /": accessViewer, "GET /runs": accessViewer,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -235,6 +236,40 @@ func (s *Server) otlpLogIngest(c echo.Context) error {
 		return err
 	}
 	return c.Blob(http.StatusOK, ct, resp)
+}
+
+// genkitOTLPIngest is Genkit's telemetry server's POST /api/otlp (and its /api/otlp/v1/traces and
+// /api/otlp/v1/logs): OTLP/JSON holding resourceSpans, resourceLogs or both. Genkit JS sends its
+// logger's records there (its LogServerExporter posts them to $GENKIT_TELEMETRY_SERVER/api/otlp),
+// not to OTLP's /v1/logs. It answers {} as Genkit's server does; a payload with neither is
+// acknowledged and ignored, as there.
+func (s *Server) genkitOTLPIngest(c echo.Context) error {
+	if err := s.checkIngest(c); err != nil {
+		return err
+	}
+	body, err := s.readIngestBody(c)
+	if err != nil {
+		return err
+	}
+	var parts struct {
+		ResourceSpans []json.RawMessage `json:"resourceSpans"`
+		ResourceLogs  []json.RawMessage `json:"resourceLogs"`
+	}
+	if err := json.Unmarshal(body, &parts); err != nil {
+		return Errorf(http.StatusBadRequest, "bad_request", "malformed OTLP JSON: %v", err)
+	}
+	ctx := c.Request().Context()
+	if len(parts.ResourceSpans) > 0 {
+		if _, err := s.deps.Traces.IngestOTLP(ctx, body, trace.ContentTypeJSON); err != nil {
+			return traceError(err)
+		}
+	}
+	if len(parts.ResourceLogs) > 0 {
+		if _, err := s.deps.Traces.IngestOTLPLogs(ctx, body, trace.ContentTypeJSON); err != nil {
+			return traceError(err)
+		}
+	}
+	return c.JSON(http.StatusOK, struct{}{})
 }
 
 // otlpError writes a client error as an OTLP Status; server errors go to the central handler.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,32 +44,47 @@ func (s *Store) LogInsert(ctx context.Context, logs []Log) error {
 }
 
 // LogListParams selects log records: those of a trace, of one span of it, or all, newest first
-// unless the list is of a trace (then in time order).
+// unless the list is of a trace and not NewestFirst (then in time order).
 type LogListParams struct {
 	TraceID string
 	SpanID  string
-	Limit   int // default 100, at most 1000
+	// MinSeverity keeps the records at this severity number or above (Genkit's severityNumber).
+	MinSeverity int16
+	// SeverityText keeps the records of this severity text, in any case (Genkit's severityText).
+	SeverityText string
+	// NewestFirst orders a trace's records newest first too, as Genkit's log lists are.
+	NewestFirst bool
+	Offset      int // records skipped, for paging (Genkit's continuationToken)
+	Limit       int // default 100, at most 1001 (1000 and one to tell a next page)
 }
 
 // LogList returns the log records p selects.
 func (s *Store) LogList(ctx context.Context, p LogListParams) ([]Log, error) {
 	limit := p.Limit
-	if limit <= 0 || limit > 1000 {
+	if limit <= 0 {
 		limit = 100
 	}
+	// At most 1000, and one more for a caller that asks whether there is a next page.
+	limit = min(limit, 1001)
 	const cols = `id, time, observed_time, severity_number, severity_text, body, attributes, resource, scope, trace_id, span_id`
-	var (
-		rows pgx.Rows
-		err  error
-	)
-	switch {
-	case p.TraceID != "" && p.SpanID != "":
-		rows, err = s.db.Query(ctx, `SELECT `+cols+` FROM logs WHERE trace_id = $1 AND span_id = $2 ORDER BY time, id LIMIT $3`, p.TraceID, p.SpanID, limit)
-	case p.TraceID != "":
-		rows, err = s.db.Query(ctx, `SELECT `+cols+` FROM logs WHERE trace_id = $1 ORDER BY time, id LIMIT $2`, p.TraceID, limit)
-	default:
-		rows, err = s.db.Query(ctx, `SELECT `+cols+` FROM logs ORDER BY time DESC, id DESC LIMIT $1`, limit)
+	// The trace and span conditions are written out only when asked for, so that a trace's
+	// records are read along logs_trace_idx and the newest of all along logs_time_idx.
+	where := []string{"severity_number >= $1", "($2 = '' OR lower(severity_text) = lower($2))"}
+	args := []any{p.MinSeverity, p.SeverityText, limit, max(p.Offset, 0)}
+	if p.TraceID != "" {
+		args = append(args, p.TraceID)
+		where = append(where, fmt.Sprintf("trace_id = $%d", len(args)))
+		if p.SpanID != "" {
+			args = append(args, p.SpanID)
+			where = append(where, fmt.Sprintf("span_id = $%d", len(args)))
+		}
 	}
+	order := "time DESC, id DESC"
+	if p.TraceID != "" && !p.NewestFirst {
+		order = "time, id"
+	}
+	rows, err := s.db.Query(ctx, `SELECT `+cols+` FROM logs WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY `+order+` LIMIT $3 OFFSET $4`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list logs: %w", err)
 	}

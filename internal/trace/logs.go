@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -133,6 +134,9 @@ func (s *Service) Logs(ctx context.Context, p store.LogListParams) ([]store.Log,
 // GenkitLog is one record in the answer of Genkit's log lists (GET /api/logs and the trace and
 // span variants): the OTLP record's fields, times in milliseconds as Genkit's spans have them.
 type GenkitLog struct {
+	// LogID is the record's id, which Genkit's LogRecordData requires (the genkit CLI's log:list
+	// refuses a list without it).
+	LogID          string          `json:"logId"`
 	Timestamp      float64         `json:"timestamp"`
 	SeverityNumber int16           `json:"severityNumber"`
 	SeverityText   string          `json:"severityText"`
@@ -141,14 +145,25 @@ type GenkitLog struct {
 	Resource       json.RawMessage `json:"resource"`
 	TraceID        string          `json:"traceId,omitempty"`
 	SpanID         string          `json:"spanId,omitempty"`
+	// InstrumentationLibrary is the record's OTel scope, as Genkit's server names it.
+	InstrumentationLibrary *GenkitInstrumentationLibrary `json:"instrumentationLibrary,omitempty"`
+}
+
+// GenkitInstrumentationLibrary is Genkit's name for an OTel instrumentation scope.
+type GenkitInstrumentationLibrary struct {
+	Name string `json:"name"`
 }
 
 // GenkitLogsOf converts stored records to Genkit's log list entries.
 func GenkitLogsOf(logs []store.Log) []GenkitLog {
 	out := make([]GenkitLog, len(logs))
 	for i, l := range logs {
-		out[i] = GenkitLog{Timestamp: float64(l.Time.UnixNano()) / 1e6, SeverityNumber: l.SeverityNumber, SeverityText: l.SeverityText,
+		out[i] = GenkitLog{LogID: strconv.FormatInt(l.ID, 10), Timestamp: float64(l.Time.UnixNano()) / 1e6,
+			SeverityNumber: l.SeverityNumber, SeverityText: l.SeverityText,
 			Body: l.Body, Attributes: l.Attributes, Resource: l.Resource, TraceID: l.TraceID, SpanID: l.SpanID}
+		if l.Scope != "" {
+			out[i].InstrumentationLibrary = &GenkitInstrumentationLibrary{Name: l.Scope}
+		}
 	}
 	return out
 }
