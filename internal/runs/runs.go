@@ -118,6 +118,7 @@ func New(cfg Config, st *store.Store, reg *engine.Registry) (*Service, error) {
 		}
 		s.hooks = cfg.Webhooks.WithDefaults()
 		s.sender = &notify.Sender{Secret: s.hooks.Secret, Timeout: s.hooks.Timeout, Client: &http.Client{}}
+		cfg.Logger.Info("webhooks configured", "webhooks", s.hooks, "delivering", cfg.Workers > 0)
 		if len(s.hooks.Secret) == 0 {
 			cfg.Logger.Warn("webhooks are not signed: no secret (LOUPE_WEBHOOK_SECRET)", "webhooks", len(s.hooks.URLs))
 		}
