@@ -68,7 +68,7 @@ type Config struct {
 	// MaxAttempts is how many times a notification is tried. Default 12.
 	MaxAttempts int
 	// Backoff is the wait after the first failed attempt, doubled after each next one up to
-	// MaxBackoff. Defaults 10s and 1h: twelve attempts span about four hours.
+	// MaxBackoff. Defaults 10s and 1h: twelve attempts span about three and a half hours.
 	Backoff    time.Duration
 	MaxBackoff time.Duration
 	// BaseURL is the UI's address, for the links in a message ("https://loupe.example.com").
