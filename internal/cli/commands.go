@@ -264,6 +264,9 @@ func newStack(ctx context.Context, cfg *config, opts serveOptions, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
+	if opts.engine.publicURL == "" && os.Getenv("LOUPE_PUBLIC_URL") == "" && opts.addr != "" {
+		opts.engine.publicURL = "http://" + opts.addr // the links in notifications
+	}
 	sc, err := servicesConfig(cfg.program, opts.engine, db.pool, log)
 	if err != nil {
 		return nil, err

@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -13,6 +17,7 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/notify"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/services"
 	"github.com/loupe-dev/loupe/internal/store"
@@ -23,12 +28,52 @@ type engineOptions struct {
 	noDemo   bool
 	workers  int
 	leaseTTL time.Duration
+	// webhooks are --webhook's URLs; webhookSecretFile holds their HMAC secret; publicURL is the
+	// UI's address for the links in notifications.
+	webhooks          []string
+	webhookSecretFile string
+	publicURL         string
 }
 
 func (o *engineOptions) bind(fs *pflag.FlagSet, defaultWorkers int) {
 	fs.BoolVar(&o.noDemo, "no-demo", false, "do not register the demo agents")
 	fs.IntVar(&o.workers, "workers", defaultWorkers, "runs this process executes at once (0: none, only start, resolve and cancel)")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", defaultLeaseTTL(), "how long a run stays with a worker that stopped answering before another takes it over (env LOUPE_LEASE_TTL)")
+	// The URLs and the secret are read from the environment when the command runs, never as a
+	// flag's default: --help would print them.
+	fs.StringArrayVar(&o.webhooks, "webhook", nil,
+		"POST a signed JSON notification (Slack-compatible) to this URL on a new pending interrupt, an escalation and an expiry; repeatable (env LOUPE_WEBHOOK_URLS, comma-separated; HMAC secret in env LOUPE_WEBHOOK_SECRET or --webhook-secret-file; see README)")
+	fs.StringVar(&o.webhookSecretFile, "webhook-secret-file", "", "file holding the webhooks' HMAC-SHA256 secret (env LOUPE_WEBHOOK_SECRET_FILE; or the secret itself in env LOUPE_WEBHOOK_SECRET)")
+	fs.StringVar(&o.publicURL, "public-url", "", "the UI's address as reviewers reach it, for the links in notifications (env LOUPE_PUBLIC_URL; serve defaults to http://ADDR)")
+}
+
+// webhooksConfig is the webhooks of --webhook or LOUPE_WEBHOOK_URLS, signed with the secret of
+// --webhook-secret-file, LOUPE_WEBHOOK_SECRET_FILE or LOUPE_WEBHOOK_SECRET. Errors never quote the
+// secret, and name a URL only redacted.
+func webhooksConfig(o engineOptions) (notify.Config, error) {
+	c := notify.Config{URLs: o.webhooks, BaseURL: cmp.Or(o.publicURL, os.Getenv("LOUPE_PUBLIC_URL"))}
+	if len(c.URLs) == 0 {
+		c.URLs = strings.FieldsFunc(os.Getenv("LOUPE_WEBHOOK_URLS"), func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+	}
+	if !c.Enabled() {
+		return c, nil
+	}
+	if err := c.Check(); err != nil {
+		return c, err
+	}
+	if file := cmp.Or(o.webhookSecretFile, os.Getenv("LOUPE_WEBHOOK_SECRET_FILE")); file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return c, fmt.Errorf("--webhook-secret-file: %w", err)
+		}
+		c.Secret = notify.Secret(bytes.TrimSpace(b))
+		if len(c.Secret) == 0 {
+			return c, fmt.Errorf("--webhook-secret-file %s is empty", file)
+		}
+	} else if v := os.Getenv("LOUPE_WEBHOOK_SECRET"); v != "" {
+		c.Secret = notify.Secret(v)
+	}
+	return c, nil
 }
 
 // newRegistry is the program's registry, reporting its spans to tp, with the demo agents when
@@ -77,7 +122,11 @@ func runsConfig(p *Program, o engineOptions, log *slog.Logger) (runs.Config, err
 	if ttl <= 0 {
 		ttl = 15 * time.Second
 	}
-	return runs.Config{Program: p.name(), Workers: o.workers, LeaseTTL: ttl, Faults: faults, Logger: log}, nil
+	hooks, err := webhooksConfig(o)
+	if err != nil {
+		return runs.Config{}, err
+	}
+	return runs.Config{Program: p.name(), Workers: o.workers, LeaseTTL: ttl, Faults: faults, Logger: log, Webhooks: hooks}, nil
 }
 
 // newExecutor builds what a process that executes runs needs without serving HTTP (devui worker,

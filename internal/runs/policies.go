@@ -12,6 +12,7 @@ import (
 
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/event"
+	"github.com/loupe-dev/loupe/internal/notify"
 	"github.com/loupe-dev/loupe/internal/policy"
 	"github.com/loupe-dev/loupe/internal/store"
 )
@@ -365,7 +366,8 @@ func (s *Service) escalate(ctx context.Context, id uuid.UUID) error {
 	}
 	var rec routing
 	err = s.store.WithTx(ctx, func(tx *store.Store) error {
-		if _, err := tx.RunLock(ctx, peek.RunID); err != nil {
+		run, err := tx.RunLock(ctx, peek.RunID)
+		if err != nil {
 			return err
 		}
 		it, err := tx.InterruptGet(ctx, id, true)
@@ -399,11 +401,15 @@ func (s *Service) escalate(ctx context.Context, id uuid.UUID) error {
 		if err := tx.InterruptSetExpiry(ctx, id, d); err != nil {
 			return err
 		}
-		if _, err := tx.InterruptTouch(ctx, id); err != nil {
+		touched, err := tx.InterruptTouch(ctx, id)
+		if err != nil {
 			return err
 		}
-		return tx.AuditInsert(ctx, policy.Outcome{Rule: rec.Rule, Version: rec.Version}.By(), "interrupt.escalate", "interrupt", id.String(),
-			map[string]any{"run_id": it.RunID, "tool": it.Tool, "rule": rec.Rule, "to": rec.Escalate, "from": from, "expires": rec.Expires})
+		if err := tx.AuditInsert(ctx, policy.Outcome{Rule: rec.Rule, Version: rec.Version}.By(), "interrupt.escalate", "interrupt", id.String(),
+			map[string]any{"run_id": it.RunID, "tool": it.Tool, "rule": rec.Rule, "to": rec.Escalate, "from": from, "expires": rec.Expires}); err != nil {
+			return err
+		}
+		return s.Notify(ctx, tx, run, touched, NotifyEvent{Event: notify.EventEscalated, EscalatedTo: rec.Escalate})
 	})
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/event"
+	"github.com/loupe-dev/loupe/internal/notify"
 	"github.com/loupe-dev/loupe/internal/policy"
 	"github.com/loupe-dev/loupe/internal/store"
 )
@@ -177,6 +178,12 @@ func (s *Service) Resolve(ctx context.Context, p ResolveParams) (*store.Interrup
 		if err := tx.AuditInsert(ctx, p.Actor, "interrupt."+p.Action, "interrupt", it.ID.String(),
 			map[string]any{"run_id": it.RunID, "tool": it.Tool, "ref": it.Ref, "comment": p.Comment, "resolution": res}); err != nil {
 			return err
+		}
+		if p.Expired {
+			// The deadline decided it: notified in the same transaction, so once and only if it won.
+			if err := s.Notify(ctx, tx, run, resolved, NotifyEvent{Event: notify.EventExpired}); err != nil {
+				return err
+			}
 		}
 		pending, err := tx.InterruptCountPendingByRun(ctx, it.RunID)
 		if err != nil {

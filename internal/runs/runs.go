@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/notify"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
@@ -46,7 +48,10 @@ type Config struct {
 	// Faults makes the process kill itself at the named fault points (fault.go) with the given
 	// probabilities. It exists for the crash harness (make chaos); leave it nil.
 	Faults map[string]float64
-	Logger *slog.Logger
+	// Webhooks are posted on a new pending interrupt, an escalation and an expiry (notify.go).
+	// A process with workers delivers them; every such process needs the same list and secret.
+	Webhooks notify.Config
+	Logger   *slog.Logger
 }
 
 // Service starts, executes, resolves, resumes, cancels and recovers runs.
@@ -60,6 +65,8 @@ type Service struct {
 	queue    string // the program's River queue
 	descs    descCache
 	pol      policies
+	hooks    notify.Config
+	sender   *notify.Sender
 	// publisher is set before Start and only read after.
 	publisher Publisher
 
@@ -105,6 +112,17 @@ func New(cfg Config, st *store.Store, reg *engine.Registry) (*Service, error) {
 		queue:  ProgramQueue(cfg.Program),
 		active: map[uuid.UUID]context.CancelFunc{},
 	}
+	if cfg.Webhooks.Enabled() {
+		if err := cfg.Webhooks.Check(); err != nil {
+			return nil, fmt.Errorf("runs: %w", err)
+		}
+		s.hooks = cfg.Webhooks.WithDefaults()
+		s.sender = &notify.Sender{Secret: s.hooks.Secret, Timeout: s.hooks.Timeout, Client: &http.Client{}}
+		cfg.Logger.Info("webhooks configured", "webhooks", s.hooks, "delivering", cfg.Workers > 0)
+		if len(s.hooks.Secret) == 0 {
+			cfg.Logger.Warn("webhooks are not signed: no secret (LOUPE_WEBHOOK_SECRET)", "webhooks", len(s.hooks.URLs))
+		}
+	}
 	rcfg := &river.Config{
 		// The client's id is the lease owner: a job's attempted_by then names the process whose
 		// lease its run must be under (store.JobCancelAbandoned).
@@ -119,6 +137,11 @@ func New(cfg Config, st *store.Store, reg *engine.Registry) (*Service, error) {
 		if err := river.AddWorkerSafely(workers, &runWorker{svc: s}); err != nil {
 			return nil, fmt.Errorf("runs: register worker: %w", err)
 		}
+		if s.hooks.Enabled() {
+			if err := river.AddWorkerSafely(workers, &webhookWorker{svc: s}); err != nil {
+				return nil, fmt.Errorf("runs: register webhook worker: %w", err)
+			}
+		}
 		rcfg.Workers = workers
 		// The program's queue gets the workers. The default queue is worked too, for the jobs that
 		// releases before the catalogue inserted there; a job of an action this program lacks is
@@ -126,6 +149,9 @@ func New(cfg Config, st *store.Store, reg *engine.Registry) (*Service, error) {
 		rcfg.Queues = map[string]river.QueueConfig{
 			s.queue:            {MaxWorkers: cfg.Workers},
 			river.QueueDefault: {MaxWorkers: max(1, cfg.Workers/4)},
+		}
+		if s.hooks.Enabled() {
+			rcfg.Queues[WebhookQueue] = river.QueueConfig{MaxWorkers: 4}
 		}
 		rcfg.FetchCooldown = 20 * time.Millisecond
 		rcfg.FetchPollInterval = 250 * time.Millisecond
@@ -186,6 +212,9 @@ func (s *Service) Stop() {
 	if err := s.river.Stop(ctx); err != nil {
 		s.log.Warn("runs: workers did not stop in time; cancelling them", "err", err)
 		_ = s.river.StopAndCancel(context.Background())
+	}
+	if s.sender != nil {
+		s.sender.Client.CloseIdleConnections()
 	}
 }
 

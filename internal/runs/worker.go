@@ -405,8 +405,11 @@ func (s *Service) finishInterrupted(ctx context.Context, run *store.Run, l *leas
 		if err != nil {
 			return err
 		}
-		requeued, err = s.applyPolicy(ctx, tx, run, sameInterrupts(created, current))
-		return err
+		if requeued, err = s.applyPolicy(ctx, tx, run, sameInterrupts(created, current)); err != nil {
+			return err
+		}
+		// Those still pending wait for a person: they are notified (notify.go).
+		return s.notifyPending(ctx, tx, run, created)
 	})
 	if errors.Is(err, store.ErrRunFinished) || errors.Is(err, store.ErrLeaseLost) {
 		return nil

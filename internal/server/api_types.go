@@ -197,6 +197,29 @@ func apiAuditOf(es []*store.AuditEntry) []*apiAudit {
 	return out
 }
 
+// apiWebhookDelivery is one attempt to post a notification about an interrupt.
+type apiWebhookDelivery struct {
+	Event string `json:"event"`
+	// Target is the receiver's id and redacted URL; the URL itself may hold a token.
+	Target      string     `json:"target"`
+	DeliveryKey string     `json:"delivery_key"`
+	Attempt     int        `json:"attempt"`
+	AttemptedAt time.Time  `json:"attempted_at"`
+	DurationMS  int        `json:"duration_ms"`
+	StatusCode  *int       `json:"status_code"`
+	Error       *string    `json:"error"`
+	NextRetryAt *time.Time `json:"next_retry_at"`
+}
+
+func apiWebhookDeliveriesOf(ds []*store.WebhookDelivery) []*apiWebhookDelivery {
+	out := make([]*apiWebhookDelivery, len(ds))
+	for i, d := range ds {
+		out[i] = &apiWebhookDelivery{Event: d.Event, Target: d.Target, DeliveryKey: d.DeliveryKey, Attempt: d.Attempt,
+			AttemptedAt: d.AttemptedAt, DurationMS: d.DurationMS, StatusCode: d.StatusCode, Error: d.Error, NextRetryAt: d.NextRetryAt}
+	}
+	return out
+}
+
 // apiChunk is a streamed chunk of a run.
 type apiChunk struct {
 	Seq       int64           `json:"seq"`

@@ -204,7 +204,26 @@ func (s *Server) inboxDetail(ctx context.Context, it *store.Interrupt, action, m
 	if err := s.withApprovers(ctx, it, d.Routing); err != nil {
 		return nil, err
 	}
+	log, err := s.store.WebhookDeliveryList(ctx, it.ID)
+	if err != nil {
+		return nil, err
+	}
+	d.Deliveries = webhookRows(log)
 	return d, nil
+}
+
+// webhookRows is an interrupt's delivery log as the inbox shows it.
+func webhookRows(log []*store.WebhookDelivery) []templates.WebhookDeliveryRow {
+	rows := make([]templates.WebhookDeliveryRow, len(log))
+	for i, d := range log {
+		r := templates.WebhookDeliveryRow{Event: d.Event, Target: d.Target, Attempt: d.Attempt, At: d.AttemptedAt,
+			Took: (time.Duration(d.DurationMS) * time.Millisecond).String(), Error: deref(d.Error), NextRetry: d.NextRetryAt}
+		if d.StatusCode != nil {
+			r.Status = strconv.Itoa(*d.StatusCode)
+		}
+		rows[i] = r
+	}
+	return rows
 }
 
 // metadataRows is an interrupt's metadata as table rows, keys in order, without the string that

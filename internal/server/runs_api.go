@@ -449,7 +449,12 @@ func (s *Server) apiInterruptGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"interrupt": apiInterruptOf(it), "audit": apiAuditOf(audit)})
+	deliveries, err := s.store.WebhookDeliveryList(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"interrupt": apiInterruptOf(it), "audit": apiAuditOf(audit),
+		"webhook_deliveries": apiWebhookDeliveriesOf(deliveries)})
 }
 
 func (s *Server) apiInterruptResolve(c echo.Context) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/experiments"
 	"github.com/loupe-dev/loupe/internal/live"
+	"github.com/loupe-dev/loupe/internal/notify"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/services"
 	"github.com/loupe-dev/loupe/internal/store"
@@ -66,6 +67,8 @@ type opts struct {
 	dbURL string
 	// bodyTimeout is the server's BodyReadTimeout (its default when 0).
 	bodyTimeout time.Duration
+	// webhooks are the run service's (with runs or stack).
+	webhooks notify.Config
 }
 
 func setup(t testing.TB, o opts) *bundle {
@@ -109,7 +112,7 @@ func setup(t testing.TB, o opts) *bundle {
 			in = &services.Ingest{IngestToken: o.token, MaxBodyBytes: o.maxBody}
 		}
 		svcs, err := services.Start(ctx, services.Config{Pool: pool, Registry: registry(),
-			Runs: runs.Config{Workers: workers, LeaseTTL: 5 * time.Second, Logger: runsLog}, Ingest: in,
+			Runs: runs.Config{Workers: workers, LeaseTTL: 5 * time.Second, Logger: runsLog, Webhooks: o.webhooks}, Ingest: in,
 			Tracing: services.Tracing{NoForward: true, FlushInterval: 50 * time.Millisecond}, DriveExperiments: !o.noRuns})
 		require.NoError(t, err)
 		t.Cleanup(svcs.Stop)
@@ -120,7 +123,7 @@ func setup(t testing.TB, o opts) *bundle {
 			deps.Experiments = svcs.Experiments
 		}
 	case o.runs:
-		svc, err := runs.New(runs.Config{Workers: 2, LeaseTTL: time.Second, Logger: runsLog}, b.store, registry())
+		svc, err := runs.New(runs.Config{Workers: 2, LeaseTTL: time.Second, Logger: runsLog, Webhooks: o.webhooks}, b.store, registry())
 		require.NoError(t, err)
 		require.NoError(t, svc.Start(ctx))
 		t.Cleanup(svc.Stop)

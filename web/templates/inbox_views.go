@@ -103,6 +103,20 @@ type InboxDetail struct {
 	Metadata []MetaRow
 	// Routing is the policy rule that routed it, with the approvals so far.
 	Routing *InboxRouting
+	// Deliveries is its webhook delivery log, oldest attempt first.
+	Deliveries []WebhookDeliveryRow
+}
+
+// WebhookDeliveryRow is one attempt to post a notification about an interrupt.
+type WebhookDeliveryRow struct {
+	Event     string
+	Target    string // id and redacted URL
+	Attempt   int
+	At        time.Time
+	Status    string // the receiver's status code; empty when none answered
+	Took      string
+	Error     string
+	NextRetry *time.Time
 }
 
 // MetaRow is one top-level key of an interrupt's metadata: a string as text, anything else as
