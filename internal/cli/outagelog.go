@@ -43,6 +43,10 @@ type outageLog struct {
 // running until River rescues them.
 const riverGaveUp = ": Too many errors; giving up"
 
+// riverSteppedDown is in the warning River's elector logs when its leader could not renew its
+// leadership in time: through an outage, because the database was out of reach.
+const riverSteppedDown = "reelection deadline elapsed"
+
 // riverGaveUpAfter is how long after an outage River's completer may still give up on a batch it
 // retried through it: three attempts of up to 10 s each, 7 s of sleep between them.
 const riverGaveUpAfter = time.Minute
@@ -61,6 +65,7 @@ func (h *outageLog) Handle(ctx context.Context, r slog.Record) error {
 		h.state.lost(cause)
 	case answeredUnavailable(r) && h.state.inOutage(0):
 	case h.river && strings.HasSuffix(r.Message, riverGaveUp) && h.state.inOutage(riverGaveUpAfter):
+	case h.river && strings.Contains(r.Message, riverSteppedDown) && h.state.inOutage(riverGaveUpAfter):
 	default:
 		return h.next.Handle(ctx, r)
 	}

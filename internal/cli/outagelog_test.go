@@ -128,7 +128,7 @@ func (m *fakeMonitor) Outage() (string, bool) { return "down since just now", m.
 // (SQLSTATE 57P01, a failed connect as River words it) and errors that are not one (a unique
 // violation, a plain error, River's text of a failed statement): only the lost connections go to
 // debug level. A 503 request line, and River's completer giving up, stay at error level unless the
-// database is down; River's other errors without an error attribute stay there regardless.
+// database is down (and so does its elector stepping down for want of a reelection); River's other errors without an error attribute stay there regardless.
 func TestOutageLogMovesLostConnectionErrorsToDebugOnly(t *testing.T) {
 	t.Parallel()
 	s := newOutageLogSetup(t)
@@ -142,10 +142,11 @@ func TestOutageLogMovesLostConnectionErrorsToDebugOnly(t *testing.T) {
 	river.Error("producer: Error fetching jobs", "err", "failed to connect to `user=loupe database=loupe`: dial error: connect: connection refused")
 	s.log.Error("request", "status", 503, "path", "/readyz")
 	river.Error("jobcompleter.BatchCompleter: Too many errors; giving up")
+	river.Warn("leadership.Elector: Current leader stepping down because the reelection deadline elapsed")
 	river.Error("maintenance.JobRescuer: Attempted to rescue unhandled job kind, discarding", "job_kind", "gone")
 
 	lines := strings.Split(strings.TrimSpace(s.out.String()), "\n")
-	require.Len(t, lines, 9, s.out.String())
+	require.Len(t, lines, 10, s.out.String())
 	for i, want := range []string{
 		`level=ERROR msg=request status=503`,
 		`level=ERROR msg="insert run"`,
@@ -155,6 +156,7 @@ func TestOutageLogMovesLostConnectionErrorsToDebugOnly(t *testing.T) {
 		`level=DEBUG msg="producer: Error fetching jobs" component=river err="failed to connect`,
 		`level=DEBUG msg=request status=503 path=/readyz`, // the database is down now
 		`level=DEBUG msg="jobcompleter.BatchCompleter: Too many errors; giving up"`,
+		`level=DEBUG msg="leadership.Elector: Current leader stepping down because the reelection deadline elapsed"`,
 		`level=ERROR msg="maintenance.JobRescuer: Attempted to rescue unhandled job kind`,
 	} {
 		require.Contains(t, lines[i], want)
