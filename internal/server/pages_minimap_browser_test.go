@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/chromedp/cdproto/input"
@@ -95,6 +96,9 @@ func TestBrowserMinimapShowsAndMovesTheView(t *testing.T) {
 		input.DispatchMouseEvent(input.MouseMoved, wx+width*0.05, y).WithButton(input.Left).WithButtons(1),
 		input.DispatchMouseEvent(input.MouseMoved, wx+width*0.1, y).WithButton(input.Left).WithButtons(1),
 		input.DispatchMouseEvent(input.MouseReleased, wx+width*0.1, y).WithButton(input.Left).WithButtons(0).WithClickCount(1),
+		// The release is acknowledged before the page has run its handlers on a loaded machine:
+		// wait for the view to leave where it was, then read it.
+		wait(fmt.Sprintf(`Number(document.querySelector('[data-testid="ruler"]').dataset.viewStart) !== %v`, before.ViewStart)),
 		chromedp.Evaluate(read, &m),
 	))
 	require.InDelta(t, before.ViewStart+m.Full*0.1, m.ViewStart, m.Full*0.01, "dragging the window moves the view")
