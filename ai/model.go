@@ -80,6 +80,42 @@ type ModelResponse struct {
 	Operation     map[string]any   `json:"operation,omitempty"`
 }
 
+// ProviderInfo is what a provider said about the call it answered. A model puts it in
+// ModelResponse.Custom (the openai and anthropic packages do), and Loupe records it with the
+// model call: on the model span as gen_ai.response.id, gen_ai.response.model and
+// loupe.provider.request_id, and in the stored response.
+type ProviderInfo struct {
+	// RequestID is the provider's id of the HTTP request (Anthropic's request-id header,
+	// OpenAI's x-request-id), the one its support asks for.
+	RequestID string `json:"requestId,omitempty"`
+	// ResponseID is the id of the answer (msg_…, chatcmpl-…).
+	ResponseID string `json:"responseId,omitempty"`
+	// Model is the model version that answered, which may be more precise than the one asked
+	// for (an alias resolved to a dated version).
+	Model string `json:"model,omitempty"`
+}
+
+// Provider returns the ProviderInfo that the response's Custom carries: a ProviderInfo the
+// model put there, or its JSON form read back from storage. It is the zero value when Custom
+// holds neither.
+func (r *ModelResponse) Provider() ProviderInfo {
+	if r == nil {
+		return ProviderInfo{}
+	}
+	switch c := r.Custom.(type) {
+	case ProviderInfo:
+		return c
+	case *ProviderInfo:
+		if c != nil {
+			return *c
+		}
+	case map[string]any:
+		str := func(k string) string { v, _ := c[k].(string); return v }
+		return ProviderInfo{RequestID: str("requestId"), ResponseID: str("responseId"), Model: str("model")}
+	}
+	return ProviderInfo{}
+}
+
 // Text returns the text of the response message.
 func (r *ModelResponse) Text() string {
 	if r == nil {

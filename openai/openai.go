@@ -93,8 +93,9 @@ func (p *provider) Generate(ctx context.Context, req *ai.ModelRequest, cb ai.Mod
 	if err != nil {
 		return nil, err
 	}
+	var httpResp *http.Response
 	if cb == nil {
-		cc, err := p.client.Chat.Completions.New(ctx, params)
+		cc, err := p.client.Chat.Completions.New(ctx, params, option.WithResponseInto(&httpResp))
 		if err != nil {
 			return nil, fmt.Errorf("openai chat completion: %w", err)
 		}
@@ -109,20 +110,28 @@ func (p *provider) Generate(ctx context.Context, req *ai.ModelRequest, cb ai.Mod
 		for _, tc := range ch.Message.ToolCalls {
 			msg.Content = append(msg.Content, toolRequest(tc.ID, tc.Function.Name, tc.Function.Arguments))
 		}
-		return &ai.ModelResponse{Message: msg, FinishReason: finishReason(ch.FinishReason), Usage: usage(cc.Usage)}, nil
+		return &ai.ModelResponse{Message: msg, FinishReason: finishReason(ch.FinishReason), Usage: usage(cc.Usage),
+			Custom: providerInfo(httpResp, cc.ID, cc.Model)}, nil
 	}
 
 	params.StreamOptions = oa.ChatCompletionStreamOptionsParam{IncludeUsage: oa.Bool(true)}
-	stream := p.client.Chat.Completions.NewStreaming(ctx, params)
+	stream := p.client.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&httpResp))
 	defer stream.Close()
 	var (
-		text   strings.Builder
-		calls  []*partialCall
-		finish string
-		use    *ai.GenerationUsage
+		text      strings.Builder
+		calls     []*partialCall
+		finish    string
+		use       *ai.GenerationUsage
+		id, model string
 	)
 	for stream.Next() {
 		chunk := stream.Current()
+		if chunk.ID != "" {
+			id = chunk.ID
+		}
+		if chunk.Model != "" {
+			model = chunk.Model
+		}
 		if chunk.Usage.TotalTokens > 0 || chunk.Usage.PromptTokens > 0 {
 			use = usage(chunk.Usage)
 		}
@@ -168,7 +177,18 @@ func (p *provider) Generate(ctx context.Context, req *ai.ModelRequest, cb ai.Mod
 			return nil, err
 		}
 	}
-	return &ai.ModelResponse{Message: msg, FinishReason: finishReason(finish), Usage: use}, nil
+	return &ai.ModelResponse{Message: msg, FinishReason: finishReason(finish), Usage: use,
+		Custom: providerInfo(httpResp, id, model)}, nil
+}
+
+// providerInfo is what the endpoint said about the call: its x-request-id header (OpenAI's; many
+// compatible servers send none), the completion's id and the model that answered.
+func providerInfo(resp *http.Response, id, model string) ai.ProviderInfo {
+	pi := ai.ProviderInfo{ResponseID: id, Model: model}
+	if resp != nil {
+		pi.RequestID = resp.Header.Get("X-Request-Id")
+	}
+	return pi
 }
 
 type partialCall struct {

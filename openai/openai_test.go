@@ -38,6 +38,7 @@ func fakeServer(t *testing.T) (*httptest.Server, *[]map[string]any) {
 		require.NoError(t, json.Unmarshal(b, &body))
 		mu.Lock()
 		bodies = append(bodies, body)
+		w.Header().Set("X-Request-Id", fmt.Sprintf("req_%d", len(bodies)))
 		mu.Unlock()
 		msgs := body["messages"].([]any)
 		last := msgs[len(msgs)-1].(map[string]any)
@@ -95,12 +96,14 @@ func run(t *testing.T, stream bool) {
 		return "sunny in " + in.City, nil
 	})
 	var usages []int
+	var providers []ai.ProviderInfo
 	var chunks []*ai.ModelResponseChunk
 	usage := func(next ai.ModelFunc) ai.ModelFunc {
 		return func(ctx context.Context, req *ai.ModelRequest, cb ai.ModelStreamCallback) (*ai.ModelResponse, error) {
 			resp, err := next(ctx, req, cb)
 			if err == nil && resp.Usage != nil {
 				usages = append(usages, resp.Usage.TotalTokens)
+				providers = append(providers, resp.Provider())
 			}
 			return resp, err
 		}
@@ -120,6 +123,8 @@ func run(t *testing.T, stream bool) {
 	require.Equal(t, "Sunny both", resp.Text())
 	require.ElementsMatch(t, []string{"Paris", "Rome"}, cities)
 	require.Equal(t, []int{20, 32}, usages)
+	require.Equal(t, []ai.ProviderInfo{{RequestID: "req_1", ResponseID: "c1", Model: "m"}, {RequestID: "req_2", ResponseID: "c2", Model: "m"}},
+		providers, "each model call says which request and model answered it")
 	require.Equal(t, "openai/gpt-test", m.Name())
 
 	second := (*bodies)[1]

@@ -439,6 +439,14 @@ func (g *generation) callModelSpan(ctx context.Context, turn int, req *ModelRequ
 		if u := resp.Usage; u != nil {
 			attrs = append(attrs, attribute.Int(AttrGenAIInTok, u.InputTokens), attribute.Int(AttrGenAIOutTok, u.OutputTokens))
 		}
+		pi := resp.Provider()
+		for _, a := range []struct{ key, v string }{
+			{AttrGenAIRespID, pi.ResponseID}, {AttrGenAIRespMdl, pi.Model}, {AttrProviderRequestID, pi.RequestID},
+		} {
+			if a.v != "" {
+				attrs = append(attrs, attribute.String(a.key, a.v))
+			}
+		}
 		span.SetAttributes(attrs...)
 	}
 	g.r.endSpan(span, nil)

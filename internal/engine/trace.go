@@ -33,6 +33,10 @@ const (
 	AttrGenAIInTok    = "gen_ai.usage.input_tokens"
 	AttrGenAIOutTok   = "gen_ai.usage.output_tokens"
 	AttrGenAIFinish   = "gen_ai.response.finish_reasons"
+	AttrGenAIRespID   = "gen_ai.response.id"
+	AttrGenAIRespMdl  = "gen_ai.response.model"
+	// AttrProviderRequestID is the provider's id of a model call's HTTP request (ai.ProviderInfo).
+	AttrProviderRequestID = "loupe.provider.request_id"
 	// AttrResumed is set on a restarted tool's span to the JSON of its resume metadata (true when
 	// none was given), as Genkit's recordResumedMetadata sets the span's "resumed" metadata.
 	AttrResumed = "genkit:metadata:resumed"

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	oteltrace "go.opentelemetry.io/otel/trace"
 
+	"github.com/loupe-dev/loupe/ai"
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/engine/scripted"
 )
@@ -177,5 +178,41 @@ func TestToolRunOnItsOwnHasItsOwnSpan(t *testing.T) {
 		got, ok := attr(s[0], k)
 		require.True(t, ok, k)
 		require.Equal(t, v, got, k)
+	}
+}
+
+// TestModelSpanRecordsWhichRequestAndModelAnswered: a model that reports the provider's request
+// id, response id and answering model (ai.ProviderInfo in ModelResponse.Custom) gets them on its
+// model span as gen_ai.response.id, gen_ai.response.model and loupe.provider.request_id; a model
+// that reports none gets none of those attributes.
+func TestModelSpanRecordsWhichRequestAndModelAnswered(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	told := engine.NewModel("p/told", nil, func(ctx context.Context, req *engine.ModelRequest, cb engine.ModelStreamFunc) (*engine.ModelResponse, error) {
+		return &engine.ModelResponse{Message: ai.NewTextMessage(ai.RoleModel, "hi"), FinishReason: engine.FinishReasonStop,
+			Custom: ai.ProviderInfo{RequestID: "req_011", ResponseID: "msg_01", Model: "p-2026-11-01"}}, nil
+	})
+	silent := engine.NewModel("p/silent", nil, func(ctx context.Context, req *engine.ModelRequest, cb engine.ModelStreamFunc) (*engine.ModelResponse, error) {
+		return &engine.ModelResponse{Message: ai.NewTextMessage(ai.RoleModel, "hi"), FinishReason: engine.FinishReasonStop}, nil
+	})
+	for _, m := range []engine.Model{told, silent} {
+		_, err := engine.Generate(context.Background(), b.r, engine.WithModel(m), engine.WithPrompt("q"))
+		require.NoError(t, err)
+	}
+	spans := b.exp.GetSpans()
+	span := spanByName(spans, "p/told")
+	require.Len(t, span, 1)
+	for k, v := range map[string]any{
+		engine.AttrGenAIRespID: "msg_01", engine.AttrGenAIRespMdl: "p-2026-11-01", engine.AttrProviderRequestID: "req_011",
+	} {
+		got, ok := attr(span[0], k)
+		require.True(t, ok, k)
+		require.Equal(t, v, got, k)
+	}
+	span = spanByName(spans, "p/silent")
+	require.Len(t, span, 1)
+	for _, k := range []string{engine.AttrGenAIRespID, engine.AttrGenAIRespMdl, engine.AttrProviderRequestID} {
+		_, ok := attr(span[0], k)
+		require.False(t, ok, k)
 	}
 }
