@@ -16,6 +16,7 @@ import (
 var publicPackages = []string{
 	"github.com/loupe-dev/loupe",
 	"github.com/loupe-dev/loupe/ai",
+	"github.com/loupe-dev/loupe/anthropic",
 	"github.com/loupe-dev/loupe/devui",
 	"github.com/loupe-dev/loupe/openai",
 	"github.com/loupe-dev/loupe/scripted",

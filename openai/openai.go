@@ -108,7 +108,7 @@ func (p *provider) Generate(ctx context.Context, req *ai.ModelRequest, cb ai.Mod
 			msg.Content = append(msg.Content, ai.NewTextPart(ch.Message.Content))
 		}
 		for _, tc := range ch.Message.ToolCalls {
-			msg.Content = append(msg.Content, toolRequest(tc.ID, tc.Function.Name, tc.Function.Arguments))
+			msg.Content = append(msg.Content, toolRequest(tc.ID, tc.Function.Name, tc.Function.Arguments, extraOf(tc.RawJSON())))
 		}
 		return &ai.ModelResponse{Message: msg, FinishReason: finishReason(ch.FinishReason), Usage: usage(cc.Usage),
 			Custom: providerInfo(httpResp, cc.ID, cc.Model)}, nil
@@ -120,6 +120,7 @@ func (p *provider) Generate(ctx context.Context, req *ai.ModelRequest, cb ai.Mod
 	var (
 		text      strings.Builder
 		calls     []*partialCall
+		byIndex   = map[int64]*partialCall{}
 		finish    string
 		use       *ai.GenerationUsage
 		id, model string
@@ -146,15 +147,23 @@ func (p *provider) Generate(ctx context.Context, req *ai.ModelRequest, cb ai.Mod
 				}
 			}
 			for _, tc := range ch.Delta.ToolCalls {
-				for int(tc.Index) >= len(calls) {
-					calls = append(calls, &partialCall{})
+				// A delta continues the call at its index, unless it names another call: Gemini's
+				// endpoint sends each of several parallel calls whole, all at index 0 (or with no
+				// index), each with its own id.
+				c := byIndex[tc.Index]
+				if c == nil || (tc.ID != "" && c.id != "" && tc.ID != c.id) {
+					c = &partialCall{}
+					calls = append(calls, c)
+					byIndex[tc.Index] = c
 				}
-				c := calls[tc.Index]
 				if tc.ID != "" {
 					c.id = tc.ID
 				}
 				if tc.Function.Name != "" {
 					c.name += tc.Function.Name
+				}
+				if raw := tc.JSON.ExtraFields[extraContent].Raw(); raw != "" {
+					c.extra = raw
 				}
 				c.args.WriteString(tc.Function.Arguments)
 			}
@@ -169,7 +178,7 @@ func (p *provider) Generate(ctx context.Context, req *ai.ModelRequest, cb ai.Mod
 	}
 	var toolParts []*ai.Part
 	for _, c := range calls {
-		toolParts = append(toolParts, toolRequest(c.id, c.name, c.args.String()))
+		toolParts = append(toolParts, toolRequest(c.id, c.name, c.args.String(), c.extra))
 	}
 	if len(toolParts) > 0 {
 		msg.Content = append(msg.Content, toolParts...)
@@ -192,16 +201,36 @@ func providerInfo(resp *http.Response, id, model string) ai.ProviderInfo {
 }
 
 type partialCall struct {
-	id, name string
-	args     strings.Builder
+	id, name, extra string
+	args            strings.Builder
 }
 
-func toolRequest(id, name, args string) *ai.Part {
+// extraContent is the tool call field in which Gemini's endpoint returns a thought signature
+// ({"google": {"thought_signature": …}}) that it wants back with the call in the next request.
+// It is kept in the tool request part's metadata under the same name and sent back as it came.
+const extraContent = "extra_content"
+
+// extraOf reads extra_content from a tool call's JSON.
+func extraOf(raw string) string {
+	var tc struct {
+		Extra json.RawMessage `json:"extra_content"`
+	}
+	if json.Unmarshal([]byte(raw), &tc) != nil {
+		return ""
+	}
+	return string(tc.Extra)
+}
+
+func toolRequest(id, name, args, extra string) *ai.Part {
 	var input any
 	if strings.TrimSpace(args) != "" {
 		input = json.RawMessage(args)
 	}
-	return ai.NewToolRequestPart(&ai.ToolRequest{Name: name, Ref: id, Input: input})
+	p := ai.NewToolRequestPart(&ai.ToolRequest{Name: name, Ref: id, Input: input})
+	if extra != "" && json.Valid([]byte(extra)) {
+		p.Metadata = map[string]any{extraContent: json.RawMessage(extra)}
+	}
+	return p
 }
 
 func usage(u oa.CompletionUsage) *ai.GenerationUsage {
@@ -296,12 +325,14 @@ func convertMessage(m *ai.Message) ([]oa.ChatCompletionMessageParamUnion, error)
 			if p.ToolRequest.Input == nil {
 				args = []byte("{}")
 			}
-			am.ToolCalls = append(am.ToolCalls, oa.ChatCompletionMessageToolCallUnionParam{
-				OfFunction: &oa.ChatCompletionMessageFunctionToolCallParam{
-					ID:       p.ToolRequest.Ref,
-					Function: oa.ChatCompletionMessageFunctionToolCallFunctionParam{Name: p.ToolRequest.Name, Arguments: string(args)},
-				},
-			})
+			call := &oa.ChatCompletionMessageFunctionToolCallParam{
+				ID:       p.ToolRequest.Ref,
+				Function: oa.ChatCompletionMessageFunctionToolCallFunctionParam{Name: p.ToolRequest.Name, Arguments: string(args)},
+			}
+			if extra, ok := p.Metadata[extraContent]; ok {
+				call.SetExtraFields(map[string]any{extraContent: extra})
+			}
+			am.ToolCalls = append(am.ToolCalls, oa.ChatCompletionMessageToolCallUnionParam{OfFunction: call})
 		}
 		return []oa.ChatCompletionMessageParamUnion{{OfAssistant: &am}}, nil
 	case ai.RoleTool:
