@@ -18,6 +18,7 @@ var publicPackages = []string{
 	"github.com/loupe-dev/loupe/ai",
 	"github.com/loupe-dev/loupe/anthropic",
 	"github.com/loupe-dev/loupe/devui",
+	"github.com/loupe-dev/loupe/mcp",
 	"github.com/loupe-dev/loupe/openai",
 	"github.com/loupe-dev/loupe/scripted",
 }

@@ -54,6 +54,7 @@ func newRootCommand(p *Program) *cobra.Command {
 	root.AddCommand(newActionsCommand(cfg))                      // actions.go
 	root.AddCommand(newPolicyCommand(cfg))                       // policy.go
 	root.AddCommand(newDatasetCommand(cfg), newEvalCommand(cfg)) // eval.go
+	root.AddCommand(newMCPCommand(cfg))                          // mcp.go
 	if name := p.name(); name != "devui" {
 		nameCommands(root, name)
 	}
