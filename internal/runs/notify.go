@@ -61,8 +61,12 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	s := w.svc
 	a := job.Args
 	rawURL, ok := s.hooks.Targets()[a.Target]
+	// The attempt's time is River's (when it took the job), the time its retry is counted from:
+	// on a loaded machine the job may wait a while between being taken and this call, and a log
+	// whose next retry came before its attempt would read as nonsense.
 	d := &store.WebhookDelivery{InterruptID: a.InterruptID, Event: a.Event, Target: a.Target, DeliveryKey: a.Key,
-		JobID: &job.ID, Attempt: job.Attempt, AttemptedAt: time.Now()}
+		JobID: &job.ID, Attempt: job.Attempt, AttemptedAt: attemptedAt(job)}
+	started := time.Now()
 	var status int
 	var err error
 	if !ok {
@@ -72,7 +76,7 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 		d.Target = a.Target + " " + notify.Redact(rawURL)
 		status, err = s.sender.Post(ctx, rawURL, a.Event, a.Key, a.Body)
 	}
-	d.DurationMS = int(time.Since(d.AttemptedAt).Milliseconds())
+	d.DurationMS = int(time.Since(started).Milliseconds())
 	if status != 0 {
 		d.StatusCode = &status
 	}

@@ -205,9 +205,15 @@ func TestAWebhookThatFailsTwiceIsTriedThreeTimesAndLogged(t *testing.T) {
 	require.NotNil(t, log[1].NextRetryAt)
 	require.Nil(t, log[2].NextRetryAt)
 	require.Nil(t, log[2].Error)
-	// The backoff doubles: 50 ms, then 100 ms (each plus up to a tenth).
-	require.GreaterOrEqual(t, log[0].NextRetryAt.Sub(log[0].AttemptedAt), 40*time.Millisecond)
-	require.GreaterOrEqual(t, got[2].at.Sub(got[1].at), 90*time.Millisecond)
+	// The backoff doubles: 50 ms, then 100 ms (each plus up to a tenth), counted from each
+	// attempt, and no attempt comes before the retry time the one before it set. (The log's
+	// times, not the receiver's: a loaded machine may hold a taken job a while before it posts.)
+	require.GreaterOrEqual(t, log[0].NextRetryAt.Sub(log[0].AttemptedAt), 49*time.Millisecond) // stored to the microsecond
+	require.Less(t, log[0].NextRetryAt.Sub(log[0].AttemptedAt), 56*time.Millisecond)
+	require.GreaterOrEqual(t, log[1].NextRetryAt.Sub(log[1].AttemptedAt), 99*time.Millisecond)
+	require.Less(t, log[1].NextRetryAt.Sub(log[1].AttemptedAt), 111*time.Millisecond)
+	require.False(t, log[1].AttemptedAt.Before(*log[0].NextRetryAt), "attempt 2 waited for its retry time")
+	require.False(t, log[2].AttemptedAt.Before(*log[1].NextRetryAt), "attempt 3 waited for its retry time")
 	require.Len(t, rc.requests(t, 3), 3)
 }
 
