@@ -28,10 +28,30 @@ type textIn struct {
 	Text string `json:"text"`
 }
 
+// logCall appends the call (the tool and the idempotency key it carried) to the file that
+// MCPSERVER_CALLS names, when it is set: what a test reads to know whether and how often the
+// server acted.
+func logCall(req *mcp.CallToolRequest, tool string) {
+	path := os.Getenv("MCPSERVER_CALLS")
+	if path == "" {
+		return
+	}
+	key, _ := req.Params.Meta["dev.loupe/idempotencyKey"].(string)
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Fprintf(f, "%s %s\n", tool, key)
+	if err := f.Close(); err != nil {
+		log.Fatal(err)
+	}
+}
+
 func newServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "calc", Version: "1.0.0"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "add", Description: "Adds two numbers."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in addIn) (*mcp.CallToolResult, addOut, error) {
+			logCall(req, "add")
 			return nil, addOut{Sum: in.A + in.B}, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "shout", Description: "Says the text louder."},
