@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -29,6 +30,9 @@ type config struct {
 	DataDir         string
 	LogLevel        string
 	LogFormat       string
+	// MaxConns caps the process's pool of connections to DATABASE_URL (--max-conns); 0 keeps the
+	// default, the URL's pool_max_conns but at least defaultMaxConns.
+	MaxConns int
 	// outages keeps a database outage to two log lines (outagelog.go); the pool reports to it.
 	outages outageState
 }
@@ -46,6 +50,32 @@ func (c *config) bindCommon(fs *pflag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", envOr("LOUPE_DATA_DIR", defaultDataDir), "data directory, home of the embedded cluster (env LOUPE_DATA_DIR)")
 	fs.StringVar(&c.LogLevel, "log-level", envOr("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", envOr("LOG_FORMAT", "text"), "text or json (env LOG_FORMAT)")
+	fs.IntVar(&c.MaxConns, "max-conns", 0, fmt.Sprintf("most connections the process's pool opens to the database, at least %d; 0 means %d, or the URL's pool_max_conns if larger; the live hub's LISTEN connection comes on top (env LOUPE_MAX_CONNS)", minMaxConns, defaultMaxConns))
+}
+
+const (
+	// defaultMaxConns is the pool's size when neither --max-conns nor pool_max_conns says more.
+	defaultMaxConns = 20
+	// minMaxConns leaves a worker room for River's LISTEN connection, which its pool holds, and
+	// for the queries of a run.
+	minMaxConns = 4
+)
+
+// maxConns is the pool size --max-conns or LOUPE_MAX_CONNS asks for, or 0 for the default.
+func (c *config) maxConns() (int, error) {
+	n := c.MaxConns
+	if n == 0 {
+		if v := os.Getenv("LOUPE_MAX_CONNS"); v != "" {
+			var err error
+			if n, err = strconv.Atoi(v); err != nil {
+				return 0, fmt.Errorf("LOUPE_MAX_CONNS %q: want a number of connections", v)
+			}
+		}
+	}
+	if n != 0 && (n < minMaxConns || n > 10000) {
+		return 0, fmt.Errorf("--max-conns %d: want %d to 10000 (River's LISTEN connection and a run's queries share the pool)", n, minMaxConns)
+	}
+	return n, nil
 }
 
 // logger builds the slog logger the configuration asks for.
