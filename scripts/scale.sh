@@ -62,7 +62,7 @@ for i in $(seq 1 "$WORKERS"); do
 	start "worker-$i" worker --workers "$WORKER_WORKERS"
 done
 urls=$(for i in $(seq 1 "$SERVES"); do printf 'http://127.0.0.1:%d ' $((PORT + i - 1)); done)
-echo "scale: $SERVES serve(s) at ${urls% }, $WORKERS worker(s), --max-conns $MAX_CONNS each: at most $(((SERVES + WORKERS) * (MAX_CONNS + 1))) connections to PostgreSQL (each pool, plus each live hub's LISTEN). Ctrl-C stops them."
+echo "scale: $SERVES serve(s) at ${urls% }, $WORKERS worker(s), --max-conns $MAX_CONNS each: at most $((SERVES * (MAX_CONNS + 1) + WORKERS * (MAX_CONNS + 2) + (SERVE_WORKERS > 0 ? SERVES : 0))) connections to PostgreSQL (each pool, plus each live hub's LISTEN and each executing process's River LISTEN). Ctrl-C stops them."
 # Any process that exits ends the topology: a scale-out with a hole in it is not what was asked.
 wait -n
 echo "scale: a process exited; stopping the others" >&2
