@@ -251,9 +251,12 @@ type subscribeFrame struct {
 //   - a reviewer resolves the booking's interrupt through B's API, and the run resumes;
 //   - A is SIGKILLed in the middle of the answer's stream; the page reconnects through the proxy
 //     to B, subscribing from the last sequence number it showed, and ends showing exactly the
-//     run's chunks, in order, none missing, none twice, with the same text as the database;
+//     run's chunks, in order, none missing, none twice, with the same text as the database, with
+//     no failed request, exception or CSP violation on the page;
 //   - every run ends (succeeded, from the database), no run job is left unfinished, and the
-//     processes' connections stay within --max-conns plus each one's LISTEN connection.
+//     processes' connections stay within the budget: --max-conns each, plus the live hub's LISTEN
+//     connection, plus River's in a worker;
+//   - the surviving five stop cleanly on SIGINT.
 func TestThreeServesAndThreeWorkersShareOnePostgres(t *testing.T) {
 	t.Parallel()
 	const maxConns = 6
