@@ -31,6 +31,12 @@ install: generate ## go install devui into $(go env GOPATH)/bin, so that `devui 
 run: build ## build, then serve the UI at http://127.0.0.1:4000 in local mode on the embedded PostgreSQL
 	./$(BIN) serve --dev
 
+.PHONY: scale
+scale: ## 3 `devui serve --dev` (127.0.0.1:4000-4002) and 3 `devui worker` on the external PostgreSQL in DATABASE_URL, started together (scripts/scale.sh; SERVES, WORKERS, PORT, MAX_CONNS)
+	@[ -n "$$DATABASE_URL" ] || { echo "make scale needs DATABASE_URL: the external PostgreSQL every process shares (make db/up, then export DATABASE_URL=postgres://loupe:loupe@127.0.0.1:5432/loupe?sslmode=disable)" >&2; exit 2; }
+	@$(MAKE) --no-print-directory build
+	./scripts/scale.sh
+
 .PHONY: test
 test: ## run every test, database and browser tests included, with -race
 	@status=0; \

@@ -8,7 +8,9 @@
 #   4. the trace ingest load test (bench/loadtest) against a throwaway devui, every
 #      scenario at a few hundred spans;
 #   5. bench/jaegerpeer (the Jaeger comparison's client) against the same devui, Loupe's side
-#      only, at a few hundred spans.
+#      only, at a few hundred spans;
+#   6. bench/scale.sh (several serves on one PostgreSQL) with two serves and a worker on a database
+#      of the same cluster, at 20 runs and 200 spans.
 #
 # Skipped here on purpose: bench/jaeger-compare.sh's Jaeger side. Building Jaeger v1.76
 # (cmd/jaeger, a full OpenTelemetry Collector) takes minutes and is kept out of CI's path; step 5
@@ -75,4 +77,7 @@ go run ./bench/loadtest -url "$URL" -db "$DB" -clients 2 -spans 400 -realtime-sp
 
 echo "==> bench/jaegerpeer, Loupe's side only (Jaeger is not built here)" >&2
 (cd bench/jaegerpeer && go run . -jaeger "" -loupe "$URL" -spans 300 -count 2 -warmup 1 -timeout 2m)
+echo "==> bench/scale.sh, two serves and a worker, tiny" >&2
+SCALE_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+DATABASE_URL="$DB" BIN="$TMP/devui" TOPOLOGIES="2:1" RUNS=20 SPANS=200 CLIENTS=2 PORT="$SCALE_PORT" bench/scale.sh
 echo "bench smoke: every benchmark ran" >&2

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,8 +17,11 @@ import (
 type sender func(ctx context.Context, body []byte) error
 
 // netHTTPSender posts through net/http's client, as most programs would.
-func netHTTPSender(client *http.Client, base string) sender {
+// With several servers, the requests go to each in turn.
+func netHTTPSender(client *http.Client, bases []string) sender {
+	var next atomic.Uint64
 	return func(ctx context.Context, body []byte) error {
+		base := bases[int(next.Add(1)-1)%len(bases)]
 		return post(ctx, client, base+"/api/traces", body)
 	}
 }
@@ -27,16 +31,17 @@ func netHTTPSender(client *http.Client, base string) sender {
 // do. net/http's Transport costs about 0.1 ms of CPU per request here, on the two cores the server
 // needs; this costs a fraction of that, so that the load test measures the server rather than
 // itself.
-func leanSender(base string, clients int) (sender, error) {
-	u, err := url.Parse(base)
-	if err != nil {
-		return nil, err
-	}
-	if u.Scheme != "http" {
-		return nil, fmt.Errorf("the lean client speaks plain http only, not %s", u.Scheme)
-	}
+// With several servers, the connections are spread over them in turn.
+func leanSender(bases []string, clients int) (sender, error) {
 	conns := make(chan *leanConn, clients)
-	for range clients {
+	for i := range clients {
+		u, err := url.Parse(bases[i%len(bases)])
+		if err != nil {
+			return nil, err
+		}
+		if u.Scheme != "http" {
+			return nil, fmt.Errorf("the lean client speaks plain http only, not %s", u.Scheme)
+		}
 		conns <- &leanConn{host: u.Host}
 	}
 	return func(ctx context.Context, body []byte) error {

@@ -10,7 +10,12 @@
 //     then the same rows through pgx CopyFrom with no server, same batch size and concurrency;
 //   - realtime: every span POSTed twice, at start (endTime 0) and at end, as Genkit JS's dev mode;
 //   - bigtrace: one 2,001-span trace sent span by span, root last, then counted;
-//   - list: p50/p95 of listing 50 traces once the database holds -list-spans spans.
+//   - list: p50/p95 of listing 50 traces once the database holds -list-spans spans;
+//   - runs: -runs durable runs of -run-action started through the JSON API by the clients, until
+//     the last has ended: runs/s, and the spans those runs wrote per second.
+//
+// -url takes several servers on one database, comma separated (make scale's replicas): requests
+// and the lean client's connections are spread over them in turn.
 package main
 
 import (
@@ -54,11 +59,14 @@ type options struct {
 	serverPID      int
 	pgPID          int
 	lean           bool
+	runs           int
+	runAction      string
+	runInput       string
 }
 
 func main() {
 	var o options
-	flag.StringVar(&o.url, "url", "http://127.0.0.1:4000", "Loupe server (loopback only)")
+	flag.StringVar(&o.url, "url", "http://127.0.0.1:4000", "Loupe server (loopback only); several on one database, comma separated, share the load")
 	flag.StringVar(&o.db, "db", os.Getenv("DATABASE_URL"), "the server's database, for the COPY baseline and the list seed")
 	flag.IntVar(&o.clients, "clients", 8, "concurrent clients")
 	flag.IntVar(&o.batch, "batch", 20, "spans per batched request")
@@ -73,6 +81,9 @@ func main() {
 	flag.IntVar(&o.serverPID, "server-pid", 0, "the server's pid: report its CPU time per span (Linux)")
 	flag.IntVar(&o.pgPID, "pg-pid", 0, "the postmaster's pid: report PostgreSQL's CPU time per span, all its children included (Linux)")
 	flag.BoolVar(&o.lean, "lean", false, "post over raw keep-alive HTTP/1.1 connections instead of net/http's client (see leanSender)")
+	flag.IntVar(&o.runs, "runs", 2000, "durable runs in the runs scenario")
+	flag.StringVar(&o.runAction, "run-action", "/flow/researchAgent", "the action the runs scenario starts (a demo action: serve without --no-demo)")
+	flag.StringVar(&o.runInput, "run-input", `{"topic":"load","depth":2}`, "its input")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
@@ -81,12 +92,15 @@ func main() {
 }
 
 func run(o options) error {
-	u, err := url.Parse(o.url)
-	if err != nil {
-		return err
-	}
-	if ip := net.ParseIP(u.Hostname()); u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("refusing %s: the load test only targets loopback", o.url)
+	urls := strings.Split(o.url, ",")
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return err
+		}
+		if ip := net.ParseIP(u.Hostname()); u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("refusing %s: the load test only targets loopback", raw)
+		}
 	}
 	if o.db == "" {
 		return errors.New("set -db or DATABASE_URL to the server's database")
@@ -100,12 +114,12 @@ func run(o options) error {
 	defer pool.Close()
 	st := store.New(pool)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.clients * 2}, Timeout: time.Minute}
-	send := netHTTPSender(client, o.url)
+	send := netHTTPSender(client, urls)
 	if !o.lean {
 		fmt.Println("posting with net/http's client")
 	}
 	if o.lean {
-		if send, err = leanSender(o.url, o.clients); err != nil {
+		if send, err = leanSender(urls, o.clients); err != nil {
 			return err
 		}
 		fmt.Println("posting with the lean HTTP/1.1 client (-lean)")
@@ -119,7 +133,8 @@ func run(o options) error {
 		{"batched", func() error { return batched(ctx, o, send, st) }},
 		{"realtime", func() error { return realtime(ctx, o, send) }},
 		{"bigtrace", func() error { return bigTrace(ctx, o, send, st) }},
-		{"list", func() error { return list(ctx, o, client, st) }},
+		{"list", func() error { return list(ctx, o, client, urls[0], st) }},
+		{"runs", func() error { return runsScenario(ctx, o, client, urls, st) }},
 	} {
 		if !slices.Contains(want, sc.name) {
 			continue
@@ -457,7 +472,7 @@ func bigTrace(ctx context.Context, o options, send sender, st *store.Store) erro
 	return nil
 }
 
-func list(ctx context.Context, o options, client *http.Client, st *store.Store) error {
+func list(ctx context.Context, o options, client *http.Client, base string, st *store.Store) error {
 	var have int
 	if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM spans`).Scan(&have); err != nil {
 		return err
@@ -497,7 +512,7 @@ func list(ctx context.Context, o options, client *http.Client, st *store.Store) 
 		var lat []time.Duration
 		for range o.listSamples {
 			t0 := time.Now()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, o.url+path, nil)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 			resp, err := client.Do(req)
 			if err != nil {
 				return err
@@ -552,4 +567,86 @@ func rawCopy(ctx context.Context, pool *pgxpool.Pool, spans []store.Span) error 
 		}
 		return nil
 	})
+}
+
+// runsScenario starts o.runs durable runs through POST /api/v1/runs, spread over the servers, from
+// o.clients clients, then waits until every one has ended. runs/s counts from the first start to
+// the last end; spans/s is the spans those runs wrote (their exporter's batches included) over
+// the same time. A run that does not succeed fails the scenario.
+func runsScenario(ctx context.Context, o options, client *http.Client, bases []string, st *store.Store) error {
+	ids := make([]string, o.runs)
+	body := []byte(fmt.Sprintf(`{"action":%q,"input":%s}`, o.runAction, o.runInput))
+	cpu := startCPU(o)
+	start := time.Now()
+	_, err := parallel(ctx, o.clients, o.runs, func(i int) error {
+		base := bases[i%len(bases)]
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/runs", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusCreated {
+			return fmt.Errorf("POST %s/api/v1/runs: %s: %s", base, resp.Status, out)
+		}
+		var run struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(out, &run); err != nil {
+			return err
+		}
+		ids[i] = run.ID
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	started := time.Since(start)
+	var ended, succeeded int
+	for {
+		if err := st.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE status NOT IN ('queued', 'running')), count(*) FILTER (WHERE status = 'succeeded') FROM runs WHERE id = ANY($1::uuid[])`, ids).Scan(&ended, &succeeded); err != nil {
+			return err
+		}
+		if ended == len(ids) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d runs ended: %w", ended, len(ids), ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	elapsed := time.Since(start)
+	if succeeded != len(ids) {
+		return fmt.Errorf("%d of %d runs succeeded", succeeded, len(ids))
+	}
+	// The exporters write spans in batches: count until two reads half a second apart agree.
+	spans := -1
+	for {
+		var n int
+		if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM spans WHERE run_id = ANY($1::uuid[])`, ids).Scan(&n); err != nil {
+			return err
+		}
+		if n == spans {
+			break
+		}
+		spans = n
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	fmt.Printf("runs: %d runs of %s through %d server(s), %d clients: started in %v, all ended in %v: %.1f runs/s, %d spans: %.0f spans/s\n",
+		len(ids), o.runAction, len(bases), o.clients, started.Round(time.Millisecond), elapsed.Round(time.Millisecond),
+		float64(len(ids))/elapsed.Seconds(), spans, float64(spans)/elapsed.Seconds())
+	if o.serverPID > 0 || o.pgPID > 0 {
+		fmt.Printf("runs: %s\n", cpu.report(max(spans, 1)))
+	}
+	return nil
 }

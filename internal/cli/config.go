@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -29,6 +30,11 @@ type config struct {
 	DataDir         string
 	LogLevel        string
 	LogFormat       string
+	// MaxConns caps the process's pool of connections to DATABASE_URL (--max-conns); 0 keeps the
+	// default, the URL's pool_max_conns but at least defaultMaxConns. The live hub's LISTEN
+	// connection, and River's in a process that executes runs, leave the pool (pgx Hijack) and
+	// come on top.
+	MaxConns int
 	// outages keeps a database outage to two log lines (outagelog.go); the pool reports to it.
 	outages outageState
 }
@@ -46,6 +52,32 @@ func (c *config) bindCommon(fs *pflag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", envOr("LOUPE_DATA_DIR", defaultDataDir), "data directory, home of the embedded cluster (env LOUPE_DATA_DIR)")
 	fs.StringVar(&c.LogLevel, "log-level", envOr("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", envOr("LOG_FORMAT", "text"), "text or json (env LOG_FORMAT)")
+	fs.IntVar(&c.MaxConns, "max-conns", 0, fmt.Sprintf("most connections the process's pool opens to the database, at least %d; 0 means %d, or the URL's pool_max_conns if larger; the LISTEN connections (the live hub's, and River's where runs execute) come on top (env LOUPE_MAX_CONNS)", minMaxConns, defaultMaxConns))
+}
+
+const (
+	// defaultMaxConns is the pool's size when neither --max-conns nor pool_max_conns says more.
+	defaultMaxConns = 20
+	// minMaxConns leaves room for a run's writes, its lease's heartbeat, River's fetches and
+	// completions, and a request or two at once.
+	minMaxConns = 4
+)
+
+// maxConns is the pool size --max-conns or LOUPE_MAX_CONNS asks for, or 0 for the default.
+func (c *config) maxConns() (int, error) {
+	n := c.MaxConns
+	if n == 0 {
+		if v := os.Getenv("LOUPE_MAX_CONNS"); v != "" {
+			var err error
+			if n, err = strconv.Atoi(v); err != nil {
+				return 0, fmt.Errorf("LOUPE_MAX_CONNS %q: want a number of connections", v)
+			}
+		}
+	}
+	if n != 0 && (n < minMaxConns || n > 10000) {
+		return 0, fmt.Errorf("--max-conns %d: want %d to 10000 (a run's writes, its lease, River and the requests share the pool)", n, minMaxConns)
+	}
+	return n, nil
 }
 
 // logger builds the slog logger the configuration asks for.

@@ -27,6 +27,10 @@ type database struct {
 
 // openDatabase connects to DATABASE_URL, or starts the embedded cluster when it is empty.
 func openDatabase(ctx context.Context, cfg *config, log *slog.Logger) (*database, error) {
+	maxConns, err := cfg.maxConns()
+	if err != nil {
+		return nil, err
+	}
 	db := &database{}
 	dsn := cfg.DatabaseURL
 	if dsn == "" {
@@ -53,7 +57,12 @@ func openDatabase(ctx context.Context, cfg *config, log *slog.Logger) (*database
 		db.close()
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
-	pcfg.MaxConns = max(pcfg.MaxConns, 20)
+	if maxConns > 0 {
+		pcfg.MaxConns = int32(maxConns)
+	} else {
+		pcfg.MaxConns = max(pcfg.MaxConns, defaultMaxConns)
+	}
+	pcfg.MinConns = min(pcfg.MinConns, pcfg.MaxConns)
 	// Queries that succeed end an outage that the logs saw begin (outagelog.go).
 	pcfg.ConnConfig.Tracer = &cfg.outages
 	pcfg.HealthCheckPeriod = 5 * time.Second
@@ -86,7 +95,7 @@ func openReadReplica(ctx context.Context, dsn string, log *slog.Logger) (*pgxpoo
 	if err != nil {
 		return nil, fmt.Errorf("--read-database-url: %w", err)
 	}
-	pcfg.MaxConns = max(pcfg.MaxConns, 20)
+	pcfg.MaxConns = max(pcfg.MaxConns, defaultMaxConns)
 	pcfg.HealthCheckPeriod = 5 * time.Second
 	// Reads only: a write sent here by mistake fails at once instead of waiting on a standby.
 	pcfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"

@@ -89,6 +89,12 @@ func serveDevui(t *testing.T, bin, dataDir string, args ...string) *devuiProcess
 // own DATABASE_URL or LOUPE_ settings. A process still running when the test ends is killed.
 func runDevui(t *testing.T, bin, dataDir string, args ...string) *devuiProcess {
 	t.Helper()
+	return runDevuiEnv(t, bin, dataDir, nil, args...)
+}
+
+// runDevuiEnv is runDevui with env (KEY=value) added to the process's environment.
+func runDevuiEnv(t *testing.T, bin, dataDir string, env []string, args ...string) *devuiProcess {
+	t.Helper()
 	p := &devuiProcess{bin: bin, dataDir: dataDir, log: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, append(args, "--data-dir", dataDir)...)
 	for _, kv := range os.Environ() {
@@ -96,6 +102,7 @@ func runDevui(t *testing.T, bin, dataDir string, args ...string) *devuiProcess {
 			p.cmd.Env = append(p.cmd.Env, kv)
 		}
 	}
+	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	require.NoError(t, p.cmd.Start())
 	go func() {

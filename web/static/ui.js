@@ -710,11 +710,20 @@ async function initRun() {
   showPlayback();
 
   // The sections reload as the run goes; a list keeps the pages the reader loaded, its last page
-  // read again (new items come at its end).
+  // read again (new items come at its end). A reload that fails (the server died under it, or
+  // answered 503 in a database outage) is done again when the WebSocket is back.
+  let sectionsStale = false;
   const refreshSections = debounce(async () => {
     const current = document.getElementById("run-sections");
     const n = lastPage(current);
-    const html = await fetchHTML(page.dataset.sections + (n ? "&page=" + n : ""));
+    let html;
+    try {
+      html = await fetchHTML(page.dataset.sections + (n ? "&page=" + n : ""));
+      sectionsStale = false;
+    } catch {
+      sectionsStale = true;
+      return;
+    }
     if (!html) return;
     const fresh = fragment(html).querySelector("#run-sections");
     if (!fresh || document.getElementById("run-sections") !== current) return;
@@ -740,7 +749,10 @@ async function initRun() {
     switch (m.kind) {
       case Kind.Snapshot:
         if (m.data.status !== status) { status = m.data.status; refreshSections(); refreshTrace(); showStreamState(); }
-        else if (snapshots > 0) refreshTrace(); // a reconnect: span events may have been missed meanwhile
+        else if (snapshots > 0) { // a reconnect: span events may have been missed meanwhile
+          refreshTrace();
+          if (sectionsStale) refreshSections();
+        }
         snapshots++;
         break;
       case Kind.RunChunks: {
