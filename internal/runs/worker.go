@@ -155,8 +155,12 @@ func (s *Service) executeOnce(jobCtx context.Context, run *store.Run, l *lease) 
 		if state, err = s.store.RunExecutionState(ctx, run.ID); err != nil {
 			return err
 		}
-		if err := s.endOrphanedSpans(ctx, run, time.Now()); err != nil {
-			return err
+		// Only a takeover leaves spans of a lost execution: an execution that stopped at an
+		// interrupt ended its spans, whose ends may still be on their way from its process.
+		if run.TookOver {
+			if err := s.endOrphanedSpans(ctx, run, time.Now()); err != nil {
+				return err
+			}
 		}
 	}
 	// The history goes to the Generate call the run stopped in, its own messages only; the calls

@@ -229,3 +229,79 @@ func TestSpansOfAKilledWorkerEndAtTheTakeover(t *testing.T) {
 	require.Equal(t, "fetch", sk.Facts[failed].Name)
 	require.Contains(t, why, "its process stopped before the span ended")
 }
+
+// TestSpansOfAnApprovedRunAreNotEndedAsOrphans: a run that stops at an interrupt and goes on
+// once approved, in one healthy process: its resumed execution must not take the first
+// execution's spans for a dead process's. Every span of the run ends, and none carries the
+// takeover's mark or its error status (seen on #27's scale test, with the resume on another
+// worker).
+func TestSpansOfAnApprovedRunAreNotEndedAsOrphans(t *testing.T) {
+	ctx := context.Background()
+	reg := engine.NewRegistry()
+	scripted.DefineFunc(reg, "ask/model", func(req *engine.ModelRequest) (scripted.Turn, error) {
+		// Longer than the processor's start delay, so that the generate and model spans are
+		// stored as running before they end.
+		time.Sleep(2 * trace.StartDelay)
+		if scripted.ModelTurns(req.Messages) == 0 {
+			return scripted.Reply(scripted.ToolCall("confirm", "c1", map[string]any{})), nil
+		}
+		return scripted.Text("confirmed"), nil
+	})
+	confirm := engine.DefineTool(reg, "confirm", "Asks first.", func(tc *engine.ToolContext, _ struct{}) (string, error) {
+		if !tc.IsResumed() {
+			return "", tc.Interrupt(&engine.InterruptOptions{Metadata: map[string]any{"message": "ok?"}})
+		}
+		return "done", nil
+	})
+	engine.DefineFlow(reg, "ask", func(ctx context.Context, _ struct{}) (string, error) {
+		resp, err := engine.Generate(ctx, reg, engine.WithModelName("ask/model"), engine.WithPrompt("go"), engine.WithTools(confirm))
+		if err != nil {
+			return "", err
+		}
+		return resp.Text(), nil
+	})
+	svcs, err := services.Start(ctx, services.Config{Pool: storetest.NewPool(t), Registry: reg,
+		Runs:    runs.Config{Workers: 2, LeaseTTL: time.Second},
+		Tracing: services.Tracing{NoForward: true, FlushInterval: time.Minute}})
+	require.NoError(t, err)
+	defer svcs.Stop()
+	st := svcs.Store
+	run, err := svcs.Runs.StartRun(ctx, runs.StartParams{Action: "/flow/ask", Input: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	var it *store.Interrupt
+	require.Eventually(t, func() bool {
+		list, err := st.InterruptListByRun(ctx, run.ID)
+		require.NoError(t, err)
+		if len(list) == 1 {
+			it = list[0]
+		}
+		return it != nil
+	}, 60*time.Second, 20*time.Millisecond)
+	_, err = svcs.Runs.Resolve(ctx, runs.ResolveParams{InterruptID: it.ID, Action: runs.ActionApprove, Actor: "rita"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		r, err := st.RunGet(ctx, run.ID)
+		require.NoError(t, err)
+		return r.Status == store.RunSucceeded
+	}, 60*time.Second, 20*time.Millisecond)
+	marked := func() []string {
+		var names []string
+		rows, err := st.Pool().Query(ctx, `SELECT name FROM spans WHERE run_id = $1 AND attributes::jsonb ? 'loupe.span.ended_by_takeover'`, run.ID)
+		require.NoError(t, err)
+		for rows.Next() {
+			var name string
+			require.NoError(t, rows.Scan(&name))
+			names = append(names, name)
+		}
+		require.NoError(t, rows.Err())
+		return names
+	}
+	// The first execution's span ends are still in its span processor (a minute's flush
+	// interval here), as they may be in another worker's when the resume runs elsewhere.
+	require.Empty(t, marked(), "spans ended as a dead process's although none died")
+	svcs.Stop() // flushes the span processor
+	spans, err := st.SpansRunningByRun(ctx, run.ID)
+	require.NoError(t, err)
+	require.Empty(t, spans, "every span of the run ended")
+	require.Empty(t, marked())
+}

@@ -79,6 +79,10 @@ type Run struct {
 	// Usage is the run's tokens per model called (nil before its first model call): what its cost
 	// is priced from (pricing.Table.Cost).
 	Usage map[string]pricing.Tokens `db:"usage" json:"usage,omitempty"`
+	// TookOver is set by RunAcquire when the run was running under another execution's lease
+	// (lapsed): that execution died or stopped answering, rather than ending at an interrupt or
+	// a cancellation. It is not stored.
+	TookOver bool `db:"-" json:"-"`
 }
 
 const runColumns = `id, action, input, status, output, error, trace_id, model, turns, input_tokens,
@@ -437,18 +441,27 @@ func (r *Run) FirstExecution() bool {
 // a live worker is ErrLeaseHeld; a run in any other state is ErrRunFinished (the job has nothing
 // to do).
 func (s *Store) RunAcquire(ctx context.Context, id uuid.UUID, owner string, ttl time.Duration) (*Run, error) {
-	rows, err := s.db.Query(ctx, `UPDATE runs SET status = 'running', started_at = coalesce(started_at, now()),
-			lease_owner = $2, lease_expires_at = now() + $3::interval, lease_epoch = lease_epoch + 1,
-			updated_at = now(), version = version + 1
-		WHERE id = $1 AND status IN ('queued', 'running')
-			AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at < now())
-		RETURNING `+runColumns, id, owner, ttl)
+	// prev is the row as it was (locked, so that it is the row the update changes): a run that
+	// was running is taken over from an execution that is gone.
+	rows, err := s.db.Query(ctx, `UPDATE runs r SET status = 'running', started_at = coalesce(r.started_at, now()),
+			lease_owner = $2, lease_expires_at = now() + $3::interval, lease_epoch = r.lease_epoch + 1,
+			updated_at = now(), version = r.version + 1
+		FROM (SELECT id, status AS prev_status FROM runs WHERE id = $1 FOR UPDATE) prev
+		WHERE r.id = prev.id AND r.status IN ('queued', 'running')
+			AND (r.lease_owner IS NULL OR r.lease_owner = $2 OR r.lease_expires_at < now())
+		RETURNING `+qualified("r", runColumns)+`, prev.prev_status = 'running' AS took_over`, id, owner, ttl)
 	if err != nil {
 		return nil, fmt.Errorf("acquire run %s: %w", id, err)
 	}
-	run, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Run])
+	type acquired struct {
+		Run
+		TookOver bool `db:"took_over"`
+	}
+	got, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[acquired])
 	if err == nil {
-		return run, nil
+		run := got.Run
+		run.TookOver = got.TookOver
+		return &run, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("acquire run %s: %w", id, err)
@@ -708,4 +721,14 @@ func (s *Store) RunSessions(ctx context.Context, runIDs []uuid.UUID) (map[uuid.U
 		out[r.RunID] = RunConversation{Session: r.Session, Thread: r.Thread}
 	}
 	return out, nil
+}
+
+// qualified prefixes each column of a comma-separated list with table's alias, for a statement
+// that joins another relation with columns of the same names.
+func qualified(alias, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
 }
