@@ -196,7 +196,7 @@ cat >"$TMP/evalset.json" <<'EOF'
  {"testCaseId":"equal-json","input":"b","output":{"a":1,"b":[2]},"reference":{"b":[2],"a":1}},
  {"testCaseId":"differs","input":"c","output":"boom","reference":"liftoff"}]
 EOF
-genkit eval:run "$TMP/evalset.json" --evaluators=exact,json --force --output "$TMP/evalrun.json"
+genkit eval:run "$TMP/evalset.json" --evaluators=exact,json --output "$TMP/evalrun.json"
 E1="$(eval_id)"
 check "eval:run finds Loupe's evaluators and prints the evaluation id" eval \
 	'has "Using evaluators: exact,json" && [[ -n "$E1" ]] && clean'
@@ -218,7 +218,7 @@ check "eval:flow's evaluation is an experiment of dataset genkit-countdown, each
 	'[[ "$(jsget "$URL/api/v1/experiments/$E2" "[d.dataset.name, d.experiment.action, d.experiment.evaluators, d.experiment.passed,
 		d.rows.map(r => r.run_status + \":\" + (r.run_id || \"\").replace(/-/g, \"\") + \":\" + r.scores.map(s => s.evaluator + \"=\" + s.pass)).join(\";\")].join(\" \")")" == \
 		"genkit-countdown /flow/countdown exact,succeeded 1 $RUNS_OF_TRACES" ]]'
-genkit eval:flow countdown --input "$TMP/flowset.json" --evaluators=exact --force
+genkit eval:flow countdown --input "$TMP/flowset.json" --evaluators=exact
 E3="$(eval_id)"
 check "eval:flow again: another experiment on the same dataset version, its examples lined up with the first's" eval \
 	'[[ -n "$E3" && "$E3" != "$E2" ]] && [[ "$(jsget "$URL/api/v1/experiments/$E3" "[d.experiment.dataset_version, d.dataset.version, d.rows.map(r => r.example_key)].join(\" \")")" == \
