@@ -8,7 +8,8 @@
 # would. GENKIT_TELEMETRY_SERVER points the CLI's trace reads at Loupe too. Then it runs, from that
 # project:
 #   flow:run (plain, --stream, --wait --output, an input error, a flow that interrupts),
-#   flow:batchRun --label, eval:extractData --label, trace:list, trace:get, log:list,
+#   flow:batchRun --label, eval:extractData --label, eval:run and eval:flow with Loupe's evaluators
+#   (their scores, and the experiment each evaluation is in Loupe), trace:list, trace:get, log:list,
 # and the Dev UI server (genkit __server-harness, what `genkit ui:start` runs) with its runAction,
 # streamAction, streamTrace, cancelAction and listLogs calls. Each check reads the CLI's output and,
 # where Loupe stores something, what /api/v1 says. Nothing leaves the machine: analytics are opted
@@ -179,6 +180,49 @@ check "flow:batchRun's label is on the root spans Loupe stored" eventually eval 
 genkit eval:extractData countdown --label b1 --output "$TMP/dataset.json"
 check "eval:extractData --label extracts the labelled runs' inputs and outputs" eval \
 	'[[ "$(node -e "const d=require(process.argv[1]);console.log(d.map(r=>r.input.from+\":\"+r.output).sort().join())" "$TMP/dataset.json")" == "1:liftoff,2:liftoff" ]] && clean'
+
+# eval:run and eval:flow with Loupe's evaluators; each evaluation (its evalRunId) is an experiment in
+# Loupe. summary FILE [out] prints the CLI's results file as testCaseId[:output]:evaluator=score/status,…;…
+summary() {
+	node -e '
+const d = require(process.argv[1]);
+console.log(d.map(r => r.testCaseId + (process.argv[2] ? ":" + r.output : "") + ":" +
+	r.metrics.map(m => m.evaluator.replace("/evaluator/", "") + "=" + m.score + "/" + m.status).join(",")).join(";"));
+' "$@"
+}
+eval_id() { sed -n 's/.*Evaluation ID: \([0-9a-f-]\{36\}\).*/\1/p' "$OUT" | head -n 1; }
+cat >"$TMP/evalset.json" <<'EOF'
+[{"testCaseId":"same","input":"a","output":"liftoff","reference":"liftoff"},
+ {"testCaseId":"equal-json","input":"b","output":{"a":1,"b":[2]},"reference":{"b":[2],"a":1}},
+ {"testCaseId":"differs","input":"c","output":"boom","reference":"liftoff"}]
+EOF
+genkit eval:run "$TMP/evalset.json" --evaluators=exact,json --output "$TMP/evalrun.json"
+E1="$(eval_id)"
+check "eval:run finds Loupe's evaluators and prints the evaluation id" eval \
+	'has "Using evaluators: exact,json" && [[ -n "$E1" ]] && clean'
+check "eval:run's results: Loupe's exact and json scores of each test case" eval \
+	'[[ "$(summary "$TMP/evalrun.json")" == "same:exact=1/PASS,json=1/PASS;equal-json:exact=0/FAIL,json=1/PASS;differs:exact=0/FAIL,json=0/FAIL" ]]'
+check "eval:run's evaluation is the experiment of its id in Loupe, with the same scores" eval \
+	'[[ "$(jsget "$URL/api/v1/experiments/$E1" "[d.experiment.name === \"$E1\", d.dataset.name, d.experiment.evaluators, d.experiment.total, d.experiment.passed,
+		d.rows.map(r => JSON.stringify(r.input) + \":\" + r.scores.map(s => s.evaluator + \"=\" + s.score + \"/\" + s.pass)).join(\";\")].join(\" \")")" == \
+		"true genkit-eval exact,json 3 1 \"a\":exact=1/true,json=1/true;\"b\":exact=0/false,json=1/true;\"c\":exact=0/false,json=0/false" ]]'
+
+echo '[{"testCaseId":"one","input":{"from":1},"reference":"liftoff"},{"testCaseId":"two","input":{"from":2},"reference":"boom"}]' >"$TMP/flowset.json"
+genkit eval:flow countdown --input "$TMP/flowset.json" --evaluators=exact,succeeded --force --output "$TMP/evalflow.json"
+E2="$(eval_id)"
+check "eval:flow runs the flow on each input in Loupe and scores its outputs with Loupe's evaluators" eval \
+	'[[ -n "$E2" ]] && [[ "$(summary "$TMP/evalflow.json" out)" == "one:liftoff:exact=1/PASS,succeeded=1/PASS;two:liftoff:exact=0/FAIL,succeeded=1/PASS" ]] && clean'
+# Each result links to the run whose trace the CLI read (a durable run's trace id is its id).
+RUNS_OF_TRACES="$(node -e 'const d = require(process.argv[1]); console.log(d.map((r, i) => "succeeded:" + r.traceIds[0] + ":exact=" + (i === 0) + ",succeeded=true").join(";"))' "$TMP/evalflow.json")"
+check "eval:flow's evaluation is an experiment of dataset genkit-countdown, each result the run of its trace" eval \
+	'[[ "$(jsget "$URL/api/v1/experiments/$E2" "[d.dataset.name, d.experiment.action, d.experiment.evaluators, d.experiment.passed,
+		d.rows.map(r => r.run_status + \":\" + (r.run_id || \"\").replace(/-/g, \"\") + \":\" + r.scores.map(s => s.evaluator + \"=\" + s.pass)).join(\";\")].join(\" \")")" == \
+		"genkit-countdown /flow/countdown exact,succeeded 1 $RUNS_OF_TRACES" ]]'
+genkit eval:flow countdown --input "$TMP/flowset.json" --evaluators=exact
+E3="$(eval_id)"
+check "eval:flow again: another experiment on the same dataset version, its examples lined up with the first's" eval \
+	'[[ -n "$E3" && "$E3" != "$E2" ]] && [[ "$(jsget "$URL/api/v1/experiments/$E3" "[d.experiment.dataset_version, d.dataset.version, d.rows.map(r => r.example_key)].join(\" \")")" == \
+		"1 1 $(jsget "$URL/api/v1/experiments/$E2" "d.rows.map(r => r.example_key)")" ]]'
 
 genkit flow:run countdown '{"from":"ten"}'
 check "an error prints Genkit's code and message" eval 'has "Code: 3" && has "Message: INVALID_ARGUMENT" && clean'

@@ -58,3 +58,18 @@ func (e *Evaluator[In, Out]) RunJSON(ctx context.Context, input json.RawMessage,
 // Tracer is the tracer the registry's actions report to (a no-op one before SetTracerProvider), for
 // the spans a caller opens around them: an experiment's evaluation of a built-in evaluator, say.
 func (r *Registry) Tracer() trace.Tracer { return r.tracer.Load().Tracer }
+
+// RunEvaluatorSpan runs fn as the evaluator name, in an evaluator action span of its own whose
+// genkit:input is input and genkit:output fn's output: how an evaluator that is no registered
+// action (a built-in, scored for Genkit's eval tools) is traced as one, a root span when ctx has
+// none (WithRootSpan's callback sees it start).
+func (r *Registry) RunEvaluatorSpan(ctx context.Context, name string, input json.RawMessage, fn func(ctx context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+	ctx, span := r.startSpan(ctx, name, "action", "evaluator")
+	r.setJSONAttr(span, AttrInput, input)
+	out, err := fn(ctx)
+	if err == nil {
+		r.setJSONAttr(span, AttrOutput, out)
+	}
+	r.endSpan(span, err)
+	return out, err
+}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/eval"
@@ -342,30 +341,7 @@ func trajectoryOf(calls []*store.ToolCall) []eval.ToolCall {
 // evaluate scores a case with one evaluator, in a span of its own (the evaluator's trace); an
 // evaluator's error fails the example with the error as the explanation.
 func (s *Service) evaluate(ctx context.Context, e *store.Experiment, sp eval.Spec, c *eval.Case) store.Score {
-	out := store.Score{Evaluator: sp.String()}
-	ctx, span := s.reg.Tracer().Start(ctx, "evaluate "+sp.Name)
-	span.SetAttributes(attribute.String("genkit:type", "action"), attribute.String("genkit:metadata:subtype", "evaluator"),
-		attribute.String("genkit:name", sp.Name), attribute.String("loupe.experiment.id", e.ID.String()))
-	if sc := span.SpanContext(); sc.HasTraceID() {
-		tid := sc.TraceID().String()
-		out.TraceID = &tid
-	}
-	var (
-		res *eval.Score
-		err error
-	)
-	if b, ok := eval.Builtins[sp.Name]; ok {
-		res, err = b.Eval(ctx, eval.Env{Judge: s.judge}, sp.Arg, c)
-	} else {
-		res, err = s.evaluateDefined(ctx, sp.Name, c)
-	}
-	if err != nil {
-		span.RecordError(err)
-		out.Explanation = "the evaluator failed: " + err.Error()
-	} else {
-		out.Score, out.Pass, out.Explanation = res.Score, res.Pass, res.Explanation
-	}
-	span.End()
+	out, _, _ := s.evaluateCase(ctx, e.ID, sp, c)
 	return out
 }
 

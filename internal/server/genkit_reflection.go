@@ -51,6 +51,13 @@ func (s *Server) genkitActions(c echo.Context) error {
 			out[d.Key] = d
 		}
 	}
+	// Evaluators in Genkit's shapes (a program's own are registered with Loupe's case as input;
+	// through this API they take Genkit's EvalRequest, as the built-ins do).
+	if s.deps.Experiments != nil {
+		for _, d := range s.deps.Experiments.GenkitEvaluators() {
+			out[d.Key] = d
+		}
+	}
 	return c.JSON(http.StatusOK, out)
 }
 
@@ -102,6 +109,9 @@ func (s *Server) genkitRunAction(c echo.Context) error {
 		return err
 	}
 	stream := c.QueryParam("stream") == "true"
+	if strings.HasPrefix(req.Key, "/"+string(engine.ActionTypeEvaluator)+"/") && s.deps.Experiments != nil {
+		return s.genkitRunEvaluator(c, req)
+	}
 	if strings.HasPrefix(req.Key, "/"+string(engine.ActionTypeFlow)+"/") {
 		return s.genkitRunDurably(c, req, stream)
 	}
