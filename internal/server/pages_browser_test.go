@@ -24,8 +24,11 @@ func tab(t *testing.T, br *browsertest.Browser) context.Context {
 	return ctx
 }
 
+// wait polls expr until it is true. Its bound is for a page that never gets there: at load 20
+// (#24's load protocol) a 10,000-span waterfall took more than the 20 s it used to have to redraw
+// after a minimap drag.
 func wait(expr string) chromedp.Action {
-	return chromedp.Poll(expr, nil, chromedp.WithPollingTimeout(20*time.Second), chromedp.WithPollingInterval(25*time.Millisecond))
+	return chromedp.Poll(expr, nil, chromedp.WithPollingTimeout(90*time.Second), chromedp.WithPollingInterval(25*time.Millisecond))
 }
 
 // TestBrowserInboxResolveLiveKeyboardAndStaleForm works the inbox in two tabs: keyboard j/k moves,
