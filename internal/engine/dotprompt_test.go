@@ -268,3 +268,32 @@ Make {{dish}} for {{servings}} people:
 		}
 	}
 }
+
+// TestFilePromptAsAToolTransfersTheConversation: a model that calls a loaded prompt hands the
+// conversation over, as with DefinePrompt: the next turn runs with the file's model, its rendered
+// messages in front (tagged preamble) and its tools.
+func TestFilePromptAsAToolTransfersTheConversation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dir := t.TempDir()
+	writeFile(t, dir, "billing.prompt", "---\nmodel: billing-model\ndescription: The billing desk.\ninput:\n  schema:\n    topic: string\ntools: [lookupBill]\n---\n{{role \"system\"}}\nYou are the billing desk.\n{{role \"user\"}}\nAbout {{topic}}.\n")
+	_, err := engine.LoadPromptDir(b.r, dir)
+	require.NoError(t, err)
+	engine.DefineTool(b.r, "lookupBill", "Looks a bill up.", func(tc *engine.ToolContext, in struct{}) (string, error) { return "bill", nil })
+	scripted.Define(b.r, "front", scripted.Reply(call("billing", "b1", map[string]any{"topic": "a double charge"})))
+	billing := scripted.Define(b.r, "billing-model", scripted.Text("Billing here."))
+
+	require.Equal(t, "The billing desk.", b.r.Lookup("/prompt/billing").(*engine.FilePrompt).Definition().Description)
+	resp, err := engine.Generate(context.Background(), b.r, engine.WithModelName("front"), engine.WithPrompt("I was charged twice"), engine.WithToolNames("billing"))
+	require.NoError(t, err)
+	require.Equal(t, "Billing here.", resp.Text())
+	reqs := billing.Requests()
+	require.Len(t, reqs, 1)
+	msgs := reqs[0].Messages
+	require.Equal(t, engine.RoleSystem, msgs[0].Role)
+	require.Equal(t, "\nYou are the billing desk.\n", msgs[0].Text())
+	require.Equal(t, true, msgs[0].Metadata[engine.MetaPreamble])
+	require.Equal(t, "\nAbout a double charge.", msgs[1].Text())
+	require.Len(t, reqs[0].Tools, 1)
+	require.Equal(t, "lookupBill", reqs[0].Tools[0].Name)
+}
