@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,7 +42,8 @@ func TestLoadPromptDirRegistersEachFileWithItsSchemas(t *testing.T) {
 		"dish":{"type":"string","description":"the dish the user wants"},
 		"servings":{"anyOf":[{"type":"integer"},{"type":"null"}],"type":"integer"},
 		"photoUrl":{"type":"string"},
-		"tone":{"anyOf":[{"type":"string"},{"type":"null"}],"type":"string"}}}`, string(recipe.InputSchema.Raw()))
+		"tone":{"anyOf":[{"type":"string"},{"type":"null"}],"type":"string"},
+		"limit":{"anyOf":[{"type":"integer","description":"most sentences"},{"type":"null"}],"type":"integer","description":"most sentences"}}}`, string(recipe.InputSchema.Raw()))
 	meta := recipe.Metadata["prompt"].(map[string]any)
 	require.Equal(t, "googleai/gemini-2.5-flash", meta["model"])
 	require.Equal(t, []string{"lookupPantry"}, meta["tools"])
@@ -78,6 +81,100 @@ func TestFilePromptRendersRolesPartialsMediaAndDefaults(t *testing.T) {
 
 	_, err = p.Render(json.RawMessage(`{"dish":"soup"}`), nil)
 	require.Equal(t, engine.StatusInvalidArgument, statusOf(t, err), "photoUrl is required by the Picoschema")
+}
+
+// TestFilePromptRendersAsGenkitJSDoes renders testdata/prompts.cases.json with Loupe and compares
+// with testdata/prompts.genkit-js.json, what real Genkit JS 1.42.0 rendered from the same files
+// (its prompt.render): the same messages (roles, text, media, history), model, config, tools and
+// output format and schema. Two differences are the libraries' and are taken out before comparing:
+// Genkit JS's Picoschema adds additionalProperties: false to an object, and lists required
+// properties in the file's order where the Go library sorts them. Regenerate the file with
+//
+//	cd compat/genkit-js && npm ci && node render-prompts.mjs ../../internal/engine/testdata/prompts \
+//	  ../../internal/engine/testdata/prompts.cases.json > ../../internal/engine/testdata/prompts.genkit-js.json
+func TestFilePromptRendersAsGenkitJSDoes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := engine.LoadPromptDir(b.r, "testdata/prompts")
+	require.NoError(t, err)
+	var cases []struct {
+		Name    string            `json:"name"`
+		Variant string            `json:"variant"`
+		Input   json.RawMessage   `json:"input"`
+		History []*engine.Message `json:"history"`
+	}
+	raw, err := os.ReadFile("testdata/prompts.cases.json")
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &cases))
+	raw, err = os.ReadFile("testdata/prompts.genkit-js.json")
+	require.NoError(t, err)
+	var want []map[string]any
+	require.NoError(t, json.Unmarshal(raw, &want))
+	require.Len(t, want, len(cases))
+
+	for i, c := range cases {
+		name := c.Name
+		if c.Variant != "" {
+			name += "." + c.Variant
+		}
+		p := b.r.Lookup("/prompt/" + name).(*engine.FilePrompt)
+		msgs, err := p.Render(c.Input, c.History)
+		require.NoError(t, err, name)
+		var desc map[string]any
+		metaJSON, err := json.Marshal(p.Desc().Metadata["prompt"])
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(metaJSON, &desc))
+		got := map[string]any{"name": c.Name, "messages": msgs, "model": desc["model"]}
+		if c.Variant != "" {
+			got["variant"] = c.Variant
+		}
+		if cfg, _ := desc["config"].(map[string]any); len(cfg) > 0 {
+			got["config"] = cfg
+		}
+		if tools, _ := desc["tools"].([]any); len(tools) > 0 {
+			got["tools"] = tools
+		}
+		out := map[string]any{}
+		if o := desc["output"].(map[string]any); o["format"] != "" {
+			out["format"] = o["format"]
+			out["jsonSchema"] = o["schema"]
+		}
+		got["output"] = out
+		require.JSONEq(t, normalizeSchemas(t, want[i]), normalizeSchemas(t, got), name)
+	}
+}
+
+// normalizeSchemas is v as JSON with additionalProperties: false dropped and required lists
+// sorted, the two ways Genkit JS's Picoschema and Go's differ.
+func normalizeSchemas(t *testing.T, v any) string {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	require.NoError(t, err)
+	var doc any
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	var walk func(any)
+	walk = func(x any) {
+		switch x := x.(type) {
+		case map[string]any:
+			if x["additionalProperties"] == false {
+				delete(x, "additionalProperties")
+			}
+			if req, ok := x["required"].([]any); ok {
+				slices.SortFunc(req, func(a, b any) int { return strings.Compare(a.(string), b.(string)) })
+			}
+			for _, v := range x {
+				walk(v)
+			}
+		case []any:
+			for _, v := range x {
+				walk(v)
+			}
+		}
+	}
+	walk(doc)
+	raw, err = json.Marshal(doc)
+	require.NoError(t, err)
+	return string(raw)
 }
 
 // TestFilePromptPutsHistoryWhereTheTemplateSays asserts that {{history}} is replaced by the
