@@ -130,11 +130,11 @@ func parsePromptFile(r *Registry, file, name, source string, partials map[string
 	if v, ok := meta.Raw[frontReturnToolRequests].(bool); ok {
 		p.opts.ReturnToolRequests = v
 	}
-	in, err := frontSchema(meta.Input.Schema)
+	in, _, err := frontSchema(meta.Input.Schema)
 	if err != nil {
 		return fail(1, fmt.Errorf("input schema: %w", err))
 	}
-	out, err := frontSchema(meta.Output.Schema)
+	out, _, err := frontSchema(meta.Output.Schema)
 	if err != nil {
 		return fail(1, fmt.Errorf("output schema: %w", err))
 	}
@@ -195,19 +195,20 @@ func bodyOffset(source, template string) int {
 }
 
 // frontSchema turns a rendered front-matter schema (the library gives Picoschema as an
-// invopop schema, JSON Schema as a map) into a compiled Schema; nil for none.
-func frontSchema(v any) (*Schema, error) {
+// invopop schema, JSON Schema as a map) into a compiled Schema; ok is false for none.
+func frontSchema(v any) (s *Schema, ok bool, err error) {
 	if v == nil {
-		return nil, nil
+		return nil, false, nil
 	}
 	raw, err := json.Marshal(v)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if string(raw) == "null" || string(raw) == "true" || string(raw) == "{}" {
-		return nil, nil
+		return nil, false, nil
 	}
-	return NewSchema(json.RawMessage(raw))
+	s, err = NewSchema(json.RawMessage(raw))
+	return s, err == nil, err
 }
 
 // brokenPrompt is the stand-in of a file that did not load.
