@@ -257,17 +257,15 @@ func (p *FilePrompt) Render(input json.RawMessage, history []*Message) ([]*Messa
 	if p.loadErr != nil {
 		return nil, Errorf(StatusFailedPrecondition, "prompt %s did not load: %v", p.desc.Name, p.loadErr)
 	}
-	if len(input) == 0 {
-		input = json.RawMessage("null")
+	if len(input) == 0 || string(input) == "null" {
+		input = json.RawMessage("{}") // no input: the front matter's defaults, as in Genkit
 	}
 	if err := p.desc.InputSchema.ValidateJSON(input); err != nil {
 		return nil, Errorf(StatusInvalidArgument, "prompt %s input: %w", p.desc.Name, err)
 	}
 	var vars map[string]any
-	if string(input) != "null" {
-		if err := json.Unmarshal(input, &vars); err != nil {
-			return nil, Errorf(StatusInvalidArgument, "prompt %s: input must be a JSON object: %w", p.desc.Name, err)
-		}
+	if err := json.Unmarshal(input, &vars); err != nil {
+		return nil, Errorf(StatusInvalidArgument, "prompt %s: input must be a JSON object: %w", p.desc.Name, err)
 	}
 	data := &dotprompt.DataArgument{Input: vars}
 	for _, m := range history {

@@ -81,6 +81,14 @@ func TestFilePromptRendersRolesPartialsMediaAndDefaults(t *testing.T) {
 
 	_, err = p.Render(json.RawMessage(`{"dish":"soup"}`), nil)
 	require.Equal(t, engine.StatusInvalidArgument, statusOf(t, err), "photoUrl is required by the Picoschema")
+	_, err = p.Render(nil, nil)
+	require.Equal(t, engine.StatusInvalidArgument, statusOf(t, err), "no input is {}, which lacks the required fields")
+	_, err = p.Render(json.RawMessage(`["soup"]`), nil)
+	require.Equal(t, engine.StatusInvalidArgument, statusOf(t, err), "an input that is not an object")
+
+	triage := b.r.Lookup("/prompt/support/triage").(*engine.FilePrompt)
+	_, err = triage.Render(json.RawMessage(`{"customer":""}`), nil)
+	require.Equal(t, engine.StatusInvalidArgument, statusOf(t, err), "JSON Schema's minLength holds")
 }
 
 // TestFilePromptRendersAsGenkitJSDoes renders testdata/prompts.cases.json with Loupe and compares
