@@ -103,3 +103,26 @@ func mustJSON(t *testing.T, v any) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// TestRunAndActionsTakePrompts: myagent actions --prompts lists a file's prompt, and
+// myagent run /prompt/tale --prompts runs it (its model is the program's teller) to the end; an
+// input its front matter's schema refuses is an error naming the field.
+func TestRunAndActionsTakePrompts(t *testing.T) {
+	t.Parallel()
+	dbURL := storetest.NewURL(t)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tale.prompt"),
+		[]byte("---\nmodel: teller\ndescription: Tells a tale.\ninput:\n  schema:\n    topic: string\n---\nA tale about {{topic}}.\n"), 0o644))
+
+	out, _, err := runMyagent(t, "", "actions", "--prompts", dir)
+	require.NoError(t, err)
+	require.Contains(t, out, "/prompt/tale")
+	require.Contains(t, out, "Tells a tale.")
+
+	out, _, err = runMyagent(t, dbURL, "run", "/prompt/tale", "--prompts", dir, "--input", `{"topic":"cats"}`, "--wait")
+	require.NoError(t, err)
+	require.Contains(t, out, "once upon a time")
+
+	_, _, err = runMyagent(t, dbURL, "run", "/prompt/tale", "--prompts", dir, "--input", `{"topic":7}`, "--wait")
+	require.ErrorContains(t, err, "input/topic: must be a string")
+}
