@@ -11,7 +11,7 @@ import (
 	"sync"
 
 	"github.com/goccy/go-yaml"
-	"github.com/loupe-dev/loupe/internal/dotprompt"
+	"github.com/google/dotprompt/go/dotprompt"
 	"go.opentelemetry.io/otel/attribute"
 )
 
