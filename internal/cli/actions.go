@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -50,5 +51,6 @@ included, as GET /api/v1/actions has it. Needs no database.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print each action's description as JSON")
 	cmd.Flags().BoolVar(&eng.noDemo, "no-demo", false, "do not list the demo agents")
+	cmd.Flags().StringVar(&eng.prompts, "prompts", os.Getenv("LOUPE_PROMPTS"), "also list the prompts of this directory of .prompt files (env LOUPE_PROMPTS)")
 	return cmd
 }

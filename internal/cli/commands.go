@@ -284,6 +284,12 @@ func newStack(ctx context.Context, cfg *config, opts serveOptions, log *slog.Log
 	}
 	st.svcs = svcs
 	st.stops = append(st.stops, svcs.Stop)
+	if opts.dev {
+		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() { defer close(done); watchPrompts(wctx, sc.Registry, svcs.Runs, log) }()
+		st.stops = append(st.stops, func() { cancel(); <-done })
+	}
 	deps := server.Deps{Store: svcs.Store, Reads: svcs.Reads, Runs: svcs.Runs, Traces: svcs.Traces, Live: svcs.Hub, Database: db.monitor(),
 		Experiments: svcs.Experiments}
 	if svcs.Apps != nil {

@@ -33,6 +33,8 @@ type engineOptions struct {
 	webhooks          []string
 	webhookSecretFile string
 	publicURL         string
+	// prompts is a directory of .prompt files (--prompts, LOUPE_PROMPTS).
+	prompts string
 }
 
 func (o *engineOptions) bind(fs *pflag.FlagSet, defaultWorkers int) {
@@ -44,6 +46,8 @@ func (o *engineOptions) bind(fs *pflag.FlagSet, defaultWorkers int) {
 	fs.StringArrayVar(&o.webhooks, "webhook", nil,
 		"POST a signed JSON notification (Slack-compatible) to this URL on a new pending interrupt, an escalation and an expiry; repeatable (env LOUPE_WEBHOOK_URLS, comma-separated; HMAC secret in env LOUPE_WEBHOOK_SECRET or --webhook-secret-file; see README)")
 	fs.StringVar(&o.webhookSecretFile, "webhook-secret-file", "", "file holding the webhooks' HMAC-SHA256 secret (env LOUPE_WEBHOOK_SECRET_FILE; or the secret itself in env LOUPE_WEBHOOK_SECRET)")
+	fs.StringVar(&o.prompts, "prompts", os.Getenv("LOUPE_PROMPTS"),
+		"a directory of Dotprompt (.prompt) files to load as /prompt/<name> actions, as Genkit's promptDir (env LOUPE_PROMPTS); serve --dev reloads a changed file without a restart")
 	fs.StringVar(&o.publicURL, "public-url", "", "the UI's address as reviewers reach it, for the links in notifications (env LOUPE_PUBLIC_URL; serve defaults to http://ADDR)")
 }
 
@@ -82,6 +86,9 @@ func webhooksConfig(o engineOptions) (notify.Config, error) {
 func newRegistry(p *Program, o engineOptions, tp oteltrace.TracerProvider, log *slog.Logger) (*engine.Registry, error) {
 	if tp != nil {
 		p.Registry.SetTracerProvider(tp)
+	}
+	if err := loadPrompts(p.Registry, o.prompts, log); err != nil {
+		return nil, err
 	}
 	if p.Demo == nil || o.noDemo {
 		return p.Registry, nil

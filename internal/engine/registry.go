@@ -69,6 +69,8 @@ type Registry struct {
 	noGenerate bool
 	// defaultModel is the model a generate given none calls (WithDefaultModel).
 	defaultModel string
+	// promptDirs are the directories of .prompt files loaded into the registry (LoadPromptDir).
+	promptDirs []*PromptDir
 }
 
 // tracerRef holds the registry's tracer, which SetTracerProvider may replace while actions run.
@@ -134,6 +136,27 @@ func (r *Registry) Register(a Action) error {
 		return Errorf(StatusAlreadyExists, "register %s: key already registered", d.Key)
 	}
 	r.actions[d.Key] = a
+	return nil
+}
+
+// swap removes the actions under keys in gone and puts in the actions of add, as one change: a
+// prompt directory's reload. A key of add held by an action not in owned is ALREADY_EXISTS, and
+// nothing changes.
+func (r *Registry) swap(gone []string, add []Action, owned map[string]bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range add {
+		k := a.Desc().Key
+		if _, ok := r.actions[k]; ok && !owned[k] {
+			return Errorf(StatusAlreadyExists, "register %s: key already registered", k)
+		}
+	}
+	for _, k := range gone {
+		delete(r.actions, k)
+	}
+	for _, a := range add {
+		r.actions[a.Desc().Key] = a
+	}
 	return nil
 }
 

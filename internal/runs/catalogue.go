@@ -96,6 +96,19 @@ func (s *Service) announce(ctx context.Context) error {
 	return nil
 }
 
+// Announce records this process's actions in the catalogue now, rather than at the next
+// heartbeat: after a dev server reloaded its prompt files, say. A service without workers
+// announces nothing.
+func (s *Service) Announce(ctx context.Context) error {
+	if s.cfg.Workers == 0 {
+		return nil
+	}
+	if err := s.announce(ctx); err != nil {
+		return fmt.Errorf("announce actions: %w", err)
+	}
+	return nil
+}
+
 // announceLoop renews the announcement every AnnounceInterval until the service stops.
 func (s *Service) announceLoop() {
 	defer s.sweepWG.Done()

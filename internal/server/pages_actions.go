@@ -48,6 +48,9 @@ func (s *Server) actionsData(c echo.Context, query, typ string) templates.Action
 	for _, a := range list {
 		app, _ := a.Metadata[genkitapp.MetaApp].(string)
 		row := templates.ActionRow{Key: a.Key, URL: actionURL(a.Key), Name: a.Name, Type: string(a.Type), Description: a.Description, App: app}
+		if pm, ok := a.Metadata["prompt"].(map[string]any); ok {
+			row.LoadError, _ = pm[engine.MetaLoadError].(string)
+		}
 		if row.Name == "" {
 			row.Name = a.Key
 		}

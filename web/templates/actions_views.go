@@ -25,6 +25,8 @@ type ActionRow struct {
 	Name        string
 	Type        string
 	Description string
+	// LoadError is the error of a prompt whose .prompt file did not load ("file:line: why").
+	LoadError string
 	// App is the Genkit app the action belongs to, empty for this program's and its workers'.
 	App string
 	// Hidden is true when the list's filter leaves the row out.
