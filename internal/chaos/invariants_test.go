@@ -360,4 +360,14 @@ func TestCheckJobsFindsAJobLeftRunningAfterItsRunSettled(t *testing.T) {
 	require.Equal(t, fmt.Sprint(left), byRun[succeeded.String()].subject)
 	require.Contains(t, byRun[succeeded.String()].detail, `attempted by "dead-worker"`)
 	require.Contains(t, byRun[succeeded.String()].detail, "its run is succeeded since")
+
+	// A postmaster outage that ended within the bound held the sweep back: the jobs whose
+	// window it fell in are looked at again at a later check, not reported now. An outage that
+	// ended longer ago than the bound excuses nothing.
+	outageEnd := time.Now().Add(-2 * time.Second)
+	b.c.lastOutageEnd = func(from time.Time) (time.Time, bool) { return outageEnd, outageEnd.After(from) }
+	require.Empty(t, kinds(), "both windows held an outage that ended 2 s ago")
+	outageEnd = time.Now().Add(-45 * time.Second)
+	got = kinds()
+	require.Len(t, got, 2, "the outage ended 45 s ago, longer than the bound: %v", got)
 }

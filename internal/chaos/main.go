@@ -178,6 +178,7 @@ func (h *harness) run(ctx context.Context) (int, error) {
 	// The README's bound for a dead worker's job to leave running (twice the lease TTL and a
 	// sweep, which is TTL/3), and one sweep more for a sweep under way when the bound passed.
 	h.checks.jobBound = 2*o.leaseTTL + 2*(o.leaseTTL/3)
+	h.checks.lastOutageEnd = h.cluster.lastOutageEnd
 	h.takes = &takeovers{pool: h.pool, cluster: h.cluster, bound: bound, log: h.log}
 	h.serve = h.process(devui, "serve", "serve", []string{"serve", "--dev", "--addr", "127.0.0.1:" + strconv.Itoa(port), "--workers", "0"})
 	for i := range o.workers {

@@ -132,6 +132,19 @@ func (c *cluster) downDuring(from, to time.Time) bool {
 	return false
 }
 
+// lastOutageEnd is when the latest outage that ended after from ended, and whether there was one.
+func (c *cluster) lastOutageEnd(from time.Time) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var end time.Time
+	for _, o := range c.outages {
+		if o.to.After(from) && o.to.After(end) {
+			end = o.to
+		}
+	}
+	return end, !end.IsZero()
+}
+
 func (c *cluster) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
