@@ -2,6 +2,7 @@ package trace_test
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -9,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/loupe-dev/loupe/internal/store/storetest"
 	"github.com/loupe-dev/loupe/internal/trace"
@@ -139,4 +143,94 @@ func genkitSpanBodies(traceID, rootID string) (start, end []byte) {
 		return b
 	}
 	return body(0), body(1700000000100.5)
+}
+
+// otlpBatchBody is an OTLP/HTTP protobuf export request like the ingest comparison's: n spans of
+// about 1.15 KB (a dozen string attributes, one long) under one root, in one resource and scope.
+func otlpBatchBody(n int) []byte {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "ingest-bench")
+	rs.Resource().Attributes().PutStr("telemetry.sdk.language", "nodejs")
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName("genkit-tracer")
+	ss.Scope().SetVersion("v1")
+	var tid pcommon.TraceID
+	binary.BigEndian.PutUint64(tid[8:], benchIDs.Add(1))
+	var root pcommon.SpanID
+	pad := strings.Repeat("evidence ", 60)
+	for i := range n {
+		sp := ss.Spans().AppendEmpty()
+		var sid pcommon.SpanID
+		binary.BigEndian.PutUint64(sid[:], benchIDs.Add(1))
+		sp.SetTraceID(tid)
+		sp.SetSpanID(sid)
+		if i == 0 {
+			root = sid
+		} else {
+			sp.SetParentSpanID(root)
+		}
+		sp.SetName("search")
+		sp.SetKind(ptrace.SpanKindInternal)
+		sp.SetStartTimestamp(pcommon.Timestamp(1_700_000_000_000_000_000 + int64(i)*1000))
+		sp.SetEndTimestamp(pcommon.Timestamp(1_700_000_000_100_000_000))
+		a := sp.Attributes()
+		a.PutStr("genkit:type", "action")
+		a.PutStr("genkit:name", "search")
+		a.PutStr("genkit:metadata:subtype", "tool")
+		a.PutStr("genkit:path", "/{researchAgent,t:flow}/{generate,t:util}/{search,t:action,s:tool}")
+		a.PutStr("genkit:state", "success")
+		a.PutStr("gen_ai.operation.name", "execute_tool")
+		a.PutStr("gen_ai.tool.name", "search")
+		a.PutInt("gen_ai.usage.input_tokens", 120)
+		a.PutDouble("loupe.cost", 0.00125)
+		a.PutBool("genkit:isRoot", i == 0)
+		a.PutStr("genkit:input", `{"query":"q"}`)
+		a.PutStr("genkit:output", `{"summary":"`+pad+`"}`)
+	}
+	body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+	if err != nil {
+		panic(err)
+	}
+	return body
+}
+
+// BenchmarkDecodeOTLP20Spans measures decoding one batched OTLP/HTTP protobuf body into the rows
+// the store writes.
+//
+//	go test ./internal/trace -run '^$' -bench DecodeOTLP -benchmem
+func BenchmarkDecodeOTLP20Spans(b *testing.B) {
+	body := otlpBatchBody(20)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, _, _, err := trace.DecodeOTLP(body, trace.ContentTypeProtobuf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkIngestOTLP measures IngestOTLP end to end (decode, group commit, store) from 8
+// concurrent callers, in spans/s, with batched protobuf bodies of 20 spans.
+//
+//	go test ./internal/trace -run '^$' -bench IngestOTLP -benchtime 2000x
+func BenchmarkIngestOTLP(b *testing.B) {
+	ctx := context.Background()
+	svc, err := trace.NewService(trace.Config{Store: storetest.New(b)})
+	require.NoError(b, err)
+	bodies := make([][]byte, b.N)
+	for i := range bodies {
+		bodies[i] = otlpBatchBody(20)
+	}
+	var next atomic.Int64
+	b.SetParallelism(4) // 8 callers on 2 CPUs
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := svc.IngestOTLP(ctx, bodies[next.Add(1)-1], trace.ContentTypeProtobuf); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(20*b.N)/b.Elapsed().Seconds(), "spans/s")
 }
