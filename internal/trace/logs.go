@@ -40,10 +40,11 @@ func DecodeOTLPLogs(body []byte, contentType string, now time.Time) (logs []stor
 func FromOTLPLogs(ld plog.Logs, now time.Time) (logs []store.Log, rejected int64, reason string) {
 	logs = make([]store.Log, 0, ld.LogRecordCount())
 	var reasons []string
+	var aw attrsWriter
 	rls := ld.ResourceLogs()
 	for i := 0; i < rls.Len(); i++ {
 		rl := rls.At(i)
-		resource := attrsJSON(rl.Resource().Attributes())
+		resource := aw.object(rl.Resource().Attributes())
 		sls := rl.ScopeLogs()
 		for j := 0; j < sls.Len(); j++ {
 			sl := sls.At(j)
@@ -62,7 +63,7 @@ func FromOTLPLogs(ld plog.Logs, now time.Time) (logs []store.Log, rejected int64
 					SeverityNumber: int16(r.SeverityNumber()),
 					SeverityText:   store.CleanText(r.SeverityText()),
 					Body:           mustJSON(r.Body().AsRaw()),
-					Attributes:     attrsJSON(r.Attributes()),
+					Attributes:     aw.object(r.Attributes()),
 					Resource:       resource,
 					Scope:          store.CleanText(sl.Scope().Name()),
 				}

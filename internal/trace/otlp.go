@@ -38,7 +38,7 @@ func DecodeOTLP(body []byte, contentType string) (spans []store.Span, rejected i
 	default:
 		return nil, 0, "", inputErrorf("unsupported content type %q (want %s or %s)", contentType, ContentTypeProtobuf, ContentTypeJSON)
 	}
-	spans, rejected, reason = FromOTLP(req.Traces())
+	spans, rejected, reason = fromOTLP(req.Traces(), len(body))
 	return spans, rejected, reason, nil
 }
 
@@ -51,6 +51,12 @@ const maxRejectReasons = 3
 // past maxRejectReasons. A span with end time 0 is still running and is kept. Text that
 // PostgreSQL cannot store becomes U+FFFD, as in DecodeGenkit.
 func FromOTLP(td ptrace.Traces) (spans []store.Span, rejected int64, reason string) {
+	return fromOTLP(td, 0)
+}
+
+// fromOTLP is FromOTLP with room for about bodySize bytes of attributes made at once (an encoded
+// request's size is close to its attributes' JSON).
+func fromOTLP(td ptrace.Traces, bodySize int) (spans []store.Span, rejected int64, reason string) {
 	spans = make([]store.Span, 0, td.SpanCount())
 	var reasons []string
 	reject := func(format string, args ...any) {
@@ -59,10 +65,11 @@ func FromOTLP(td ptrace.Traces) (spans []store.Span, rejected int64, reason stri
 		}
 		rejected++
 	}
+	aw := attrsWriter{buf: make([]byte, 0, bodySize+bodySize/4)}
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
-		resource := attrsJSON(rs.Resource().Attributes())
+		resource := aw.object(rs.Resource().Attributes())
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
 			ss := sss.At(j)
@@ -101,7 +108,7 @@ func FromOTLP(td ptrace.Traces) (spans []store.Span, rejected int64, reason stri
 					EndTime:       int64(end),
 					StatusCode:    int16(s.Status().Code()),
 					StatusMessage: s.Status().Message(),
-					Attributes:    attrsJSON(s.Attributes()),
+					Attributes:    aw.object(s.Attributes()),
 					Resource:      resource,
 					Scope:         scope.Name(),
 					ScopeVersion:  scope.Version(),
@@ -120,7 +127,7 @@ func FromOTLP(td ptrace.Traces) (spans []store.Span, rejected int64, reason stri
 					events := make([]storedEvent, evs.Len())
 					for e := 0; e < evs.Len(); e++ {
 						ev := evs.At(e)
-						events[e] = storedEvent{TimeUnixNano: int64(min(uint64(ev.Timestamp()), math.MaxInt64)), Name: ev.Name(), Attributes: attrsJSON(ev.Attributes())}
+						events[e] = storedEvent{TimeUnixNano: int64(min(uint64(ev.Timestamp()), math.MaxInt64)), Name: ev.Name(), Attributes: aw.object(ev.Attributes())}
 					}
 					sp.Events = mustJSON(events)
 				}
@@ -130,7 +137,7 @@ func FromOTLP(td ptrace.Traces) (spans []store.Span, rejected int64, reason stri
 						lk := ls.At(l)
 						ltid, lsid := lk.TraceID(), lk.SpanID()
 						links[l] = storedLink{TraceID: hexID(ltid[:]), SpanID: hexID(lsid[:]), TraceState: lk.TraceState().AsRaw(),
-							Attributes: attrsJSON(lk.Attributes()), Flags: lk.Flags()}
+							Attributes: aw.object(lk.Attributes()), Flags: lk.Flags()}
 					}
 					sp.Links = mustJSON(links)
 				}
@@ -165,7 +172,7 @@ func rejectReason(rejected int64, reasons []string) string {
 }
 
 // attrsJSON encodes attributes as one JSON object: strings, numbers, booleans, arrays and maps as
-// themselves, bytes as base64.
+// themselves, bytes as base64. It is the reference that attrsWriter, which FromOTLP uses, matches.
 func attrsJSON(m pcommon.Map) json.RawMessage {
 	if m.Len() == 0 {
 		return json.RawMessage("{}")
