@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/loupe-dev/loupe/internal/store"
 )
@@ -293,6 +294,9 @@ func rawText(raw json.RawMessage) *string {
 	}
 	var s string
 	if raw[0] == '"' {
+		if plain, ok := plainJSONString(raw); ok {
+			return &plain
+		}
 		if json.Unmarshal(raw, &s) != nil {
 			return nil
 		}
@@ -300,6 +304,26 @@ func rawText(raw json.RawMessage) *string {
 		s = string(raw)
 	}
 	return &s
+}
+
+// plainJSONString returns the text of a JSON string with nothing escaped in it (nearly every
+// attribute value read here), which is the bytes between its quotes, without decoding it.
+func plainJSONString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	ascii := true
+	for _, c := range body {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return "", false
+		}
+		ascii = ascii && c < utf8.RuneSelf
+	}
+	if !ascii && !utf8.Valid(body) {
+		return "", false
+	}
+	return string(body), true
 }
 
 // usageOf is what spans add to their traces' totals in the trace list: each ended model or tool
