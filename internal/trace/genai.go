@@ -132,6 +132,8 @@ var factKeys = []string{AttrTurnIndex, "genkit:name", "genkit:type", "genkit:met
 	"gen_ai.usage.output_tokens", "genkit:output", "gen_ai.response.model", "gen_ai.response.finish_reasons",
 	"gen_ai.tool.call.id"}
 
+var modelOutputFact = slices.Index(factKeys, "genkit:output")
+
 // FactsOf reads a span's turn facts from its attributes in Go, as store.SpanTurnFactsByTrace reads
 // them in SQL (each value as text, a string unquoted): ingest uses it to fold the trace list's
 // totals by the same rule as the turn summary. The attributes must be a valid JSON object, as
@@ -148,10 +150,14 @@ func FactsOf(sp *store.Span) store.SpanTurnFacts {
 		&f.Model, &f.ToolName, &f.InputTokens, &f.OutputTokens, &f.ModelOutput, &f.ResponseModel,
 		&f.FinishReasons, &f.ToolCallID}
 	for i, d := range dest {
-		*d = rawText(v[i])
+		if d != &f.ModelOutput {
+			*d = rawText(v[i])
+		}
 	}
-	if f.InputTokens != nil || f.OutputTokens != nil || deref(f.Subtype) != "model" {
-		f.ModelOutput = nil // as the SQL reads it: only a Genkit model span's, without gen_ai usage
+	// As the SQL reads it: only a Genkit model span's output, without gen_ai usage. Read only
+	// then, since it is the one value that is large and escaped (JSON held in a string).
+	if f.InputTokens == nil && f.OutputTokens == nil && deref(f.Subtype) == "model" {
+		f.ModelOutput = rawText(v[modelOutputFact])
 	}
 	return f
 }
