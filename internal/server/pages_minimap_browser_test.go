@@ -61,7 +61,17 @@ func TestBrowserMinimapShowsAndMovesTheView(t *testing.T) {
 	require.InDelta(t, width, m.WinW, 4, "the window is the whole trace")
 	require.Equal(t, "the whole trace", m.Label)
 
-	// Drag across the minimap from 20% to 40%.
+	// Drag across the minimap from 20% to 40%. On a loaded machine the page may still be laying
+	// out (the live connection's state, late fragments): wait until the point the drag starts at
+	// is on the minimap, then read where it is.
+	require.NoError(t, br.Run(
+		wait(`(() => {
+			const mm = document.querySelector('[data-testid="minimap"]'), r = mm.getBoundingClientRect();
+			const at = document.elementFromPoint(r.left + r.width*0.2, r.top + r.height/2);
+			return document.readyState === "complete" && document.documentElement.dataset.live === "live" && at !== null && mm.contains(at);
+		})()`),
+		chromedp.Evaluate(read, &m),
+	))
 	y := m.Top + m.H/2
 	x0, x1 := m.L+width*0.2, m.L+width*0.4
 	require.NoError(t, br.Run(
