@@ -107,6 +107,10 @@ compat-genkit-port: ## examples/genkit-port is a Genkit Go v1.4.0 program ported
 bench-jaeger: ## GET of a 10,000-span trace, Loupe against Jaeger v1.76 in the same run (bench/jaeger-compare.sh; builds Jaeger once)
 	bench/jaeger-compare.sh
 
+.PHONY: bench-ingest
+bench-ingest: ## batched OTLP ingest, Loupe against Jaeger v1.76 memory and badger and raw COPY, same run (bench/ingest-compare.sh)
+	bench/ingest-compare.sh
+
 .PHONY: bench-smoke
 bench-smoke: ## run every benchmark and bench/ script once, tiny, so none rots (bench/smoke.sh)
 	bench/smoke.sh

@@ -62,20 +62,9 @@ pick_port() {
 	return 1
 }
 
-PEER="$ROOT/bench/jaegerpeer"
-JAEGER_VERSION="$(awk '$1 == "github.com/jaegertracing/jaeger" { print $2 }' "$PEER/go.mod")"
-[[ -n "$JAEGER_VERSION" ]] || { echo "ERROR: no github.com/jaegertracing/jaeger in $PEER/go.mod" >&2; exit 1; }
-JAEGER="$PEER/bin/jaeger"
-if [[ ! -x "$JAEGER" || "$(cat "$JAEGER.version" 2>/dev/null)" != "$JAEGER_VERSION" ]]; then
-	echo "==> building Jaeger $JAEGER_VERSION (cmd/jaeger) into bench/jaegerpeer/bin (once; minutes)" >&2
-	mkdir -p "$PEER/bin"
-	(cd "$PEER" && go build -trimpath \
-		-ldflags "-X github.com/jaegertracing/jaeger/internal/version.latestVersion=$JAEGER_VERSION" \
-		-o bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger)
-	echo "$JAEGER_VERSION" >"$JAEGER.version"
-fi
-echo "==> Jaeger: $("$JAEGER" version 2>/dev/null | tr -d '\n' | head -c 200)" >&2
-
+# shellcheck source=jaeger-lib.sh
+source bench/jaeger-lib.sh
+build_jaeger
 echo "==> building devui and bench/jaegerpeer" >&2
 go build -o "$TMP/devui" ./cmd/devui
 (cd "$PEER" && go build -o "$TMP/jaegerpeer" .)

@@ -77,6 +77,8 @@ go run ./bench/loadtest -url "$URL" -db "$DB" -clients 2 -spans 400 -realtime-sp
 
 echo "==> bench/jaegerpeer, Loupe's side only (Jaeger is not built here)" >&2
 (cd bench/jaegerpeer && go run . -jaeger "" -loupe "$URL" -spans 300 -count 2 -warmup 1 -timeout 2m)
+echo "==> bench/jaegerpeer -mode ingest (make bench-ingest's client), Loupe and raw COPY only, 1 s each" >&2
+(cd bench/jaegerpeer && go run . -mode ingest -jaeger "" -loupe "$URL" -db "$DB" -clients 2 -duration 1s -pause 0s -timeout 2m)
 echo "==> bench/scale.sh, two serves and a worker, tiny" >&2
 SCALE_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
 DATABASE_URL="$DB" BIN="$TMP/devui" TOPOLOGIES="2:1" RUNS=20 SPANS=200 CLIENTS=2 PORT="$SCALE_PORT" bench/scale.sh

@@ -64,8 +64,25 @@ func main() {
 	flag.StringVar(&o.order, "order", "alternate", "alternate: one GET of each server and encoding in turn; blocks: all of one, then the next")
 	flag.StringVar(&o.workDir, "work-dir", "", "where Jaeger's config and log go (default: a new temp dir)")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
+	mode := flag.String("mode", "get", "get: time the GET of one large trace; ingest: batched OTLP ingest throughput (see ingest.go)")
+	var in ingestOptions
+	flag.IntVar(&in.clients, "clients", 8, "ingest: concurrent closed-loop clients")
+	flag.IntVar(&in.batch, "batch-spans", 20, "ingest: spans per request")
+	flag.DurationVar(&in.duration, "duration", 10*time.Second, "ingest: how long each server is loaded")
+	flag.StringVar(&in.db, "db", "", "ingest: Loupe's DATABASE_URL (the stored count, and the raw COPY ceiling)")
+	flag.DurationVar(&in.pause, "pause", 3*time.Second, "ingest: rest between servers")
+	flag.IntVar(&in.sample, "sample", 200, "ingest: Jaeger traces read back to check")
 	flag.Parse()
-	if err := run(o); err != nil {
+	var err error
+	switch *mode {
+	case "get":
+		err = run(o)
+	case "ingest":
+		err = runIngest(o, in)
+	default:
+		err = fmt.Errorf("-mode %q: get or ingest", *mode)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "jaegerpeer:", err)
 		os.Exit(1)
 	}
@@ -442,8 +459,7 @@ extensions:
   jaeger_storage:
     backends:
       mem:
-        memory:
-          max_traces: 100000
+%s
 
 receivers:
   otlp:
@@ -460,8 +476,14 @@ exporters:
     trace_storage: mem
 `
 
-// startJaeger starts Jaeger on three free loopback ports and waits until its query API answers.
+// startJaeger starts Jaeger with its memory store on three free loopback ports and waits until its
+// query API answers.
 func startJaeger(ctx context.Context, o options) (func(traceID string) server, func(), error) {
+	return startJaegerStore(ctx, o, "memory")
+}
+
+// startJaegerStore is startJaeger with the memory store or badger.
+func startJaegerStore(ctx context.Context, o options, store string) (func(traceID string) server, func(), error) {
 	bin, err := filepath.Abs(o.jaeger)
 	if err != nil {
 		return nil, nil, err
@@ -478,7 +500,13 @@ func startJaeger(ctx context.Context, o options) (func(traceID string) server, f
 	}
 	query, grpc, otlp := ports[0], ports[1], ports[2]
 	cfg := filepath.Join(dir, "jaeger.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, jaegerConfig, query, grpc, otlp), 0o644); err != nil {
+	backend := "        memory:\n          max_traces: 100000"
+	if store == "badger" {
+		// Durable, on disk in the work dir, as Jaeger's own config-badger.yaml keeps it.
+		data := filepath.Join(dir, "badger")
+		backend = fmt.Sprintf("        badger:\n          directories:\n            keys: %q\n            values: %q\n          ephemeral: false", data, data)
+	}
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, jaegerConfig, query, grpc, backend, otlp), 0o644); err != nil {
 		return nil, nil, err
 	}
 	logf, err := os.Create(filepath.Join(dir, "jaeger.log"))
@@ -508,7 +536,7 @@ func startJaeger(ctx context.Context, o options) (func(traceID string) server, f
 		}
 	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", query)
-	fmt.Fprintf(os.Stderr, "Jaeger: %s --config %s (query %s, OTLP/HTTP 127.0.0.1:%d); log %s\n", bin, cfg, base, otlp, logf.Name())
+	fmt.Fprintf(os.Stderr, "Jaeger (%s): %s --config %s (query %s, OTLP/HTTP 127.0.0.1:%d); log %s\n", store, bin, cfg, base, otlp, logf.Name())
 	started := time.Now()
 	for {
 		resp, err := http.Get(base + "/api/services")
