@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -24,4 +25,17 @@ func (s *Store) SpanCopyRaw(ctx context.Context, spans []Span) (int64, error) {
 		return 0, fmt.Errorf("copy %d spans: %w", len(spans), err)
 	}
 	return n, nil
+}
+
+var spanCopyColumns = strings.Fields(strings.ReplaceAll(spanColumns, ",", " "))
+
+// spanCopySource feeds spans to pgx's CopyFrom (binary COPY), as the raw baseline does.
+func spanCopySource(spans []Span) pgx.CopyFromSource {
+	return pgx.CopyFromSlice(len(spans), func(i int) ([]any, error) {
+		sp := &spans[i]
+		return []any{sp.TraceID, sp.SpanID, sp.ParentSpanID, sp.Name, sp.Kind, sp.StartTime,
+			sp.EndTime, sp.StatusCode, sp.StatusMessage, jsonOr(sp.Attributes, "{}"),
+			jsonOr(sp.Events, "[]"), jsonOr(sp.Links, "[]"), jsonOr(sp.Resource, "{}"), sp.Scope,
+			sp.ScopeVersion, sourceOr(sp.Source), sp.RunID}, nil
+	})
 }

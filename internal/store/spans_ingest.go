@@ -349,7 +349,7 @@ func (s *Store) spanIngestFast(ctx context.Context, spans []Span) (SpanIngestRes
 	}
 	var res SpanIngestResult
 	if len(fresh) > 0 {
-		n, err := tx.CopyFrom(ctx, pgx.Identifier{"spans"}, spanCopyColumns, spanCopySource(fresh))
+		n, err := copySpans(ctx, tx, "spans", fresh)
 		if err != nil {
 			return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
 		}
@@ -432,7 +432,7 @@ func (s *Store) spanIngestCopy(ctx context.Context, spans []Span) (SpanIngestRes
 		(LIKE spans INCLUDING DEFAULTS) ON COMMIT DROP`); err != nil {
 		return SpanIngestResult{}, fmt.Errorf("create staging table: %w", err)
 	}
-	if _, err := s.db.CopyFrom(ctx, pgx.Identifier{"spans_stage"}, spanCopyColumns, spanCopySource(spans)); err != nil {
+	if _, err := copySpans(ctx, s.Tx(), "spans_stage", spans); err != nil {
 		return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
 	}
 	var res SpanIngestResult
@@ -442,19 +442,6 @@ func (s *Store) spanIngestCopy(ctx context.Context, spans []Span) (SpanIngestRes
 	}
 	res.Skipped = int64(len(spans)) - res.Inserted - res.Updated
 	return res, nil
-}
-
-var spanCopyColumns = strings.Fields(strings.ReplaceAll(spanColumns, ",", " "))
-
-// spanCopySource feeds spans to CopyFrom.
-func spanCopySource(spans []Span) pgx.CopyFromSource {
-	return pgx.CopyFromSlice(len(spans), func(i int) ([]any, error) {
-		sp := &spans[i]
-		return []any{sp.TraceID, sp.SpanID, sp.ParentSpanID, sp.Name, sp.Kind, sp.StartTime,
-			sp.EndTime, sp.StatusCode, sp.StatusMessage, jsonOr(sp.Attributes, "{}"),
-			jsonOr(sp.Events, "[]"), jsonOr(sp.Links, "[]"), jsonOr(sp.Resource, "{}"), sp.Scope,
-			sp.ScopeVersion, sourceOr(sp.Source), sp.RunID}, nil
-	})
 }
 
 func jsonOr(raw json.RawMessage, empty string) string {

@@ -271,3 +271,62 @@ func TestSpanSkeletonsReadNoPayloads(t *testing.T) {
 		require.Equal(t, sp, sk.Span, "everything but the payloads, in the same order")
 	}
 }
+
+// TestSpanIngestCopiesAwkwardTextExactly: spans whose text holds what COPY's text format escapes
+// (backslashes, tabs, newlines, carriage returns, a lone \N) come back byte for byte, through the
+// fast path (COPY straight into spans) and the staged merge (COPY into a staging table, with run
+// ids), and an empty string stays an empty string while a missing parent stays NULL.
+func TestSpanIngestCopiesAwkwardTextExactly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	awkward := []string{`\N`, "a\tb\nc\rd\\e", `\\N`, "", `C:\temp\new`, "é 漢字 🙂", "tab\t"}
+	build := func(traceID string, n int) []store.Span {
+		spans := make([]store.Span, 0, n)
+		for i := range n {
+			w := awkward[i%len(awkward)]
+			sp := store.Span{TraceID: traceID, SpanID: fmt.Sprintf("%016x", i+1), Name: w, Kind: 1,
+				StartTime: int64(i + 1), EndTime: int64(i + 2), StatusMessage: w, Scope: w, ScopeVersion: w,
+				Attributes: json.RawMessage(fmt.Sprintf(`{"k":%q,"nested":"{\"a\":\"b\\\\c\"}"}`, w)),
+				Events:     json.RawMessage(`[{"name":"e\\te","time_unix_nano":1}]`),
+				Resource:   json.RawMessage(`{"service.name":"svc\\nline"}`), Source: store.SpanSourceOTLP}
+			if i > 0 {
+				parent := fmt.Sprintf("%016x", 1)
+				sp.ParentSpanID = &parent
+			}
+			spans = append(spans, sp)
+		}
+		return spans
+	}
+	check := func(traceID string, want []store.Span) {
+		got, err := s.SpansByTrace(ctx, traceID, len(want))
+		require.NoError(t, err)
+		require.Len(t, got, len(want))
+		byID := map[string]store.Span{}
+		for _, sp := range got {
+			byID[sp.SpanID] = sp
+		}
+		for _, w := range want {
+			g := byID[w.SpanID]
+			require.Equal(t, w.Name, g.Name)
+			require.Equal(t, w.StatusMessage, g.StatusMessage)
+			require.Equal(t, w.Scope, g.Scope)
+			require.Equal(t, w.ScopeVersion, g.ScopeVersion)
+			require.Equal(t, string(w.Attributes), string(g.Attributes))
+			require.Equal(t, string(w.Events), string(g.Events))
+			require.Equal(t, string(w.Resource), string(g.Resource))
+			require.Equal(t, w.ParentSpanID, g.ParentSpanID)
+		}
+	}
+	fast := build("0af7651916cd43dd8448eb211c80aaaa", 70) // at least fastThreshold, no run ids
+	res, err := s.SpanIngest(ctx, fast)
+	require.NoError(t, err)
+	require.EqualValues(t, 70, res.Inserted)
+	check("0af7651916cd43dd8448eb211c80aaaa", fast)
+
+	staged := build("0af7651916cd43dd8448eb211c80bbbb", 30)
+	res, err = s.SpanIngestCopy(ctx, staged)
+	require.NoError(t, err)
+	require.EqualValues(t, 30, res.Inserted)
+	check("0af7651916cd43dd8448eb211c80bbbb", staged)
+}
