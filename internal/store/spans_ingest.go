@@ -18,6 +18,17 @@ type SpanIngestResult struct {
 	Inserted int64 // spans that were new
 	Updated  int64 // spans that replaced a stored copy (a running span that ended, a resend)
 	Skipped  int64 // spans ignored because the stored copy is newer (a start that arrived after its end)
+	// Ended are the spans this ingest stored ended for the first time: new and ended, or ended
+	// over a running copy. A span is in one ingest's Ended only, however often it is sent, which
+	// is what lets TraceUsageFold count each span's share once without a record per span.
+	Ended []SpanKey
+}
+
+func (r *SpanIngestResult) add(o SpanIngestResult) {
+	r.Inserted += o.Inserted
+	r.Updated += o.Updated
+	r.Skipped += o.Skipped
+	r.Ended = append(r.Ended, o.Ended...)
 }
 
 // fastThreshold is the batch size from which SpanIngest takes the fast path (spanIngestFast):
@@ -175,9 +186,15 @@ const traceFoldSQL = `
 `
 
 // spanMergeSQL upserts the rows of the relation src into spans, then folds what changed into
-// traces. %s is the source relation, with the columns of spanColumns.
+// traces. %s is the source relation, with the columns of spanColumns. It answers the spans
+// inserted and updated, the traces folded, and the keys of the spans stored ended for the first
+// time (see SpanIngestResult.Ended), read against the statement's snapshot of spans (old).
 var spanMergeSQL = `
 WITH src AS (%s),
+old AS (
+	SELECT sp.trace_id, sp.span_id, sp.end_time_unix_nano
+	FROM spans sp JOIN src s ON sp.trace_id = s.trace_id AND sp.span_id = s.span_id
+),
 up AS (
 	INSERT INTO spans AS sp (` + spanColumns + `)
 	SELECT s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, s.start_time_unix_nano,
@@ -226,9 +243,16 @@ tr AS (
 		COALESCE(root_status, 0), new_spans, source, run_id, now(), COALESCE(any_end, 0)
 	FROM agg ORDER BY trace_id
 ` + traceFoldSQL + `	RETURNING 1
+),
+ended AS (
+	SELECT up.trace_id, up.span_id FROM up
+	LEFT JOIN old o ON o.trace_id = up.trace_id AND o.span_id = up.span_id
+	WHERE up.end_time_unix_nano <> 0 AND (o.trace_id IS NULL OR o.end_time_unix_nano = 0)
 )
-SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted), (SELECT count(*) FROM tr)
-FROM up`
+SELECT (SELECT count(*) FROM up WHERE inserted), (SELECT count(*) FROM up WHERE NOT inserted),
+	(SELECT count(*) FROM tr),
+	ARRAY(SELECT trace_id FROM ended ORDER BY trace_id, span_id),
+	ARRAY(SELECT span_id FROM ended ORDER BY trace_id, span_id)`
 
 const spanArraysSource = `SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
 	$5::int2[], $6::int8[], $7::int8[], $8::int2[], $9::text[], $10::text[], $11::text[], $12::text[],
@@ -264,10 +288,9 @@ func (s *Store) spanIngestArrays(ctx context.Context, spans []Span) (SpanIngestR
 		scopes[i], scopeVersions[i], sources[i], runIDs[i] = sp.Scope, sp.ScopeVersion, sourceOr(sp.Source), sp.RunID
 	}
 	var res SpanIngestResult
-	var traces int64
 	args := []any{traceIDs, spanIDs, parents, names, kinds, starts, ends, statuses, statusMsgs, attrs,
 		events, links, resources, scopes, scopeVersions, sources, runIDs}
-	scan := func(row pgx.Row) error { return row.Scan(&res.Inserted, &res.Updated, &traces) }
+	scan := func(row pgx.Row) error { return scanMerge(row, &res) }
 	if s.Tx() != nil {
 		if err := scan(s.db.QueryRow(ctx, spanArraysSQL, args...)); err != nil {
 			return SpanIngestResult{}, err
@@ -283,6 +306,22 @@ func (s *Store) spanIngestArrays(ctx context.Context, spans []Span) (SpanIngestR
 	}
 	res.Skipped = int64(n) - res.Inserted - res.Updated
 	return res, nil
+}
+
+// scanMerge reads spanMergeSQL's answer into res.
+func scanMerge(row pgx.Row, res *SpanIngestResult) error {
+	var traces int64
+	var traceIDs, spanIDs []string
+	if err := row.Scan(&res.Inserted, &res.Updated, &traces, &traceIDs, &spanIDs); err != nil {
+		return err
+	}
+	if len(traceIDs) > 0 {
+		res.Ended = make([]SpanKey, len(traceIDs))
+		for i := range traceIDs {
+			res.Ended[i] = SpanKey{traceIDs[i], spanIDs[i]}
+		}
+	}
+	return nil
 }
 
 // spanExistingSQL returns which of the given keys are already stored.
@@ -354,6 +393,11 @@ func (s *Store) spanIngestFast(ctx context.Context, spans []Span) (SpanIngestRes
 			return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
 		}
 		res.Inserted = n
+		for i := range fresh {
+			if fresh[i].EndTime != 0 {
+				res.Ended = append(res.Ended, SpanKey{fresh[i].TraceID, fresh[i].SpanID})
+			}
+		}
 		if _, err := tx.Exec(ctx, traceFoldArraysSQL, traceAggregates(fresh)...); err != nil {
 			return SpanIngestResult{}, fmt.Errorf("fold trace summaries: %w", err)
 		}
@@ -363,9 +407,7 @@ func (s *Store) spanIngestFast(ctx context.Context, spans []Span) (SpanIngestRes
 		if err != nil {
 			return SpanIngestResult{}, err
 		}
-		res.Inserted += merged.Inserted
-		res.Updated += merged.Updated
-		res.Skipped += merged.Skipped
+		res.add(merged)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return SpanIngestResult{}, err
@@ -436,8 +478,7 @@ func (s *Store) spanIngestCopy(ctx context.Context, spans []Span) (SpanIngestRes
 		return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
 	}
 	var res SpanIngestResult
-	var traces int64
-	if err := s.db.QueryRow(ctx, spanCopySQL).Scan(&res.Inserted, &res.Updated, &traces); err != nil {
+	if err := scanMerge(s.db.QueryRow(ctx, spanCopySQL), &res); err != nil {
 		return SpanIngestResult{}, err
 	}
 	res.Skipped = int64(len(spans)) - res.Inserted - res.Updated

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/google/uuid"
@@ -39,6 +40,12 @@ func TestSpanIngestMergesAStartAndItsEndInEitherOrder(t *testing.T) {
 
 	ended := testSpan("b7ad6b7169203331", "", 100, 250)
 	ended.StatusCode = store.StatusError
+	res, err = s.SpanIngest(ctx, []store.Span{ended})
+	require.NoError(t, err)
+	key := store.SpanKey{TraceID: testTraceID, SpanID: "b7ad6b7169203331"}
+	require.Equal(t, store.SpanIngestResult{Updated: 1, Ended: []store.SpanKey{key}}, res, "the span ended here")
+
+	// The end sent again replaces the stored copy, but the span had ended already.
 	res, err = s.SpanIngest(ctx, []store.Span{ended})
 	require.NoError(t, err)
 	require.Equal(t, store.SpanIngestResult{Updated: 1}, res)
@@ -190,11 +197,27 @@ func TestSpanIngestFastPathMatchesTheMerge(t *testing.T) {
 	}
 	const fastID, mergeID = "0af7651916cd43dd8448eb211c800001", "0af7651916cd43dd8448eb211c800002"
 	first, second := story(fastID)
+	// Ended: the one span that came ended, then the 100 running that ended, the 100 new and the
+	// root; not the stale start.
+	ids := func(keys []store.SpanKey) []string {
+		out := make([]string, len(keys))
+		for i, k := range keys {
+			out[i] = k.SpanID
+		}
+		slices.Sort(out)
+		return out
+	}
 	res, err := s.SpanIngest(ctx, first)
 	require.NoError(t, err)
+	require.Equal(t, []string{"bbbbbbbbbbbbbbbb"}, ids(res.Ended))
+	res.Ended = nil
 	require.Equal(t, store.SpanIngestResult{Inserted: 101}, res)
 	res, err = s.SpanIngest(ctx, second)
 	require.NoError(t, err)
+	fastEnded := ids(res.Ended)
+	require.Len(t, fastEnded, 201)
+	require.NotContains(t, fastEnded, "bbbbbbbbbbbbbbbb")
+	res.Ended = nil
 	require.Equal(t, store.SpanIngestResult{Inserted: 101, Updated: 100, Skipped: 1}, res)
 
 	first, second = story(mergeID)
@@ -202,7 +225,8 @@ func TestSpanIngestFastPathMatchesTheMerge(t *testing.T) {
 		if _, err := tx.SpanIngest(ctx, first); err != nil {
 			return err
 		}
-		_, err := tx.SpanIngest(ctx, second)
+		res, err := tx.SpanIngest(ctx, second)
+		require.Equal(t, fastEnded, ids(res.Ended), "the merge reports the same spans ended")
 		return err
 	}))
 

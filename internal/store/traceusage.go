@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -33,48 +34,19 @@ type TraceService struct {
 	Thread  string
 }
 
-// traceUsageFoldSQL stores each span's share and adds to its trace the difference from the share
-// stored before, so that a span sent twice counts once. Spans of traces not stored are ignored.
-// The old shares are read from the statement's snapshot, before the upsert.
+// traceUsageFoldSQL adds per-trace sums of span shares to the traces' totals, and names the
+// trace's model when it has none yet. Traces not stored are left alone.
 const traceUsageFoldSQL = `
-WITH src AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[],
-		$7::int8[], $8::bool[])
-	AS s(trace_id, span_id, kind, model, start_time_unix_nano, input_tokens, output_tokens, failed)
-	WHERE EXISTS (SELECT 1 FROM traces t WHERE t.trace_id = s.trace_id)
-),
-old AS (
-	SELECT u.* FROM span_usage u JOIN src s ON u.trace_id = s.trace_id AND u.span_id = s.span_id
-),
-up AS (
-	INSERT INTO span_usage AS u (trace_id, span_id, kind, model, start_time_unix_nano, input_tokens,
-		output_tokens, failed)
-	SELECT * FROM src ORDER BY trace_id, span_id
-	ON CONFLICT (trace_id, span_id) DO UPDATE SET
-		kind = EXCLUDED.kind, model = EXCLUDED.model,
-		start_time_unix_nano = EXCLUDED.start_time_unix_nano, input_tokens = EXCLUDED.input_tokens,
-		output_tokens = EXCLUDED.output_tokens, failed = EXCLUDED.failed
-	RETURNING u.*
-),
-d AS (
-	SELECT n.trace_id,
-		(array_agg(n.model ORDER BY n.start_time_unix_nano) FILTER (WHERE n.kind = 'model' AND n.model <> ''))[1] AS model,
-		sum((n.kind = 'model')::int - COALESCE((o.kind = 'model')::int, 0)) AS model_calls,
-		sum(n.input_tokens - COALESCE(o.input_tokens, 0)) AS input_tokens,
-		sum(n.output_tokens - COALESCE(o.output_tokens, 0)) AS output_tokens,
-		sum((n.kind = 'tool')::int - COALESCE((o.kind = 'tool')::int, 0)) AS tool_calls,
-		sum((n.kind = 'tool' AND n.failed)::int - COALESCE((o.kind = 'tool' AND o.failed)::int, 0)) AS tool_errors
-	FROM up n LEFT JOIN old o ON o.trace_id = n.trace_id AND o.span_id = n.span_id
-	GROUP BY n.trace_id
-)
 UPDATE traces t SET
-	model         = CASE WHEN t.model = '' THEN COALESCE(d.model, '') ELSE t.model END,
+	model         = CASE WHEN t.model = '' THEN d.model ELSE t.model END,
 	model_calls   = t.model_calls + d.model_calls,
 	input_tokens  = t.input_tokens + d.input_tokens,
 	output_tokens = t.output_tokens + d.output_tokens,
 	tool_calls    = t.tool_calls + d.tool_calls,
 	tool_errors   = t.tool_errors + d.tool_errors
-FROM d WHERE t.trace_id = d.trace_id`
+FROM unnest($1::text[], $2::text[], $3::int4[], $4::int8[], $5::int8[], $6::int4[], $7::int4[])
+	AS d(trace_id, model, model_calls, input_tokens, output_tokens, tool_calls, tool_errors)
+WHERE t.trace_id = d.trace_id`
 
 const traceServiceSQL = `
 UPDATE traces t SET service = CASE WHEN t.service = '' THEN s.service ELSE t.service END,
@@ -84,10 +56,12 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS s(trace_id, servi
 WHERE t.trace_id = s.trace_id AND (t.service = '' AND s.service <> '' OR t.session IS NULL AND s.session <> ''
 	OR t.thread IS NULL AND s.thread <> '')`
 
-// TraceUsageFold adds the shares of spans already ingested (SpanIngest) to their traces' totals,
-// and records the services that sent traces which have none yet. It is idempotent per span: a
-// span folded again replaces its share. Call it after SpanIngest; it is a separate statement, so a
-// crash between the two loses these spans' shares, never the spans.
+// TraceUsageFold adds the shares of spans to their traces' totals, and records the services that
+// sent traces which have none yet. usage must hold only spans that SpanIngest reported Ended, once
+// each: a span is stored ended for the first time once, so its share counts once however often
+// it is sent (Genkit's realtime start and end, an exporter's retry), with no record kept per span.
+// Call it after SpanIngest; it is a separate statement, so a crash between the two loses these
+// spans' shares, never the spans.
 func (s *Store) TraceUsageFold(ctx context.Context, usage []SpanUsage, services []TraceService) error {
 	if len(usage) == 0 && len(services) == 0 {
 		return nil
@@ -97,16 +71,7 @@ func (s *Store) TraceUsageFold(ctx context.Context, usage []SpanUsage, services 
 		batch.Queue(asyncCommit) // telemetry, as SpanIngest commits it
 	}
 	if len(usage) > 0 {
-		usage = dedupeUsage(usage)
-		n := len(usage)
-		traceIDs, spanIDs, kinds, models := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		starts, ins, outs := make([]int64, n), make([]int64, n), make([]int64, n)
-		failed := make([]bool, n)
-		for i, u := range usage {
-			traceIDs[i], spanIDs[i], kinds[i], models[i] = u.TraceID, u.SpanID, u.Kind, u.Model
-			starts[i], ins[i], outs[i], failed[i] = u.StartTime, u.InputTokens, u.OutputTokens, u.Failed
-		}
-		batch.Queue(traceUsageFoldSQL, traceIDs, spanIDs, kinds, models, starts, ins, outs, failed)
+		batch.Queue(traceUsageFoldSQL, usageByTrace(usage)...)
 	}
 	if len(services) > 0 {
 		n := len(services)
@@ -130,24 +95,46 @@ func (s *Store) TraceUsageFold(ctx context.Context, usage []SpanUsage, services 
 	return nil
 }
 
-// dedupeUsage sorts shares by key, so that concurrent folds lock rows in the same order, and
-// keeps the last share of a repeated key (an upsert may not touch a row twice).
-func dedupeUsage(usage []SpanUsage) []SpanUsage {
-	key := func(a, b SpanUsage) int {
+// usageByTrace sums shares per trace, in trace order (the order concurrent folds lock rows in),
+// as traceUsageFoldSQL's arguments; a trace's model is that of its earliest model call that names
+// one.
+func usageByTrace(usage []SpanUsage) []any {
+	usage = slices.Clone(usage)
+	slices.SortStableFunc(usage, func(a, b SpanUsage) int {
 		if c := strings.Compare(a.TraceID, b.TraceID); c != 0 {
 			return c
 		}
-		return strings.Compare(a.SpanID, b.SpanID)
-	}
-	usage = slices.Clone(usage)
-	slices.SortStableFunc(usage, key)
-	out := usage[:0]
+		return cmp.Compare(a.StartTime, b.StartTime)
+	})
+	var (
+		traceIDs, models       []string
+		modelCalls, toolCalls  []int32
+		toolErrors             []int32
+		inputTokens, outTokens []int64
+	)
 	for _, u := range usage {
-		if n := len(out); n > 0 && key(out[n-1], u) == 0 {
-			out[n-1] = u
-			continue
+		n := len(traceIDs)
+		if n == 0 || traceIDs[n-1] != u.TraceID {
+			traceIDs, models = append(traceIDs, u.TraceID), append(models, "")
+			modelCalls, toolCalls, toolErrors = append(modelCalls, 0), append(toolCalls, 0), append(toolErrors, 0)
+			inputTokens, outTokens = append(inputTokens, 0), append(outTokens, 0)
+			n++
 		}
-		out = append(out, u)
+		j := n - 1
+		switch u.Kind {
+		case "model":
+			modelCalls[j]++
+			inputTokens[j] += u.InputTokens
+			outTokens[j] += u.OutputTokens
+			if models[j] == "" {
+				models[j] = u.Model
+			}
+		case "tool":
+			toolCalls[j]++
+			if u.Failed {
+				toolErrors[j]++
+			}
+		}
 	}
-	return out
+	return []any{traceIDs, models, modelCalls, inputTokens, outTokens, toolCalls, toolErrors}
 }

@@ -332,15 +332,19 @@ func plainJSONString(raw []byte) (string, bool) {
 	return string(body), true
 }
 
-// usageOf is what spans add to their traces' totals in the trace list: each ended model or tool
-// call (by SpanKind, so the list counts what the turn summary shows), and for OTLP the resource's
-// service.name, once per trace.
-func usageOf(spans []store.Span) ([]store.SpanUsage, []store.TraceService) {
+// usageOf is what spans add to their traces' totals in the trace list: each model or tool call
+// (by SpanKind, so the list counts what the turn summary shows) among ended, the spans their
+// ingest stored ended for the first time, and for OTLP the resource's service.name, once per trace.
+func usageOf(spans []store.Span, ended []store.SpanKey) ([]store.SpanUsage, []store.TraceService) {
 	var (
 		usage    []store.SpanUsage
 		services []store.TraceService
 		seen     map[string]bool
+		counted  = make(map[store.SpanKey]struct{}, len(ended))
 	)
+	for _, k := range ended {
+		counted[k] = struct{}{}
+	}
 	for i := range spans {
 		sp := &spans[i]
 		if !seen[sp.TraceID] {
@@ -359,6 +363,11 @@ func usageOf(spans []store.Span) ([]store.SpanUsage, []store.TraceService) {
 		if sp.EndTime == 0 {
 			continue
 		}
+		key := store.SpanKey{TraceID: sp.TraceID, SpanID: sp.SpanID}
+		if _, ok := counted[key]; !ok {
+			continue // running, or stored ended before: its share is counted already
+		}
+		delete(counted, key) // a span repeated in one group counts once
 		f := FactsOf(sp)
 		kind := SpanKind(&f)
 		if kind != KindModel && kind != KindTool {

@@ -2,6 +2,7 @@ package trace_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -173,4 +174,38 @@ func TestPreviewSaysWhatAToolWasAsked(t *testing.T) {
 	require.Equal(t, "Weather in Lisbon?", trace.Preview(`[{"role":"system","parts":[{"type":"text","content":"Be brief."}]},{"role":"user","parts":[{"type":"text","content":"Weather in Lisbon?"}]}]`, 40))
 	require.Equal(t, "", trace.Preview(`{}`, 40))
 	require.Len(t, []rune(trace.Preview(strings.Repeat("é", 100), 40)), 40)
+}
+
+// TestATraceCountsEachToolCallOnce: a tool span sent running, then ended, then ended again (Genkit
+// JS's realtime mode, and an exporter's retry), in groups of its own or together, adds one tool
+// call and one failure to its trace's totals.
+func TestATraceCountsEachToolCallOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := storetest.New(t)
+	svc, err := trace.NewService(trace.Config{Store: st, StartDelay: -1})
+	require.NoError(t, err)
+	const traceID = "5b8efff798038103d269b633813fc60c"
+	parent := "eee19b7ec3c1b174"
+	span := func(id string, end int64) store.Span {
+		return store.Span{TraceID: traceID, SpanID: id, ParentSpanID: &parent, Name: "search", StartTime: 100, EndTime: end,
+			StatusCode: store.StatusError, Source: store.SpanSourceGenkit,
+			Attributes: json.RawMessage(`{"genkit:type":"action","genkit:metadata:subtype":"tool","genkit:name":"search","genkit:state":"error"}`)}
+	}
+	root := store.Span{TraceID: traceID, SpanID: parent, Name: "flow", StartTime: 50, EndTime: 900, Source: store.SpanSourceGenkit,
+		Attributes: json.RawMessage(`{"genkit:type":"action","genkit:metadata:subtype":"flow"}`)}
+	for _, batch := range [][]store.Span{
+		{root},
+		{span("00000000000000a1", 0)},   // running
+		{span("00000000000000a1", 200)}, // ended: counts
+		{span("00000000000000a1", 200)}, // sent again: does not
+		{span("00000000000000a2", 0), span("00000000000000a2", 300), span("00000000000000a2", 300)}, // all in one group
+		{span("00000000000000a2", 300), span("00000000000000a1", 0)},                                // stale start
+	} {
+		_, err := svc.Ingest(ctx, store.SpanSourceGenkit, batch)
+		require.NoError(t, err)
+	}
+	tr, err := st.TraceGet(ctx, traceID)
+	require.NoError(t, err)
+	require.Equal(t, []any{2, 2, 0}, []any{tr.ToolCalls, tr.ToolErrors, tr.ModelCalls}, "each tool call once")
 }

@@ -329,9 +329,9 @@ func (p *Processor) export(ctx context.Context, batch []sdktrace.ReadOnlySpan) e
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cleanSpans(spans)
-	_, err := p.store.SpanIngestCopy(ctx, spans)
+	res, err := p.store.SpanIngestCopy(ctx, spans)
 	if err == nil {
-		if usage, sessions := usageOf(spans); len(usage) > 0 || len(sessions) > 0 {
+		if usage, sessions := usageOf(spans, res.Ended); len(usage) > 0 || len(sessions) > 0 {
 			if err := p.store.TraceUsageFold(ctx, usage, sessions); err != nil {
 				p.log.Warn("span export: usage totals not updated", "spans", len(usage), "err", err)
 			}

@@ -196,7 +196,7 @@ func (s *Service) write(ctx context.Context, source string, spans []store.Span) 
 	if err != nil {
 		return res, err
 	}
-	if usage, services := usageOf(spans); len(usage) > 0 || len(services) > 0 {
+	if usage, services := usageOf(spans, res.Ended); len(usage) > 0 || len(services) > 0 {
 		// The spans are stored: a failed fold costs the list's totals, not the spans, so it is
 		// logged rather than refused.
 		if err := s.store.TraceUsageFold(ctx, usage, services); err != nil {
