@@ -193,12 +193,12 @@ type apiPrompt struct {
 	File   string `json:"file"`
 	Source string `json:"source"`
 	// Editable says whether PUT .../source would save: dev mode, and an admin.
-	Editable bool   `json:"editable"`
-	Model    string `json:"model,omitempty"`
-	Config   any    `json:"config,omitempty"`
+	Editable bool     `json:"editable"`
+	Model    string   `json:"model,omitempty"`
+	Config   any      `json:"config,omitempty"`
 	Tools    []string `json:"tools"`
 	// LoadError is the file's error when it did not load ("file:line: why").
-	LoadError string          `json:"load_error,omitempty"`
+	LoadError string         `json:"load_error,omitempty"`
 	Runs      []apiPromptRun `json:"runs"`
 }
 

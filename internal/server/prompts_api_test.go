@@ -256,7 +256,7 @@ func TestPromptPlaygroundSaveNeverLeavesThePromptDirectory(t *testing.T) {
 	require.NoError(t, err)
 	for _, name := range []string{
 		"..%2F" + filepath.Base(filepath.Dir(b.dir)), // a sibling of the directory
-		strings.ReplaceAll(rel, "/", "%2F"),           // the outside file, relative
+		strings.ReplaceAll(rel, "/", "%2F"),          // the outside file, relative
 		"%2E%2E%2Fgreet",
 		"..%2Fgreet.prompt",
 		"%2Fetc%2Fpasswd",
