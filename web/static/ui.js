@@ -1143,8 +1143,10 @@ function initPlayground() {
       });
     } else if (btn.matches("[data-playground-copy]")) {
       await act(btn, async () => {
-        const r = await render();
-        await navigator.clipboard.writeText(r.source);
+        // With the fields written in when the page may render; as typed otherwise.
+        let text = form.elements.source.value;
+        if (root.querySelector("[data-playground-render]")) text = (await render()).source;
+        await navigator.clipboard.writeText(text);
         status.textContent = "copied";
       });
     }
