@@ -448,24 +448,19 @@ func writePromptFile(t *promptTarget, src string) error {
 	if err != nil {
 		return fmt.Errorf("save prompt %s: %w", t.name, err)
 	}
-	defer os.Remove(tmp.Name()) // gone after the rename; removes it on failure
-	if _, err := tmp.WriteString(src); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save prompt %s: %w", t.name, err)
+	_, err = tmp.WriteString(src)
+	if err == nil {
+		err = tmp.Chmod(info.Mode().Perm())
 	}
-	if err := tmp.Chmod(info.Mode().Perm()); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save prompt %s: %w", t.name, err)
+	if err == nil {
+		err = tmp.Sync()
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save prompt %s: %w", t.name, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("save prompt %s: %w", t.name, err)
+	err = errors.Join(err, tmp.Close())
+	if err != nil {
+		return errors.Join(fmt.Errorf("save prompt %s: %w", t.name, err), os.Remove(tmp.Name()))
 	}
 	if err := os.Rename(tmp.Name(), real); err != nil {
-		return fmt.Errorf("save prompt %s: %w", t.name, err)
+		return errors.Join(fmt.Errorf("save prompt %s: %w", t.name, err), os.Remove(tmp.Name()))
 	}
 	return nil
 }

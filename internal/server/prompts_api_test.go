@@ -291,7 +291,9 @@ func TestPromptPlaygroundBrokenTemplateIs422NamingTheLine(t *testing.T) {
 	b := setupPrompts(t, opts{dev: true, stack: true})
 	// Line 13 of the file: the block is closed by the wrong helper.
 	broken := strings.Replace(greetPrompt, "Hello {{name}}.", "{{#if name}}Hello{{/each}}", 1)
-	require.Equal(t, 13, strings.Count(broken[:strings.Index(broken, "{{#if")], "\n")+1)
+	before, _, found := strings.Cut(broken, "{{#if")
+	require.True(t, found)
+	require.Equal(t, 13, strings.Count(before, "\n")+1)
 	body, err := json.Marshal(map[string]any{"source": broken, "input": map[string]any{"name": "Ann"}})
 	require.NoError(t, err)
 	for _, c := range []struct{ method, path string }{

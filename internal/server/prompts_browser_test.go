@@ -69,6 +69,8 @@ func TestBrowserPromptPlaygroundEditsRendersRunsAndSaves(t *testing.T) {
 	traceID := strings.TrimPrefix(traceHref, "/traces/")
 
 	var saved, errText string
+	var editedFlags []bool
+	var comparedURL string
 	require.NoError(t, chromedp.Run(br.Ctx,
 		// The list is refreshed in place once the run's trace is stored.
 		wait(`document.querySelector('[data-testid="prompt-runs"] tr[data-trace="`+traceID+`"]') !== null`),
@@ -79,6 +81,17 @@ func TestBrowserPromptPlaygroundEditsRendersRunsAndSaves(t *testing.T) {
 		wait(`document.querySelector('`+pg+` [data-playground-status]').textContent.startsWith("saved")`),
 		chromedp.Text(pg+` [data-playground-status]`, &saved, chromedp.ByQuery),
 
+		// Run again, the saved file as it is, then compare the two runs' traces.
+		chromedp.Click(pg+` button[data-playground-run]`, chromedp.ByQuery),
+		wait(`document.querySelectorAll('[data-testid="prompt-runs"] tbody tr').length === 2`),
+		chromedp.Evaluate(`[...document.querySelectorAll('[data-testid="prompt-runs"] tbody tr')].map(r => r.querySelector(".badge")?.textContent === "edited")`, &editedFlags),
+		chromedp.Evaluate(`document.querySelectorAll('[data-testid="prompt-runs"] input[name="trace"]').forEach(c => { c.checked = true; }); true`, nil),
+		chromedp.Click(`[data-compare-form] button[type="submit"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`[data-testid="compare-summary"]`, chromedp.ByQuery),
+		chromedp.Location(&comparedURL),
+		chromedp.Navigate(b.url+actionURL("/prompt/greet")),
+		chromedp.WaitVisible(pg+` textarea[name="source"]`, chromedp.ByQuery),
+
 		setField(pg+` textarea[name="source"]`, strings.Replace(greetPrompt, "Hello {{name}}.", "{{#if name}}Hello{{/each}}", 1)),
 		chromedp.Click(pg+` button[data-playground-render]`, chromedp.ByQuery),
 		wait(`!document.querySelector('`+pg+` [data-playground-error]').hidden`),
@@ -88,6 +101,10 @@ func TestBrowserPromptPlaygroundEditsRendersRunsAndSaves(t *testing.T) {
 	require.Equal(t, "7 / 3", row.Tokens)
 	require.Equal(t, "echo: Howdy Ann, from the playground. (t=0.9)", row.Output)
 	require.Equal(t, "saved to greet.prompt", saved)
+	require.Equal(t, []bool{false, true}, editedFlags, "the newest run ran the saved file, the first an edit")
+	require.Contains(t, comparedURL, "/traces/compare?trace=", "the two picked runs open in the trace comparison")
+	require.Equal(t, 2, strings.Count(comparedURL, "trace="))
+	require.Contains(t, comparedURL, traceID)
 	onDisk, err := os.ReadFile(filepath.Join(b.dir, "greet.prompt"))
 	require.NoError(t, err)
 	require.Contains(t, string(onDisk), "Howdy {{name}}, from the playground.")
