@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe/internal/browsertest"
+	"github.com/loupe-dev/loupe/internal/engine"
 )
 
 // TestBrowserPromptPlaygroundEditsRendersRunsAndSaves drives the playground on a .prompt file's
@@ -121,10 +122,12 @@ func TestBrowserPromptPlaygroundEditsRendersRunsAndSaves(t *testing.T) {
 }
 
 // TestPromptPageOffersCopyNotSaveOutsideDevMode: outside dev mode an admin's prompt page has the
-// playground with Copy and no Save, and says why.
+// playground with Copy and no Save, and says why; a prompt defined in Go has none, and says why.
 func TestPromptPageOffersCopyNotSaveOutsideDevMode(t *testing.T) {
 	t.Parallel()
-	b := setupPrompts(t, opts{dev: false, stack: true})
+	b := setupPrompts(t, opts{dev: false, stack: true, define: []func(*engine.Registry){func(reg *engine.Registry) {
+		engine.DefinePrompt(reg, "coded", "A prompt in Go.", func(struct{}) (string, error) { return "hi", nil }, engine.PromptConfig{Model: "pg/echo"})
+	}}})
 	admin := b.userToken(t, "root", "admin")
 	resp, body := get(t, b.url+actionURL("/prompt/greet"), "Authorization", "Bearer "+admin, "Accept", "text/html")
 	require.Equal(t, 200, resp.StatusCode)
@@ -133,6 +136,12 @@ func TestPromptPageOffersCopyNotSaveOutsideDevMode(t *testing.T) {
 	require.NotContains(t, body, "data-playground-save")
 	require.Contains(t, body, "devui serve --dev")
 	require.Contains(t, body, "Hello {{name}}.", "the file's text is in the editor")
+
+	resp, body = get(t, b.url+actionURL("/prompt/coded"), "Authorization", "Bearer "+admin, "Accept", "text/html")
+	require.Equal(t, 200, resp.StatusCode)
+	require.NotContains(t, body, "data-prompt-playground", "a prompt defined in Go has no file to edit")
+	require.Contains(t, body, "data-prompt-note")
+	require.Contains(t, body, "defined in Go code")
 }
 
 // jsString is s as a JavaScript string literal.
