@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -236,6 +238,27 @@ func (p *FilePrompt) Definition() *ToolDefinition { return &p.def }
 // File is the path the prompt was loaded from.
 func (p *FilePrompt) File() string { return p.file }
 
+// Options are what the prompt generates with, from its front matter: model, config, tools, tool
+// choice, output and turn limit; the messages are left out (Render gives them).
+func (p *FilePrompt) Options() GenerateActionOptions {
+	o := p.opts
+	o.Tools = slices.Clone(p.opts.Tools)
+	o.Config = cloneConfig(p.opts.Config)
+	if p.opts.Output != nil {
+		out := *p.opts.Output
+		o.Output = &out
+	}
+	return o
+}
+
+// cloneConfig copies a front matter's config map one level deep; other values are kept as they are.
+func cloneConfig(v any) any {
+	if m, ok := v.(map[string]any); ok {
+		return maps.Clone(m)
+	}
+	return v
+}
+
 // LoadError is the error of a file that did not load, or nil.
 func (p *FilePrompt) LoadError() error {
 	if p.loadErr == nil {
@@ -415,7 +438,17 @@ func (p *FilePrompt) Generate(ctx context.Context, input json.RawMessage, histor
 // RunJSON implements Action, as Prompt's: the output is the response's message, finish reason,
 // usage and text, and for JSON output the parsed output.
 func (p *FilePrompt) RunJSON(ctx context.Context, input json.RawMessage, _ StreamFunc) (json.RawMessage, error) {
-	resp, err := p.Generate(ctx, input, nil)
+	return p.RunStreaming(ctx, input, nil)
+}
+
+// RunStreaming is RunJSON with the model's chunks given to cb as they come (nil for none), as a
+// prompt playground shows them.
+func (p *FilePrompt) RunStreaming(ctx context.Context, input json.RawMessage, cb ModelStreamFunc) (json.RawMessage, error) {
+	var opts []GenerateOption
+	if cb != nil {
+		opts = append(opts, WithStreaming(cb))
+	}
+	resp, err := p.Generate(ctx, input, nil, opts...)
 	if err != nil {
 		return nil, err
 	}

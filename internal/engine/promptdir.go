@@ -29,9 +29,11 @@ type PromptDir struct {
 	mu sync.Mutex
 	// stamps are the size and modification time of each file, by path, as last loaded.
 	stamps map[string]fileStamp
-	// keys are the registry keys this directory holds.
-	keys map[string]bool
-	errs []*PromptFileError
+	// keys are the registry keys this directory holds, each with the file it was loaded from.
+	keys map[string]string
+	// partials are the directory's partials by name, as last loaded, for Parse.
+	partials map[string]string
+	errs     []*PromptFileError
 }
 
 type fileStamp struct {
@@ -43,7 +45,7 @@ type fileStamp struct {
 // load (each a *PromptFileError); their prompts are registered as stand-ins holding the error. A
 // directory that cannot be read is an error and loads nothing.
 func LoadPromptDir(r *Registry, dir string) (*PromptDir, error) {
-	d := &PromptDir{r: r, dir: dir, keys: map[string]bool{}}
+	d := &PromptDir{r: r, dir: dir, keys: map[string]string{}}
 	if _, err := d.load(true); err != nil {
 		return nil, err
 	}
@@ -186,34 +188,60 @@ func (d *PromptDir) load(force bool) (bool, error) {
 	wg.Wait()
 
 	add := make([]Action, 0, len(prompts))
-	keys := make(map[string]bool, len(prompts))
+	keys := make(map[string]string, len(prompts))
 	for i, f := range prompts {
 		key := ActionKey(ActionTypePrompt, f.name)
-		if keys[key] {
+		if _, ok := keys[key]; ok {
 			errs = append(errs, &PromptFileError{File: f.path, Err: fmt.Errorf("%s is loaded from another file of the directory", key)})
 			continue
 		}
-		if !d.keys[key] && d.r.Lookup(key) != nil {
+		if _, ok := d.keys[key]; !ok && d.r.Lookup(key) != nil {
 			errs = append(errs, &PromptFileError{File: f.path, Err: fmt.Errorf("%s is already registered", key)})
 			continue
 		}
 		if ferrs[i] != nil {
 			errs = append(errs, ferrs[i])
 		}
-		keys[key] = true
+		keys[key] = f.path
 		add = append(add, loaded[i])
 	}
 	var gone []string
+	owned := make(map[string]bool, len(d.keys))
 	for k := range d.keys {
-		if !keys[k] {
+		owned[k] = true
+		if _, ok := keys[k]; !ok {
 			gone = append(gone, k)
 		}
 	}
-	if err := d.r.swap(gone, add, d.keys); err != nil {
+	if err := d.r.swap(gone, add, owned); err != nil {
 		return false, fmt.Errorf("load prompt directory %s: %w", d.dir, err)
 	}
-	d.keys, d.stamps, d.errs = keys, stamps, errs
+	d.keys, d.stamps, d.errs, d.partials = keys, stamps, errs, parts
 	return true, nil
+}
+
+// File is the path of the file the directory loaded the prompt key (/prompt/name) from, found
+// by the key alone: a caller that writes a prompt back never takes a path from elsewhere.
+func (d *PromptDir) File(key string) (string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	path, ok := d.keys[key]
+	return path, ok
+}
+
+// Parse compiles source as the directory's prompt key would be compiled from its file, with the
+// directory's partials as last loaded, without registering it: a playground renders and runs an
+// edit before it is saved. A source that does not compile is a *PromptFileError naming the line.
+func (d *PromptDir) Parse(key, source string) (*FilePrompt, error) {
+	d.mu.Lock()
+	file, ok := d.keys[key]
+	parts := d.partials
+	d.mu.Unlock()
+	if !ok {
+		return nil, Errorf(StatusNotFound, "%s is not a prompt of %s", key, d.dir)
+	}
+	name := strings.TrimPrefix(key, "/"+string(ActionTypePrompt)+"/")
+	return parsePromptFile(d.r, file, name, source, parts)
 }
 
 func sameStamps(a, b map[string]fileStamp) bool {

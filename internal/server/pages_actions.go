@@ -221,7 +221,8 @@ func (s *Server) actionView(a *engine.ActionDesc) templates.ActionView {
 func (s *Server) actionData(c echo.Context, key, input, actx string) (*templates.ActionPage, error) {
 	ctx := c.Request().Context()
 	var desc *engine.ActionDesc
-	for _, a := range s.actions(ctx) {
+	list := s.actions(ctx)
+	for _, a := range list {
 		if a.Key == key {
 			desc = a
 			break
@@ -245,6 +246,11 @@ func (s *Server) actionData(c echo.Context, key, input, actx string) (*templates
 					p.AppStatus = "live at " + a.URL
 				}
 			}
+		}
+	}
+	if desc.Type == engine.ActionTypePrompt && p.App == "" {
+		if err := s.promptPlayground(ctx, p, desc, list); err != nil {
+			return nil, err
 		}
 	}
 	recent, _, err := s.store.RunList(ctx, store.RunListParams{Action: key, Limit: actionLastRuns})

@@ -154,6 +154,12 @@ func (s *Server) routeTable() []route {
 			post("/api/v1/interrupts/:id/resolve", s.apiInterruptResolve, accessReviewer),
 			get("/api/v1/actions", s.apiActionList, accessViewer),
 
+			// The prompt playground (prompts_api.go); a name in a subdirectory is "sub%2Fname".
+			get("/api/v1/prompts/:name", s.apiPromptGet, accessViewer),
+			post("/api/v1/prompts/:name/render", s.apiPromptRender, accessReviewer),
+			raw(post("/api/v1/prompts/:name/run", s.apiPromptRun, accessReviewer)),
+			route{method: http.MethodPut, path: "/api/v1/prompts/:name/source", handler: s.apiPromptSave, access: accessAdmin},
+
 			// Approval policies (policy_api.go, pages_policy.go).
 			get("/api/v1/policy", s.apiPolicyGet, accessViewer),
 			post("/api/v1/policy", s.apiPolicySave, accessAdmin),

@@ -48,6 +48,8 @@ var wantAccess = map[string]access{
 	"GET /api/v1/runs/:id/chunks": accessViewer, "GET /api/v1/runs/:id/lineage": accessViewer,
 	"GET /api/v1/runs/:a/diff/:b": accessViewer, "GET /api/v1/interrupts": accessViewer,
 	"GET /api/v1/interrupts/:id": accessViewer, "GET /api/v1/actions": accessViewer,
+	"GET /api/v1/prompts/:name": accessViewer, "POST /api/v1/prompts/:name/render": accessReviewer,
+	"POST /api/v1/prompts/:name/run": accessReviewer, "PUT /api/v1/prompts/:name/source": accessAdmin,
 	"GET /api/actions": accessViewer, "GET /api/v1/traces": accessViewer, "GET /api/v1/traces/:id": accessViewer,
 	"GET /api/v1/traces/:id/turns": accessViewer, "GET /api/v1/traces/:id/otlp": accessViewer, "GET /api/v1/traces/:id/spans/:span": accessViewer,
 	"GET /ws": accessViewer,

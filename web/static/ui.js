@@ -859,6 +859,7 @@ function initRuns() {
 
 function initActions() {
   initActionsFilter();
+  initPlayground();
   page.addEventListener("submit", (ev) => {
     const form = ev.target.closest("form[data-run-form]");
     if (!form) return;
@@ -956,7 +957,15 @@ function initActionsFilter() {
 // runHere runs an action through the reflection API (POST /api/runAction?stream=true) and shows
 // what it streams, then its result or error, in place, with links to its trace and its run.
 async function runHere(form, key) {
-  const out = form.querySelector("[data-run-output]");
+  await streamRun(form.querySelector("[data-run-output]"), "/api/runAction?stream=true",
+    { key, input: JSON.parse(form.elements.input.value), context: contextOf(form) });
+}
+
+// streamRun POSTs body to url, which answers as runAction does (a chunk a line when streamed, then
+// {"result"} or {"error"}, the trace in X-Genkit-Trace-Id), and shows it in out as it comes.
+// opts.joinChunks writes text chunks one after the other (a model's), not a line each (a flow's);
+// opts.showResult shows a result its own way. It returns the final answer and the trace id.
+async function streamRun(out, url, body, opts = {}) {
   const state = out.querySelector("[data-run-state]");
   const chunks = out.querySelector("[data-run-chunks]");
   const result = out.querySelector("[data-run-result]");
@@ -971,14 +980,14 @@ async function runHere(form, key) {
   const link = (href, text) => { const a = document.createElement("a"); a.href = href; a.textContent = text; links.append(a, " "); };
   let resp;
   try {
-    resp = await fetch("/api/runAction?stream=true", {
+    resp = await fetch(url, {
       method: "POST", credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CSRF-Token": csrfToken() },
-      body: JSON.stringify({ key, input: JSON.parse(form.elements.input.value), context: contextOf(form) }),
+      body: JSON.stringify(body),
     });
   } catch (e) {
     state.textContent = "could not reach the server: " + e.message;
-    return;
+    return {};
   }
   const trace = resp.headers.get("X-Genkit-Trace-Id");
   const run = resp.headers.get("X-Loupe-Run-Id");
@@ -999,14 +1008,15 @@ async function runHere(form, key) {
       let chunk;
       try { chunk = JSON.parse(line); } catch { chunk = line; }
       chunks.append(...chunkNodes(chunk));
-      if (!chunks.lastChild?.textContent?.endsWith("\n")) chunks.append("\n");
+      if (!opts.joinChunks && !chunks.lastChild?.textContent?.endsWith("\n")) chunks.append("\n");
     }
   }
   let final = null;
   try { final = JSON.parse(buf); } catch { /* a non-JSON answer is shown as it is */ }
   if (final && "result" in final) {
     state.textContent = "done";
-    result.textContent = typeof final.result === "string" ? final.result : JSON.stringify(final.result, null, 2);
+    if (opts.showResult) opts.showResult(final.result, result);
+    else result.textContent = typeof final.result === "string" ? final.result : JSON.stringify(final.result, null, 2);
   } else if (final?.error?.details?.inbox && final.error.details.interrupts?.length) {
     // A durable run that stopped to ask a person waits; it has not failed.
     state.textContent = "waiting for a reviewer";
@@ -1023,6 +1033,136 @@ async function runHere(form, key) {
     result.classList.add("error-text");
     result.textContent = buf;
   }
+  return { final, trace };
+}
+
+// ---- the prompt playground: edit a .prompt file, render it, run it, save or copy it ----
+
+function initPlayground() {
+  const root = page.querySelector("[data-prompt-playground]");
+  if (!root) return;
+  const form = root.querySelector("form[data-playground-form]");
+  const api = root.dataset.api;
+  const errBox = root.querySelector("[data-playground-error]");
+  const status = root.querySelector("[data-playground-status]");
+  const fields = [...form.querySelectorAll("[data-model-field]")];
+  // A field the user changed is sent, and written into the front matter; the others follow
+  // what the source says after each render.
+  form.addEventListener("input", (ev) => { if (ev.target.matches("[data-model-field]")) ev.target.dataset.dirty = "true"; });
+  const fail = (msg) => { errBox.textContent = msg; errBox.hidden = false; };
+  const body = () => {
+    const b = { source: form.elements.source.value };
+    const text = form.elements.input.value.trim();
+    if (text) {
+      try { b.input = JSON.parse(text); } catch (e) { throw new Error("The input is not valid JSON: " + e.message); }
+    }
+    for (const f of fields) {
+      if (!f.dataset.dirty) continue;
+      const v = f.value.trim();
+      if (f.name === "tools") b.tools = v ? v.split(",").map((t) => t.trim()).filter(Boolean) : null;
+      else if (f.type === "number") b[f.name] = v === "" ? null : Number(v);
+      else b[f.name] = v === "" ? null : v;
+    }
+    return b;
+  };
+  const call = async (method, path, b) => {
+    const resp = await fetch(api + path, {
+      method, credentials: "same-origin",
+      headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRF-Token": csrfToken() },
+      body: JSON.stringify(b),
+    });
+    const data = await resp.json().catch(() => ({}));
+    if (!resp.ok) throw new Error(data?.error?.message ?? `the server answered ${resp.status}`);
+    return data;
+  };
+  // sourceBack puts the source the server compiled (the fields written in) in the editor.
+  const sourceBack = (src) => {
+    if (typeof src === "string") form.elements.source.value = src;
+    for (const f of fields) delete f.dataset.dirty;
+  };
+  const showRendered = (r) => {
+    sourceBack(r.source);
+    form.elements.model.value = r.model ?? "";
+    form.elements.temperature.value = r.config?.temperature ?? "";
+    form.elements.max_output_tokens.value = r.config?.maxOutputTokens ?? "";
+    form.elements.tools.value = (r.tools ?? []).join(", ");
+    const box = root.querySelector("[data-rendered-messages]");
+    box.replaceChildren(...(r.messages ?? []).map((m) => {
+      const el = document.createElement("div");
+      el.className = "rendered-message";
+      el.dataset.role = m.role;
+      const role = document.createElement("span");
+      role.className = "badge";
+      role.textContent = m.role;
+      const pre = document.createElement("pre");
+      pre.append(...chunkNodes(m.content ?? []));
+      el.append(role, pre);
+      return el;
+    }));
+    const cfg = r.config && Object.keys(r.config).length ? " · " + JSON.stringify(r.config) : "";
+    const tools = r.tools?.length ? " · tools " + r.tools.join(", ") : "";
+    root.querySelector("[data-rendered-model]").textContent = `model ${r.model || "(none)"}${cfg}${tools}`;
+  };
+  const render = async () => {
+    const r = await call("POST", "/render", body());
+    showRendered(r);
+    return r;
+  };
+  const act = async (btn, fn) => {
+    errBox.hidden = true;
+    errBox.textContent = "";
+    status.textContent = "";
+    btn.disabled = true;
+    try { await fn(); } catch (e) { fail(e.message); } finally { btn.disabled = false; }
+  };
+  root.addEventListener("click", async (ev) => {
+    const btn = ev.target.closest("button");
+    if (!btn || !root.contains(btn)) return;
+    if (btn.matches("[data-playground-render]")) {
+      await act(btn, async () => { await render(); status.textContent = "rendered"; });
+    } else if (btn.matches("[data-playground-run]")) {
+      await act(btn, async () => {
+        await render();
+        const b = body();
+        const { final, trace } = await streamRun(root.querySelector("[data-run-output]"), api + "/run?stream=true", b, {
+          joinChunks: true,
+          showResult: (res, el) => {
+            el.textContent = typeof res?.text === "string" ? res.text : JSON.stringify(res, null, 2);
+            const u = res?.usage ?? {};
+            root.querySelector("[data-run-usage]").textContent =
+              `finish ${res?.finishReason ?? "?"} · tokens ${u.inputTokens ?? 0} in / ${u.outputTokens ?? 0} out`;
+          },
+        });
+        if (final && trace) await refreshRuns(trace);
+      });
+    } else if (btn.matches("[data-playground-save]")) {
+      await act(btn, async () => {
+        const r = await call("PUT", "/source", body());
+        sourceBack(r.source);
+        status.textContent = `saved to ${r.file}`;
+      });
+    } else if (btn.matches("[data-playground-copy]")) {
+      await act(btn, async () => {
+        // With the fields written in when the page may render; as typed otherwise.
+        let text = form.elements.source.value;
+        if (root.querySelector("[data-playground-render]")) text = (await render()).source;
+        await navigator.clipboard.writeText(text);
+        status.textContent = "copied";
+      });
+    }
+  });
+  // refreshRuns reloads the last runs list until the run's trace is in it (its spans are written
+  // a moment after it ends).
+  const refreshRuns = async (trace) => {
+    for (let i = 0; i < 20; i++) {
+      const html = await fetchHTML(location.pathname);
+      const doc = new DOMParser().parseFromString(html ?? "", "text/html");
+      const fresh = doc.querySelector('[data-testid="prompt-runs"]');
+      if (fresh) root.querySelector('[data-testid="prompt-runs"]').replaceWith(document.adoptNode(fresh));
+      if (fresh?.querySelector(`tr[data-trace="${CSS.escape(trace)}"]`)) return;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  };
 }
 
 // csrfToken is the page's CSRF token, which scripts send in X-CSRF-Token.

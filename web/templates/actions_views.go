@@ -1,5 +1,7 @@
 package templates
 
+import "time"
+
 // ActionView is one registered action with its schemas and run form.
 type ActionView struct {
 	Key          string
@@ -86,6 +88,10 @@ type ActionPage struct {
 	Context string
 	// LastRuns are the action's newest runs, newest first.
 	LastRuns []ActionRun
+	// Playground is set for a prompt loaded from a .prompt file; PromptNote says why a prompt
+	// has none (defined in Go code).
+	Playground *PromptPlayground
+	PromptNote string
 }
 
 // ActionRun is one of an action's last runs; a run that waits for a reviewer links to its inbox
@@ -102,4 +108,45 @@ func (p ActionPage) fieldErrors() map[string]string {
 		return nil
 	}
 	return map[string]string{p.FieldErrorPointer: p.FieldError}
+}
+
+// PromptPlayground is the playground of a prompt loaded from a .prompt file: its file's text to
+// edit, the model fields written into its front matter, an input, and its last runs to compare.
+type PromptPlayground struct {
+	Name string
+	// File is the prompt's file relative to its directory; Source, its text.
+	File   string
+	Source string
+	// API is the prompt's address under /api/v1/prompts/.
+	API string
+	// Input is the example input the form starts from.
+	Input string
+	// Model, Temperature, MaxOutputTokens and Tools are the front matter's, as the fields show
+	// them ("" when unset; tools comma-separated).
+	Model, Temperature, MaxOutputTokens, Tools string
+	// Models and ToolNames are the registered models and tools, offered in the fields' lists.
+	Models, ToolNames []string
+	// CanRun is true for reviewers and admins; Editable, for an admin in dev mode, who may save
+	// the edit back to the file (the others copy it).
+	CanRun   bool
+	Editable bool
+	Dev      bool
+	// LoadError is the file's error when it does not load as it is.
+	LoadError string
+	Runs      []PromptRun
+}
+
+// PromptRun is one of a prompt's last runs (a trace of it), to compare an edit's with.
+type PromptRun struct {
+	TraceID   string
+	TraceURL  string
+	RunURL    string
+	Status    string
+	Edited    bool
+	Model     string
+	Tokens    string
+	Latency   string
+	Output    string
+	StartedAt time.Time
+	Ago       string
 }
