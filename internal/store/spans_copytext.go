@@ -6,14 +6,15 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // copySpans COPYs spans into table, in COPY's text format written straight from the spans: no
 // row of interfaces, no per-value encode plan. Profiled under OTLP ingest, pgx's CopyFrom spent
 // a seventh of the server's CPU boxing and encoding rows; every value here is text or an integer,
-// which PostgreSQL parses from text as cheaply as from binary (json is text either way). It must
-// run in tx's transaction.
-func copySpans(ctx context.Context, tx pgx.Tx, table string, spans []Span) (int64, error) {
+// which PostgreSQL parses from text as cheaply as from binary (json is text either way). It runs
+// in conn's open transaction.
+func copySpans(ctx context.Context, conn *pgconn.PgConn, table string, spans []Span) (int64, error) {
 	size := 0
 	for i := range spans {
 		sp := &spans[i]
@@ -24,7 +25,7 @@ func copySpans(ctx context.Context, tx pgx.Tx, table string, spans []Span) (int6
 	for i := range spans {
 		buf = appendSpanCopyRow(buf, &spans[i])
 	}
-	tag, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf),
+	tag, err := conn.CopyFrom(ctx, bytes.NewReader(buf),
 		"COPY "+pgx.Identifier{table}.Sanitize()+" ("+spanColumns+") FROM STDIN")
 	if err != nil {
 		return 0, err

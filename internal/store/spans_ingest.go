@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -270,6 +271,28 @@ var spanArraysSQL = fmt.Sprintf(spanMergeSQL, `SELECT trace_id, span_id, parent_
 var spanCopySQL = fmt.Sprintf(spanMergeSQL, `SELECT * FROM spans_stage`)
 
 func (s *Store) spanIngestArrays(ctx context.Context, spans []Span) (SpanIngestResult, error) {
+	var res SpanIngestResult
+	args := spanArraysArgs(spans)
+	scan := func(row pgx.Row) error { return scanMerge(row, &res) }
+	if s.Tx() != nil {
+		if err := scan(s.db.QueryRow(ctx, spanArraysSQL, args...)); err != nil {
+			return SpanIngestResult{}, err
+		}
+	} else {
+		// One round trip, one implicit transaction: the SET LOCAL applies to the ingest only.
+		b := &pgx.Batch{}
+		b.Queue(asyncCommit)
+		b.Queue(spanArraysSQL, args...).QueryRow(scan)
+		if err := s.db.SendBatch(ctx, b).Close(); err != nil {
+			return SpanIngestResult{}, err
+		}
+	}
+	res.Skipped = int64(len(spans)) - res.Inserted - res.Updated
+	return res, nil
+}
+
+// spanArraysArgs are spanArraysSQL's arguments for spans: a column array each.
+func spanArraysArgs(spans []Span) []any {
 	n := len(spans)
 	var (
 		traceIDs, spanIDs, names, statusMsgs, scopes, scopeVersions, sources = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -287,25 +310,8 @@ func (s *Store) spanIngestArrays(ctx context.Context, spans []Span) (SpanIngestR
 		links[i], resources[i] = jsonOr(sp.Links, "[]"), jsonOr(sp.Resource, "{}")
 		scopes[i], scopeVersions[i], sources[i], runIDs[i] = sp.Scope, sp.ScopeVersion, sourceOr(sp.Source), sp.RunID
 	}
-	var res SpanIngestResult
-	args := []any{traceIDs, spanIDs, parents, names, kinds, starts, ends, statuses, statusMsgs, attrs,
+	return []any{traceIDs, spanIDs, parents, names, kinds, starts, ends, statuses, statusMsgs, attrs,
 		events, links, resources, scopes, scopeVersions, sources, runIDs}
-	scan := func(row pgx.Row) error { return scanMerge(row, &res) }
-	if s.Tx() != nil {
-		if err := scan(s.db.QueryRow(ctx, spanArraysSQL, args...)); err != nil {
-			return SpanIngestResult{}, err
-		}
-	} else {
-		// One round trip, one implicit transaction: the SET LOCAL applies to the ingest only.
-		b := &pgx.Batch{}
-		b.Queue(asyncCommit)
-		b.Queue(spanArraysSQL, args...).QueryRow(scan)
-		if err := s.db.SendBatch(ctx, b).Close(); err != nil {
-			return SpanIngestResult{}, err
-		}
-	}
-	res.Skipped = int64(n) - res.Inserted - res.Updated
-	return res, nil
 }
 
 // scanMerge reads spanMergeSQL's answer into res.
@@ -342,37 +348,48 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int2
 		new_spans, source)
 ORDER BY trace_id` + traceFoldSQL
 
-// beginAsync begins an ingest transaction that commits without waiting for its WAL flush (see
-// asyncCommit), in one round trip.
-var beginAsync = pgx.TxOptions{BeginQuery: "BEGIN; " + asyncCommit}
-
 // spanIngestFast stores a batch the way a raw COPY does: it looks up which spans are already
 // stored, COPYs the new ones straight into spans, folds their summary (computed here, in Go) into
 // traces, and merges only the stored ones through spanArraysSQL. A batch of new spans, the common
 // case, thus costs the database little more than the COPY. spans must be deduplicated and sorted,
 // and carry no run ids (which COPY cannot check). A concurrent ingest of the same new span makes
 // the COPY fail with a unique violation; the caller then merges instead.
-func (s *Store) spanIngestFast(ctx context.Context, spans []Span) (SpanIngestResult, error) {
-	tx, err := s.pool.BeginTx(ctx, beginAsync)
+//
+// It takes four round trips, which under load matter as much as the work (a lone writer waits
+// for a core on each): the BEGIN with the lookup, the COPY's two, and the fold, the merge and
+// the COMMIT together. The transaction commits without waiting for its WAL flush (asyncCommit).
+func (s *Store) spanIngestFast(ctx context.Context, spans []Span) (res SpanIngestResult, err error) {
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return SpanIngestResult{}, err
 	}
-	defer func() { _ = tx.Rollback(ctx) }()
+	defer func() {
+		if conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
+			// Failed midway: end the transaction, so that the connection goes back to the pool
+			// (released in a transaction, it would be closed).
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_, _ = conn.Exec(rctx, "ROLLBACK")
+			cancel()
+		}
+		conn.Release()
+	}()
 	traceIDs, spanIDs := make([]string, len(spans)), make([]string, len(spans))
 	for i := range spans {
 		traceIDs[i], spanIDs[i] = spans[i].TraceID, spans[i].SpanID
 	}
-	rows, err := tx.Query(ctx, spanExistingSQL, traceIDs, spanIDs)
-	if err != nil {
-		return SpanIngestResult{}, fmt.Errorf("look up stored spans: %w", err)
-	}
 	existing := map[SpanKey]struct{}{}
-	var k SpanKey
-	_, err = pgx.ForEachRow(rows, []any{&k.TraceID, &k.SpanID}, func() error {
-		existing[k] = struct{}{}
-		return nil
+	begin := &pgx.Batch{}
+	begin.Queue("BEGIN")
+	begin.Queue(asyncCommit)
+	begin.Queue(spanExistingSQL, traceIDs, spanIDs).Query(func(rows pgx.Rows) error {
+		var k SpanKey
+		_, err := pgx.ForEachRow(rows, []any{&k.TraceID, &k.SpanID}, func() error {
+			existing[k] = struct{}{}
+			return nil
+		})
+		return err
 	})
-	if err != nil {
+	if err := conn.SendBatch(ctx, begin).Close(); err != nil {
 		return SpanIngestResult{}, fmt.Errorf("look up stored spans: %w", err)
 	}
 	fresh, stored := spans, []Span(nil)
@@ -386,9 +403,9 @@ func (s *Store) spanIngestFast(ctx context.Context, spans []Span) (SpanIngestRes
 			}
 		}
 	}
-	var res SpanIngestResult
+	end := &pgx.Batch{}
 	if len(fresh) > 0 {
-		n, err := copySpans(ctx, tx, "spans", fresh)
+		n, err := copySpans(ctx, conn.Conn().PgConn(), "spans", fresh)
 		if err != nil {
 			return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
 		}
@@ -398,19 +415,19 @@ func (s *Store) spanIngestFast(ctx context.Context, spans []Span) (SpanIngestRes
 				res.Ended = append(res.Ended, SpanKey{fresh[i].TraceID, fresh[i].SpanID})
 			}
 		}
-		if _, err := tx.Exec(ctx, traceFoldArraysSQL, traceAggregates(fresh)...); err != nil {
-			return SpanIngestResult{}, fmt.Errorf("fold trace summaries: %w", err)
-		}
+		end.Queue(traceFoldArraysSQL, traceAggregates(fresh)...)
+	}
+	var merged SpanIngestResult
+	if len(stored) > 0 {
+		end.Queue(spanArraysSQL, spanArraysArgs(stored)...).QueryRow(func(row pgx.Row) error { return scanMerge(row, &merged) })
+	}
+	end.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, end).Close(); err != nil {
+		return SpanIngestResult{}, fmt.Errorf("fold trace summaries and commit: %w", err)
 	}
 	if len(stored) > 0 {
-		merged, err := (&Store{pool: s.pool, db: tx}).spanIngestArrays(ctx, stored)
-		if err != nil {
-			return SpanIngestResult{}, err
-		}
+		merged.Skipped = int64(len(stored)) - merged.Inserted - merged.Updated
 		res.add(merged)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return SpanIngestResult{}, err
 	}
 	return res, nil
 }
@@ -474,7 +491,7 @@ func (s *Store) spanIngestCopy(ctx context.Context, spans []Span) (SpanIngestRes
 		(LIKE spans INCLUDING DEFAULTS) ON COMMIT DROP`); err != nil {
 		return SpanIngestResult{}, fmt.Errorf("create staging table: %w", err)
 	}
-	if _, err := copySpans(ctx, s.Tx(), "spans_stage", spans); err != nil {
+	if _, err := copySpans(ctx, s.Tx().Conn().PgConn(), "spans_stage", spans); err != nil {
 		return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
 	}
 	var res SpanIngestResult

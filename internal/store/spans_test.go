@@ -354,3 +354,37 @@ func TestSpanIngestCopiesAwkwardTextExactly(t *testing.T) {
 	require.EqualValues(t, 30, res.Inserted)
 	check("0af7651916cd43dd8448eb211c80bbbb", staged)
 }
+
+// TestAFailedFastIngestLeavesNoTransactionOpen: a batch the fast path's COPY refuses (an attribute
+// that is not JSON) fails alone; its transaction is rolled back, no session stays idle in a
+// transaction, and the next batches are stored.
+func TestAFailedFastIngestLeavesNoTransactionOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	batch := func(traceID string, bad bool) []store.Span {
+		spans := make([]store.Span, 0, 80)
+		for i := range 80 {
+			sp := testSpan(fmt.Sprintf("%016x", i+1), "", int64(i+1), int64(i+2))
+			sp.TraceID = traceID
+			if bad && i == 40 {
+				sp.Attributes = json.RawMessage(`{"not json`)
+			}
+			spans = append(spans, sp)
+		}
+		return spans
+	}
+	_, err := s.SpanIngest(ctx, batch("0af7651916cd43dd8448eb211c80cccc", true))
+	require.Error(t, err)
+	var open int
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND state LIKE 'idle in transaction%'`).Scan(&open))
+	require.Zero(t, open, "no session left in a transaction")
+	for i := range 5 {
+		res, err := s.SpanIngest(ctx, batch(fmt.Sprintf("0af7651916cd43dd8448eb211c80dd%02d", i), false))
+		require.NoError(t, err)
+		require.EqualValues(t, 80, res.Inserted)
+	}
+	_, err = s.TraceGet(ctx, "0af7651916cd43dd8448eb211c80cccc")
+	require.ErrorIs(t, err, store.ErrNotFound, "nothing of the refused batch was stored")
+}
