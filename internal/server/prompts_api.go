@@ -254,22 +254,32 @@ func (s *Server) apiPromptGet(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// apiPromptRender is POST /api/v1/prompts/:name/render: the edited source's messages for the
-// input, and the model, config and tools it would run with, without running it.
-func (s *Server) apiPromptRender(c echo.Context) error {
+// editedPrompt reads a render or run request: the prompt the path names, the request, and the
+// prompt as the request edits it (its source, compiled).
+func (s *Server) editedPrompt(c echo.Context) (*promptTarget, *promptEditRequest, string, *engine.FilePrompt, error) {
 	name, err := promptName(c)
 	if err != nil {
-		return err
+		return nil, nil, "", nil, err
 	}
 	t, err := s.promptByName(name)
 	if err != nil {
-		return err
+		return nil, nil, "", nil, err
 	}
 	var req promptEditRequest
 	if err := bindJSON(c, &req); err != nil {
-		return err
+		return nil, nil, "", nil, err
 	}
 	src, p, err := s.promptEdit(t, &req)
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
+	return t, &req, src, p, nil
+}
+
+// apiPromptRender is POST /api/v1/prompts/:name/render: the edited source's messages for the
+// input, and the model, config and tools it would run with, without running it.
+func (s *Server) apiPromptRender(c echo.Context) error {
+	_, req, src, p, err := s.editedPrompt(c)
 	if err != nil {
 		return err
 	}
@@ -291,19 +301,7 @@ func (s *Server) apiPromptRender(c echo.Context) error {
 // model's chunks a line each when streamed, then {"result"} or {"error"}, the trace id in
 // X-Genkit-Trace-Id). Its trace is a run of the prompt, listed among its last runs.
 func (s *Server) apiPromptRun(c echo.Context) error {
-	name, err := promptName(c)
-	if err != nil {
-		return err
-	}
-	t, err := s.promptByName(name)
-	if err != nil {
-		return err
-	}
-	var req promptEditRequest
-	if err := bindJSON(c, &req); err != nil {
-		return err
-	}
-	src, p, err := s.promptEdit(t, &req)
+	t, req, src, p, err := s.editedPrompt(c)
 	if err != nil {
 		return err
 	}
