@@ -168,6 +168,32 @@ ai.defineFlow(
 
 ai.defineFlow({ name: 'echo', inputSchema: z.string(), outputSchema: z.string() }, async (text) => `echo: ${text}`);
 
+// sameAsReference is an evaluator that needs no model, for Loupe's experiments scored by the app's
+// own evaluators: it passes a datapoint whose output equals its reference (as JSON), says why in
+// details.reasoning, and throws for an input of "boom" (Genkit then answers evaluation.error).
+ai.defineEvaluator(
+  {
+    name: 'sameAsReference',
+    displayName: 'Same as reference',
+    definition: 'The output equals the reference (as JSON)',
+    isBilled: false,
+  },
+  async (datapoint) => {
+    if (datapoint.input === 'boom') throw new Error('cannot score boom');
+    const got = JSON.stringify(datapoint.output ?? null);
+    const want = JSON.stringify(datapoint.reference ?? null);
+    const same = got === want;
+    return {
+      testCaseId: datapoint.testCaseId,
+      evaluation: {
+        score: same,
+        status: same ? 'PASS' : 'FAIL',
+        details: { reasoning: `compat-js says: ${got} ${same ? 'equals' : 'differs from'} ${want}` },
+      },
+    };
+  }
+);
+
 // transferFlow returns the whole generate response, so when the transfer interrupts, the flow's
 // output is the interrupted response itself, which Loupe can resume through /util/generate.
 ai.defineFlow(

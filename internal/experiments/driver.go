@@ -13,6 +13,7 @@ import (
 
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/eval"
+	"github.com/loupe-dev/loupe/internal/genkitapp"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 )
@@ -265,8 +266,12 @@ func (s *Service) score(ctx context.Context, e *store.Experiment, specs []eval.S
 	if cost, ok := s.cfg.Prices.Cost(run.Usage); ok {
 		p.CostUSD = &cost
 	}
+	ref := caseRef{testCaseID: ex.Key.String()}
+	if run.TraceID != nil {
+		ref.traceID = *run.TraceID
+	}
 	for _, sp := range specs {
-		p.Scores = append(p.Scores, s.evaluate(ctx, e, sp, c))
+		p.Scores = append(p.Scores, s.evaluate(ctx, e, sp, c, ref))
 	}
 	return p, nil
 }
@@ -340,7 +345,10 @@ func trajectoryOf(calls []*store.ToolCall) []eval.ToolCall {
 
 // evaluate scores a case with one evaluator, in a span of its own (the evaluator's trace); an
 // evaluator's error fails the example with the error as the explanation.
-func (s *Service) evaluate(ctx context.Context, e *store.Experiment, sp eval.Spec, c *eval.Case) store.Score {
+func (s *Service) evaluate(ctx context.Context, e *store.Experiment, sp eval.Spec, c *eval.Case, ref caseRef) store.Score {
+	if genkitapp.IsEvaluatorKey(sp.Name) {
+		return s.evaluateApp(ctx, e.ID, sp, c, ref)
+	}
 	out, _, _ := s.evaluateCase(ctx, e.ID, sp, c)
 	return out
 }

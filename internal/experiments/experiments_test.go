@@ -23,7 +23,13 @@ import (
 	"github.com/loupe-dev/loupe/internal/store/storetest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, storetest.LeakOptions()...) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, append(storetest.LeakOptions(),
+		// http.DefaultTransport's idle connections to a Genkit app's reflection server.
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+	)...)
+}
 
 // ShopIn is the shop flow's input.
 type ShopIn struct {
