@@ -99,6 +99,7 @@ func (s *Service) drive(ctx context.Context, e *store.Experiment, progress Progr
 		specs[i] = eval.ParseSpec(sp)
 	}
 	renewed := time.Now()
+	pub := s.progressPublisher(e.ID)
 	for {
 		if time.Since(renewed) > s.cfg.LeaseTTL/3 {
 			ok, err := s.store.ExperimentRenew(ctx, e.ID, s.owner, s.cfg.LeaseTTL)
@@ -110,7 +111,7 @@ func (s *Service) drive(ctx context.Context, e *store.Experiment, progress Progr
 			}
 			renewed = time.Now()
 		}
-		scored, err := s.scoreEnded(ctx, e, specs)
+		scored, err := s.scoreEnded(ctx, e, specs, pub)
 		if err != nil {
 			return nil, err
 		}
@@ -134,15 +135,26 @@ func (s *Service) drive(ctx context.Context, e *store.Experiment, progress Progr
 					return nil, err
 				}
 				cur, err = s.store.ExperimentGet(ctx, e.ID)
-				if progress != nil && err == nil {
-					progress(cur)
+				if err == nil {
+					pub.flush(cur)
+					if progress != nil {
+						progress(cur)
+					}
 				}
 				return cur, err
 			}
 		}
-		if progress != nil && (scored > 0 || started > 0) {
+		if scored > 0 || started > 0 {
+			pub.changed()
+		}
+		if progress != nil && (scored > 0 || started > 0) || pub.due() {
 			if cur, err := s.store.ExperimentGet(ctx, e.ID); err == nil {
-				progress(cur)
+				if pub.due() {
+					pub.flush(cur)
+				}
+				if progress != nil && (scored > 0 || started > 0) {
+					progress(cur)
+				}
 			}
 		}
 		if scored == 0 && started == 0 {
@@ -212,8 +224,8 @@ func (s *Service) failExample(ctx context.Context, e *store.Experiment, exampleI
 	return err
 }
 
-// scoreEnded scores the examples whose run has ended.
-func (s *Service) scoreEnded(ctx context.Context, e *store.Experiment, specs []eval.Spec) (int, error) {
+// scoreEnded scores the examples whose run has ended, handing each to pub.
+func (s *Service) scoreEnded(ctx context.Context, e *store.Experiment, specs []eval.Spec, pub *progressPub) (int, error) {
 	exs, runIDs, err := s.store.ResultsEnded(ctx, e.ID, 64)
 	if err != nil {
 		return 0, err
@@ -227,6 +239,7 @@ func (s *Service) scoreEnded(ctx context.Context, e *store.Experiment, specs []e
 		if _, err := s.store.ResultScore(ctx, *p); err != nil {
 			return n, err
 		}
+		pub.scored(ex, runIDs[i], p)
 		if p.RunStatus == store.RunInterrupted {
 			// Scored as waiting for a person: the experiment is done with it, and its question
 			// would wait in the reviewers' inbox for nobody.

@@ -66,6 +66,7 @@ type Service struct {
 	owner string
 	// http calls Genkit apps' evaluators.
 	http *http.Client
+	pub  Publisher
 }
 
 // New builds the service over the run service, whose registry holds the Go-defined evaluators.

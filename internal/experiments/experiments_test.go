@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -109,6 +110,7 @@ func defineShop(t *testing.T) *shop {
 
 type harness struct {
 	t    *testing.T
+	pool *pgxpool.Pool
 	st   *store.Store
 	shop *shop
 	runs *runs.Service
@@ -117,7 +119,8 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{t: t, st: store.New(storetest.NewPool(t)), shop: defineShop(t)}
+	h := &harness{t: t, pool: storetest.NewPool(t), shop: defineShop(t)}
+	h.st = store.New(h.pool)
 	var err error
 	h.runs, err = runs.New(runs.Config{Workers: 8, LeaseTTL: 2 * time.Second}, h.st, h.shop.reg)
 	require.NoError(t, err)
