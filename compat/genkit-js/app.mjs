@@ -12,12 +12,19 @@
 // It streams its text word by word when the caller streams.
 import { genkit, z } from 'genkit/beta';
 import { logger } from 'genkit/logging';
+import { genkitEval, GenkitMetric } from '@genkit-ai/evaluator';
 
 // The default model lets Loupe resume a flow's interrupted response, which names no model. With
 // NO_DEFAULT_MODEL=1 the app has none, and a second model (so that its only model is not taken
 // for the default either): transferFlow's interrupted response then cannot be resumed.
 const noDefaultModel = !!process.env.NO_DEFAULT_MODEL;
-const ai = genkit({ name: process.env.APP_NAME || 'compat-js', ...(noDefaultModel ? {} : { model: 'scripted' }) });
+// @genkit-ai/evaluator's metrics that need no model: its evaluators genkitEval/deep_equal and
+// genkitEval/regex score Loupe's experiments as the app's own do.
+const ai = genkit({
+  name: process.env.APP_NAME || 'compat-js',
+  plugins: [genkitEval({ metrics: [GenkitMetric.DEEP_EQUAL, GenkitMetric.REGEX] })],
+  ...(noDefaultModel ? {} : { model: 'scripted' }),
+});
 
 function lastText(messages, role) {
   for (let i = messages.length - 1; i >= 0; i--) {

@@ -23,7 +23,8 @@ import (
 // scores a Loupe experiment as "<app>:/evaluator/sameAsReference": each example goes to the app
 // as a datapoint of Genkit's EvalRequest, and the app's verdict (PASS or FAIL, its reasoning, the
 // trace of its evaluation) is the stored score; the evaluator's error fails its example with the
-// error. An evaluator the running app does not have is refused when the experiment starts; one of
+// error. @genkit-ai/evaluator's genkitEval/deep_equal and genkitEval/regex, pinned with Genkit's
+// version, score it too. An evaluator the running app does not have is refused when the experiment starts; one of
 // an app that is not connected fails each example, saying so: never a silent pass.
 func TestAGenkitAppsEvaluatorScoresAnExperiment(t *testing.T) {
 	project := genkitapptest.Project(t)
@@ -67,7 +68,7 @@ func TestAGenkitAppsEvaluatorScoresAnExperiment(t *testing.T) {
 
 	_, err = exp.Start(ctx, experiments.StartParams{Dataset: "echoes", Action: "/flow/echo", Evaluators: []string{"evalapp:/evaluator/noSuch"}})
 	require.ErrorIs(t, err, experiments.ErrInvalid)
-	require.ErrorContains(t, err, `the Genkit app "evalapp" has no evaluator /evaluator/noSuch; its evaluators are `+key)
+	require.ErrorContains(t, err, `the Genkit app "evalapp" has no evaluator /evaluator/noSuch; its evaluators are evalapp:/evaluator/genkitEval/deep_equal, evalapp:/evaluator/genkitEval/regex, `+key)
 
 	drive := func(evaluators ...string) *experiments.Summary {
 		t.Helper()
@@ -117,6 +118,29 @@ func TestAGenkitAppsEvaluatorScoresAnExperiment(t *testing.T) {
 	require.Nil(t, boom.Score)
 	require.Contains(t, boom.Explanation, "the evaluator failed: ")
 	require.Contains(t, boom.Explanation, "cannot score boom")
+
+	// @genkit-ai/evaluator's metrics that need no model, as the app registers them.
+	const deepEqual, regex = "evalapp:/evaluator/genkitEval/deep_equal", "evalapp:/evaluator/genkitEval/regex"
+	sum = drive(deepEqual, regex)
+	require.Equal(t, 3, sum.Totals.Scored)
+	require.Equal(t, 2, sum.Totals.Passed, "a and boom")
+	for _, r := range sum.Rows {
+		var in string
+		require.NoError(t, json.Unmarshal(r.Input, &in))
+		require.Len(t, r.Scores, 2)
+		for _, sc := range r.Scores {
+			require.Equal(t, in != "b", sc.Pass, "%s on %q: %s", sc.Evaluator, in, sc.Explanation)
+			require.NotNil(t, sc.TraceID)
+		}
+		if in == "b" {
+			de := r.Scores[0]
+			if de.Evaluator != deepEqual {
+				de = r.Scores[1]
+			}
+			require.Equal(t, deepEqual, de.Evaluator)
+			require.Contains(t, de.Explanation, "Expected values to be strictly deep-equal", "Node's assert message, the plugin's reasoning")
+		}
+	}
 
 	// An app nobody connected: every example fails, saying so.
 	sum = drive("ghost:/evaluator/sameAsReference")
