@@ -103,12 +103,13 @@ cli_checks() {
 	cli_check "log:list --severity error leaves the WARN line out" "No logs found."
 }
 
-# eval_checks APP DATA_DIR: `devui eval run`, a process of its own beside devui start's, runs the
+# eval_checks APP DATA_DIR URL: `devui eval run`, a process of its own beside devui start's, runs the
 # app's echo flow over a dataset and scores it with the app's own evaluators (its
 # ai.defineEvaluator sameAsReference, and @genkit-ai/evaluator's genkitEval/regex), which it calls
-# through the app's reflection API: the stored scores and explanations are the app's.
+# through the app's reflection API: the stored scores and explanations are the app's, and each
+# score links to the app's trace of its evaluation, which the app sent to Loupe.
 eval_checks() {
-	local app="$1" data="$2" file="$TMP/echoes.jsonl" out="$TMP/eval.json"
+	local app="$1" data="$2" url="$3" file="$TMP/echoes.jsonl" out="$TMP/eval.json"
 	printf '%s\n' '{"input":"a","reference":"echo: a"}' '{"input":"b","reference":"something else"}' >"$file"
 	LOUPE_DATA_DIR="$data" "$TMP/devui" dataset create echoes --file "$file" >/dev/null
 	if ! LOUPE_DATA_DIR="$data" timeout 120 "$TMP/devui" eval run --dataset echoes --action "$app:/flow/echo" --tools live \
@@ -116,7 +117,7 @@ eval_checks() {
 		echo "FAIL eval run with the app's evaluators exited with an error" >&2
 		exit 1
 	fi
-	APP_NAME="$app" node -e '
+	APP_NAME="$app" LOUPE_URL="$url" node -e '
 		const sum = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
 		const app = process.env.APP_NAME;
 		const fail = (msg) => { console.error("FAIL eval run: " + msg); console.error(JSON.stringify(sum.rows, null, 1)); process.exit(1); };
@@ -131,6 +132,16 @@ eval_checks() {
 			if (!own.explanation.startsWith(reason)) fail("the explanation is not the app reasoning: " + own.explanation);
 			if (!own.trace_id) fail("no trace of the app evaluation");
 		}
+		(async () => {
+			// The app sends its spans a moment after it answers.
+			const id = sum.rows[0].scores[0].trace_id;
+			for (let i = 0; i < 100; i++) {
+				const res = await fetch(process.env.LOUPE_URL + "/api/v1/traces/" + id);
+				if (res.ok) return;
+				await new Promise((r) => setTimeout(r, 100));
+			}
+			fail("the trace " + id + " of the app evaluation is not in Loupe");
+		})();
 	' "$out"
 	echo "ok   eval run scores with the app's own evaluators (ai.defineEvaluator, genkitEval/regex)" >&2
 }
@@ -158,7 +169,7 @@ for mode in $MODES; do
 		CHECK_OUT="$TMP/ids-$mode.json" node check.mjs)
 	if [[ "$mode" == dev ]]; then
 		cli_checks "$URL" "$TMP/ids-$mode.json"
-		eval_checks "compat-js-$mode" "$TMP/data-$mode"
+		eval_checks "compat-js-$mode" "$TMP/data-$mode" "$URL"
 	fi
 	stop_devui
 	if [[ -n "$(ls -A "$APP/.genkit/runtimes" 2>/dev/null | grep "^" || true)" ]]; then
