@@ -356,8 +356,9 @@ func trajectoryOf(calls []*store.ToolCall) []eval.ToolCall {
 	return out
 }
 
-// evaluate scores a case with one evaluator, in a span of its own (the evaluator's trace); an
-// evaluator's error fails the example with the error as the explanation.
+// evaluate scores a case with one evaluator, in a span of its own (the evaluator's trace), or a
+// Genkit app's evaluator in the app (the app's trace); an evaluator's error fails the example with
+// the error as the explanation.
 func (s *Service) evaluate(ctx context.Context, e *store.Experiment, sp eval.Spec, c *eval.Case, ref caseRef) store.Score {
 	if genkitapp.IsEvaluatorKey(sp.Name) {
 		return s.evaluateApp(ctx, e.ID, sp, c, ref)
