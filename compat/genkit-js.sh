@@ -18,7 +18,8 @@
 # logger, which Genkit JS sends to $GENKIT_TELEMETRY_SERVER/api/otlp) is stored in its span. In dev
 # mode the real genkit CLI (compat/genkit-cli, installed with npm ci when it is not there) then reads
 # the app's trace and its log line from Loupe: trace:get (and of an unknown id), log:list (by trace,
-# span and severity). Then it
+# span and severity), and `devui eval run` scores the app's echo flow with the app's own evaluator
+# actions (an ai.defineEvaluator and @genkit-ai/evaluator's regex). Then it
 # stops Loupe (which stops the app) and removes the temp dir.
 #
 # Usage (from the repo root):   compat/genkit-js.sh
@@ -102,6 +103,49 @@ cli_checks() {
 	cli_check "log:list --severity error leaves the WARN line out" "No logs found."
 }
 
+# eval_checks APP DATA_DIR URL: `devui eval run`, a process of its own beside devui start's, runs the
+# app's echo flow over a dataset and scores it with the app's own evaluators (its
+# ai.defineEvaluator sameAsReference, and @genkit-ai/evaluator's genkitEval/regex), which it calls
+# through the app's reflection API: the stored scores and explanations are the app's, and each
+# score links to the app's trace of its evaluation, which the app sent to Loupe.
+eval_checks() {
+	local app="$1" data="$2" url="$3" file="$TMP/echoes.jsonl" out="$TMP/eval.json"
+	printf '%s\n' '{"input":"a","reference":"echo: a"}' '{"input":"b","reference":"something else"}' >"$file"
+	LOUPE_DATA_DIR="$data" "$TMP/devui" dataset create echoes --file "$file" >/dev/null
+	if ! LOUPE_DATA_DIR="$data" timeout 120 "$TMP/devui" eval run --dataset echoes --action "$app:/flow/echo" --tools live \
+		--evaluator "$app:/evaluator/sameAsReference" --evaluator "$app:/evaluator/genkitEval/regex" --json --quiet >"$out"; then
+		echo "FAIL eval run with the app's evaluators exited with an error" >&2
+		exit 1
+	fi
+	APP_NAME="$app" LOUPE_URL="$url" node -e '
+		const sum = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+		const app = process.env.APP_NAME;
+		const fail = (msg) => { console.error("FAIL eval run: " + msg); console.error(JSON.stringify(sum.rows, null, 1)); process.exit(1); };
+		if (sum.experiment.status !== "finished" || sum.totals.scored !== 2 || sum.totals.passed !== 1) fail("want 2 scored, 1 passed");
+		for (const r of sum.rows) {
+			const want = r.input === "a";
+			const by = Object.fromEntries(r.scores.map((s) => [s.evaluator, s]));
+			const own = by[app + ":/evaluator/sameAsReference"], re = by[app + ":/evaluator/genkitEval/regex"];
+			if (!own || !re) fail("a score is missing on " + r.input);
+			if (own.pass !== want || re.pass !== want) fail("wrong verdict on " + r.input);
+			const reason = "compat-js says: \"echo: " + r.input + "\" " + (want ? "equals" : "differs from");
+			if (!own.explanation.startsWith(reason)) fail("the explanation is not the app reasoning: " + own.explanation);
+			if (!own.trace_id) fail("no trace of the app evaluation");
+		}
+		(async () => {
+			// The app sends its spans a moment after it answers.
+			const id = sum.rows[0].scores[0].trace_id;
+			for (let i = 0; i < 100; i++) {
+				const res = await fetch(process.env.LOUPE_URL + "/api/v1/traces/" + id);
+				if (res.ok) return;
+				await new Promise((r) => setTimeout(r, 100));
+			}
+			fail("the trace " + id + " of the app evaluation is not in Loupe");
+		})();
+	' "$out"
+	echo "ok   eval run scores with the app's own evaluators (ai.defineEvaluator, genkitEval/regex)" >&2
+}
+
 for mode in $MODES; do
 	realtime=""
 	case "$mode" in
@@ -125,6 +169,7 @@ for mode in $MODES; do
 		CHECK_OUT="$TMP/ids-$mode.json" node check.mjs)
 	if [[ "$mode" == dev ]]; then
 		cli_checks "$URL" "$TMP/ids-$mode.json"
+		eval_checks "compat-js-$mode" "$TMP/data-$mode" "$URL"
 	fi
 	stop_devui
 	if [[ -n "$(ls -A "$APP/.genkit/runtimes" 2>/dev/null | grep "^" || true)" ]]; then

@@ -12,12 +12,19 @@
 // It streams its text word by word when the caller streams.
 import { genkit, z } from 'genkit/beta';
 import { logger } from 'genkit/logging';
+import { genkitEval, GenkitMetric } from '@genkit-ai/evaluator';
 
 // The default model lets Loupe resume a flow's interrupted response, which names no model. With
 // NO_DEFAULT_MODEL=1 the app has none, and a second model (so that its only model is not taken
 // for the default either): transferFlow's interrupted response then cannot be resumed.
 const noDefaultModel = !!process.env.NO_DEFAULT_MODEL;
-const ai = genkit({ name: process.env.APP_NAME || 'compat-js', ...(noDefaultModel ? {} : { model: 'scripted' }) });
+// @genkit-ai/evaluator's metrics that need no model: its evaluators genkitEval/deep_equal and
+// genkitEval/regex score Loupe's experiments as the app's own do.
+const ai = genkit({
+  name: process.env.APP_NAME || 'compat-js',
+  plugins: [genkitEval({ metrics: [GenkitMetric.DEEP_EQUAL, GenkitMetric.REGEX] })],
+  ...(noDefaultModel ? {} : { model: 'scripted' }),
+});
 
 function lastText(messages, role) {
   for (let i = messages.length - 1; i >= 0; i--) {
@@ -167,6 +174,32 @@ ai.defineFlow(
 );
 
 ai.defineFlow({ name: 'echo', inputSchema: z.string(), outputSchema: z.string() }, async (text) => `echo: ${text}`);
+
+// sameAsReference is an evaluator that needs no model, for Loupe's experiments scored by the app's
+// own evaluators: it passes a datapoint whose output equals its reference (as JSON), says why in
+// details.reasoning, and throws for an input of "boom" (Genkit then answers evaluation.error).
+ai.defineEvaluator(
+  {
+    name: 'sameAsReference',
+    displayName: 'Same as reference',
+    definition: 'The output equals the reference (as JSON)',
+    isBilled: false,
+  },
+  async (datapoint) => {
+    if (datapoint.input === 'boom') throw new Error('cannot score boom');
+    const got = JSON.stringify(datapoint.output ?? null);
+    const want = JSON.stringify(datapoint.reference ?? null);
+    const same = got === want;
+    return {
+      testCaseId: datapoint.testCaseId,
+      evaluation: {
+        score: same,
+        status: same ? 'PASS' : 'FAIL',
+        details: { reasoning: `compat-js says: ${got} ${same ? 'equals' : 'differs from'} ${want}` },
+      },
+    };
+  }
+);
 
 // transferFlow returns the whole generate response, so when the transfer interrupts, the flow's
 // output is the interrupted response itself, which Loupe can resume through /util/generate.

@@ -201,8 +201,8 @@ came from, and every interrupt gets the reviewer's recorded decision: an experim
 an effect. A call the recording does not have fails its example ("not in the recording"); with
 --tools live the tools run for real.
 
-Evaluators: ` + strings.Join(eval.BuiltinNames(), ", ") + `, and the program's own
-(devui eval evaluators lists them). Some take an argument: regex:^Booked, latency:2s, tokens:5000,
+Evaluators: ` + strings.Join(eval.BuiltinNames(), ", ") + `, the program's own, and a
+running Genkit app's as APP:/evaluator/NAME (devui eval evaluators lists them). Some take an argument: regex:^Booked, latency:2s, tokens:5000,
 turns:3, judge:MODEL, contains:TEXT, schema:{...} or schema:@FILE.
 
 Exit status: 0 when the experiment passed, 4 when an example that passed in --baseline fails now
@@ -273,15 +273,22 @@ or the pass rate is below --min-pass-rate, 1 on any other error.`,
 	}
 	evaluators := &cobra.Command{
 		Use:   "evaluators",
-		Short: "List the evaluators: the built-ins and this program's own",
+		Short: "List the evaluators: the built-ins, this program's own and the running Genkit apps'",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withServices(cmd, cfg, engineOptions{}, func(svcs *services.Services) error {
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "EVALUATOR\tKIND\tWHAT IT CHECKS")
-				for _, ev := range svcs.Experiments.Evaluators() {
+				evs, err := svcs.Experiments.AllEvaluators(cmd.Context())
+				if err != nil {
+					return err
+				}
+				for _, ev := range evs {
 					kind := "built-in"
-					if !ev.Builtin {
+					switch {
+					case ev.App != "":
+						kind = "genkit app"
+					case !ev.Builtin:
 						kind = "program"
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\n", ev.Name, kind, ev.Description)

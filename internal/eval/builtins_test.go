@@ -114,3 +114,18 @@ func TestJudgeReadsTheModelsVerdict(t *testing.T) {
 	require.Contains(t, s.Explanation, "not a verdict")
 	require.Error(t, Builtins["judge"].Check(""))
 }
+
+// A Genkit app's evaluator keeps the colon of its key in its name; an argument follows one more.
+func TestParseSpecOfAGenkitAppsEvaluator(t *testing.T) {
+	for in, want := range map[string]Spec{
+		"regex:^a:b":                         {Name: "regex", Arg: "^a:b"},
+		"my-app:/evaluator/genkitEval/regex": {Name: "my-app:/evaluator/genkitEval/regex"},
+		`app:/evaluator/x:{"k":"v:w"}`:       {Name: "app:/evaluator/x", Arg: `{"k":"v:w"}`},
+		"regex:a:/evaluator/b":               {Name: "regex", Arg: "a:/evaluator/b"},
+		"contains::/evaluator/":              {Name: "contains", Arg: ":/evaluator/"},
+	} {
+		got := ParseSpec(in)
+		require.Equal(t, want, got, in)
+		require.Equal(t, in, got.String(), in)
+	}
+}

@@ -53,9 +53,15 @@ type Spec struct {
 	Arg  string
 }
 
-// ParseSpec splits "name[:arg]".
+// ParseSpec splits "name[:arg]". A Genkit app's evaluator, "<app>:/evaluator/<name>[:options]",
+// keeps its first colon in its name.
 func ParseSpec(s string) Spec {
-	name, arg, _ := strings.Cut(strings.TrimSpace(s), ":")
+	s = strings.TrimSpace(s)
+	if i := strings.Index(s, ":/evaluator/"); i > 0 && !strings.ContainsAny(s[:i], ":/") {
+		name, arg, _ := strings.Cut(s[i+1:], ":")
+		return Spec{Name: s[:i+1] + name, Arg: arg}
+	}
+	name, arg, _ := strings.Cut(s, ":")
 	return Spec{Name: name, Arg: arg}
 }
 

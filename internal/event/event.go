@@ -29,6 +29,9 @@ const (
 	InterruptClaimed Kind = "interrupt.claimed"
 	// InboxPresence: who has an inbox item open changed (InboxPresenceData).
 	InboxPresence Kind = "inbox.presence"
+	// ExperimentProgress: an experiment started or scored examples, or ended
+	// (ExperimentProgressData); its topic is experiment:<id>.
+	ExperimentProgress Kind = "experiment.progress"
 	// Span: a span started or ended (a trace's and its run's subscribers get it).
 	Span Kind = "span"
 	// Snapshot: the state of a topic, sent first on each subscription.
@@ -47,7 +50,7 @@ var Kinds = []struct {
 	{"RunStatus", RunStatus}, {"RunMessage", RunMessage}, {"RunChunks", RunChunks},
 	{"RunToolCall", RunToolCall}, {"RunDivergence", RunDivergence},
 	{"InterruptChanged", InterruptChanged}, {"InterruptClaimed", InterruptClaimed},
-	{"InboxPresence", InboxPresence}, {"Span", Span}, {"Snapshot", Snapshot}, {"Resync", Resync},
+	{"InboxPresence", InboxPresence}, {"ExperimentProgress", ExperimentProgress}, {"Span", Span}, {"Snapshot", Snapshot}, {"Resync", Resync},
 	{"Error", Error},
 }
 
@@ -156,3 +159,38 @@ func (InterruptClaimedData) Kind() Kind { return InterruptClaimed }
 
 // Kind implements Payload.
 func (InboxPresenceData) Kind() Kind { return InboxPresence }
+
+// Kind implements Payload.
+func (ExperimentProgressData) Kind() Kind { return ExperimentProgress }
+
+// ExperimentProgressData is an experiment.progress event: the experiment's counts after the
+// change, and the scores of the examples just scored (without their explanations, which the
+// experiment's page and API have). A subscriber that needs more reads the experiment.
+type ExperimentProgressData struct {
+	ExperimentID string `json:"experiment_id"`
+	// Status is running, finished or cancelled.
+	Status  string `json:"status"`
+	Total   int    `json:"total"`
+	Started int    `json:"started"`
+	Scored  int    `json:"scored"`
+	Passed  int    `json:"passed"`
+	// Failed counts the scored examples that some evaluator failed.
+	Failed int                 `json:"failed"`
+	Scores []ExperimentExample `json:"scores,omitempty"`
+}
+
+// ExperimentExample is one example's scores as they land.
+type ExperimentExample struct {
+	ExampleKey string            `json:"example_key"`
+	RunID      string            `json:"run_id,omitempty"`
+	RunStatus  string            `json:"run_status"`
+	Pass       bool              `json:"pass"`
+	Scores     []ExperimentScore `json:"scores"`
+}
+
+// ExperimentScore is one evaluator's verdict on an example.
+type ExperimentScore struct {
+	Evaluator string   `json:"evaluator"`
+	Score     *float64 `json:"score,omitempty"`
+	Pass      bool     `json:"pass"`
+}

@@ -36,7 +36,7 @@ func TestEveryPayloadNamesItsKind(t *testing.T) {
 	seen := map[event.Kind]string{}
 	for _, p := range []event.Payload{event.RunStatusData{}, event.RunMessageData{}, event.RunChunksData{},
 		event.RunToolCallData{}, event.RunDivergenceData{}, event.InterruptChangedData{},
-		event.InterruptClaimedData{}, event.InboxPresenceData{}} {
+		event.InterruptClaimedData{}, event.InboxPresenceData{}, event.ExperimentProgressData{}} {
 		name := reflect.TypeOf(p).Name()
 		require.True(t, listed[p.Kind()], "%s says an unlisted kind %q", name, p.Kind())
 		require.Empty(t, seen[p.Kind()], "%s and %s both say %s", name, seen[p.Kind()], p.Kind())

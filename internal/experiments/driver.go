@@ -13,6 +13,7 @@ import (
 
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/eval"
+	"github.com/loupe-dev/loupe/internal/genkitapp"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
 )
@@ -98,6 +99,7 @@ func (s *Service) drive(ctx context.Context, e *store.Experiment, progress Progr
 		specs[i] = eval.ParseSpec(sp)
 	}
 	renewed := time.Now()
+	pub := s.progressPublisher(e.ID)
 	for {
 		if time.Since(renewed) > s.cfg.LeaseTTL/3 {
 			ok, err := s.store.ExperimentRenew(ctx, e.ID, s.owner, s.cfg.LeaseTTL)
@@ -109,7 +111,7 @@ func (s *Service) drive(ctx context.Context, e *store.Experiment, progress Progr
 			}
 			renewed = time.Now()
 		}
-		scored, err := s.scoreEnded(ctx, e, specs)
+		scored, err := s.scoreEnded(ctx, e, specs, pub)
 		if err != nil {
 			return nil, err
 		}
@@ -133,15 +135,26 @@ func (s *Service) drive(ctx context.Context, e *store.Experiment, progress Progr
 					return nil, err
 				}
 				cur, err = s.store.ExperimentGet(ctx, e.ID)
-				if progress != nil && err == nil {
-					progress(cur)
+				if err == nil {
+					pub.flush(cur)
+					if progress != nil {
+						progress(cur)
+					}
 				}
 				return cur, err
 			}
 		}
-		if progress != nil && (scored > 0 || started > 0) {
+		if scored > 0 || started > 0 {
+			pub.changed()
+		}
+		if progress != nil && (scored > 0 || started > 0) || pub.due() {
 			if cur, err := s.store.ExperimentGet(ctx, e.ID); err == nil {
-				progress(cur)
+				if pub.due() {
+					pub.flush(cur)
+				}
+				if progress != nil && (scored > 0 || started > 0) {
+					progress(cur)
+				}
 			}
 		}
 		if scored == 0 && started == 0 {
@@ -211,8 +224,8 @@ func (s *Service) failExample(ctx context.Context, e *store.Experiment, exampleI
 	return err
 }
 
-// scoreEnded scores the examples whose run has ended.
-func (s *Service) scoreEnded(ctx context.Context, e *store.Experiment, specs []eval.Spec) (int, error) {
+// scoreEnded scores the examples whose run has ended, handing each to pub.
+func (s *Service) scoreEnded(ctx context.Context, e *store.Experiment, specs []eval.Spec, pub *progressPub) (int, error) {
 	exs, runIDs, err := s.store.ResultsEnded(ctx, e.ID, 64)
 	if err != nil {
 		return 0, err
@@ -226,6 +239,7 @@ func (s *Service) scoreEnded(ctx context.Context, e *store.Experiment, specs []e
 		if _, err := s.store.ResultScore(ctx, *p); err != nil {
 			return n, err
 		}
+		pub.scored(ex, runIDs[i], p)
 		if p.RunStatus == store.RunInterrupted {
 			// Scored as waiting for a person: the experiment is done with it, and its question
 			// would wait in the reviewers' inbox for nobody.
@@ -265,8 +279,12 @@ func (s *Service) score(ctx context.Context, e *store.Experiment, specs []eval.S
 	if cost, ok := s.cfg.Prices.Cost(run.Usage); ok {
 		p.CostUSD = &cost
 	}
+	ref := caseRef{testCaseID: ex.Key.String()}
+	if run.TraceID != nil {
+		ref.traceID = *run.TraceID
+	}
 	for _, sp := range specs {
-		p.Scores = append(p.Scores, s.evaluate(ctx, e, sp, c))
+		p.Scores = append(p.Scores, s.evaluate(ctx, e, sp, c, ref))
 	}
 	return p, nil
 }
@@ -338,9 +356,13 @@ func trajectoryOf(calls []*store.ToolCall) []eval.ToolCall {
 	return out
 }
 
-// evaluate scores a case with one evaluator, in a span of its own (the evaluator's trace); an
-// evaluator's error fails the example with the error as the explanation.
-func (s *Service) evaluate(ctx context.Context, e *store.Experiment, sp eval.Spec, c *eval.Case) store.Score {
+// evaluate scores a case with one evaluator, in a span of its own (the evaluator's trace), or a
+// Genkit app's evaluator in the app (the app's trace); an evaluator's error fails the example with
+// the error as the explanation.
+func (s *Service) evaluate(ctx context.Context, e *store.Experiment, sp eval.Spec, c *eval.Case, ref caseRef) store.Score {
+	if genkitapp.IsEvaluatorKey(sp.Name) {
+		return s.evaluateApp(ctx, e.ID, sp, c, ref)
+	}
 	out, _, _ := s.evaluateCase(ctx, e.ID, sp, c)
 	return out
 }

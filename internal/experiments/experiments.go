@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"regexp"
 	"slices"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/eval"
+	"github.com/loupe-dev/loupe/internal/genkitapp"
 	"github.com/loupe-dev/loupe/internal/pricing"
 	"github.com/loupe-dev/loupe/internal/runs"
 	"github.com/loupe-dev/loupe/internal/store"
@@ -62,6 +64,9 @@ type Service struct {
 	reg   *engine.Registry
 	log   *slog.Logger
 	owner string
+	// http calls Genkit apps' evaluators.
+	http *http.Client
+	pub  Publisher
 }
 
 // New builds the service over the run service, whose registry holds the Go-defined evaluators.
@@ -79,7 +84,7 @@ func New(cfg Config, st *store.Store, rs *runs.Service) *Service {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	host, _ := os.Hostname()
-	return &Service{cfg: cfg, store: st, runs: rs, reg: rs.Registry(), log: cfg.Logger,
+	return &Service{cfg: cfg, store: st, runs: rs, reg: rs.Registry(), log: cfg.Logger, http: &http.Client{},
 		owner: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])}
 }
 
@@ -260,7 +265,14 @@ func (s *Service) Start(ctx context.Context, p StartParams) (*store.Experiment, 
 		return nil, &InvalidError{Field: "evaluators", Message: "name one evaluator at least; the built-ins are " + strings.Join(eval.BuiltinNames(), ", ")}
 	}
 	for _, spec := range p.Evaluators {
-		if err := s.checkEvaluator(eval.ParseSpec(spec)); err != nil {
+		sp := eval.ParseSpec(spec)
+		if genkitapp.IsEvaluatorKey(sp.Name) {
+			if err := s.checkAppEvaluator(ctx, sp); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := s.checkEvaluator(sp); err != nil {
 			return nil, err
 		}
 	}
@@ -355,7 +367,7 @@ func (s *Service) checkEvaluator(spec eval.Spec) error {
 	if s.reg.Lookup(engine.ActionKey(engine.ActionTypeEvaluator, spec.Name)) != nil {
 		return nil
 	}
-	return &InvalidError{Field: "evaluators", Message: fmt.Sprintf("%q is no evaluator: the built-ins are %s%s", spec.Name,
+	return &InvalidError{Field: "evaluators", Message: fmt.Sprintf("%q is no evaluator: the built-ins are %s%s; a Genkit app's are named <app>:/evaluator/<name>", spec.Name,
 		strings.Join(eval.BuiltinNames(), ", "), s.definedList())}
 }
 
@@ -387,9 +399,25 @@ func (s *Service) Evaluators() []EvaluatorInfo {
 	return out
 }
 
+// AllEvaluators lists Evaluators and the evaluators of the Genkit apps running now.
+func (s *Service) AllEvaluators(ctx context.Context) ([]EvaluatorInfo, error) {
+	out := s.Evaluators()
+	apps, err := genkitapp.EvaluatorList(ctx, s.store)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range apps {
+		app, _, _ := genkitapp.SplitKey(a.Key)
+		out = append(out, EvaluatorInfo{Name: a.Key, App: app, Description: a.Description})
+	}
+	return out, nil
+}
+
 // EvaluatorInfo describes an evaluator.
 type EvaluatorInfo struct {
 	Name        string `json:"name"`
 	Builtin     bool   `json:"builtin"`
 	Description string `json:"description"`
+	// App is the Genkit app whose evaluator it is, called through its reflection API.
+	App string `json:"app,omitempty"`
 }

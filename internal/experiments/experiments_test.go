@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -23,7 +24,13 @@ import (
 	"github.com/loupe-dev/loupe/internal/store/storetest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, storetest.LeakOptions()...) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, append(storetest.LeakOptions(),
+		// http.DefaultTransport's idle connections to a Genkit app's reflection server.
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+	)...)
+}
 
 // ShopIn is the shop flow's input.
 type ShopIn struct {
@@ -103,6 +110,7 @@ func defineShop(t *testing.T) *shop {
 
 type harness struct {
 	t    *testing.T
+	pool *pgxpool.Pool
 	st   *store.Store
 	shop *shop
 	runs *runs.Service
@@ -111,7 +119,8 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{t: t, st: store.New(storetest.NewPool(t)), shop: defineShop(t)}
+	h := &harness{t: t, pool: storetest.NewPool(t), shop: defineShop(t)}
+	h.st = store.New(h.pool)
 	var err error
 	h.runs, err = runs.New(runs.Config{Workers: 8, LeaseTTL: 2 * time.Second}, h.st, h.shop.reg)
 	require.NoError(t, err)

@@ -466,6 +466,11 @@ func (c *conn) proxies() []*proxy {
 			md[mk] = mv
 		}
 		md[MetaApp], md["genkit:key"], md[runs.MetaExternal] = c.name, k, true
+		if typ == evaluatorType {
+			// Any process on the database scores an experiment with the app's evaluator by
+			// calling the app directly (evaluators.go).
+			md[MetaURL] = c.client.BaseURL
+		}
 		d := &engine.ActionDesc{Key: Key(c.name, k), Name: name, Type: engine.ActionType(typ), Description: a.Description, Metadata: md}
 		if a.Name != "" {
 			d.Name = a.Name

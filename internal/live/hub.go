@@ -41,6 +41,8 @@ const (
 	TopicRuns      = "runs"
 	prefixRun      = "run:"
 	prefixTrace    = "trace:"
+	// prefixExperiment's topics carry an experiment's progress (event.ExperimentProgress).
+	prefixExperiment = "experiment:"
 )
 
 // DefaultChannel is the PostgreSQL NOTIFY channel.
@@ -91,9 +93,11 @@ type Hub struct {
 
 // topic is one subscription target with its subscribers.
 type topic struct {
-	name    string
-	runID   uuid.UUID // for run topics
-	clients map[*client]*subscription
+	name  string
+	runID uuid.UUID // for run topics
+	// experimentID is set for experiment topics, whose snapshot is the experiment's counts.
+	experimentID uuid.UUID
+	clients      map[*client]*subscription
 	// fetching is set while a goroutine reads this run's chunks; dirty asks it to read again.
 	fetching, dirty bool
 }
@@ -112,6 +116,7 @@ type wireEvent struct {
 	Origin string          `json:"-"` // sent once per NOTIFY, ahead of its events (see packPayloads)
 	RunID  string          `json:"r,omitempty"`
 	Trace  string          `json:"t,omitempty"`
+	Exp    string          `json:"x,omitempty"` // an experiment's id
 	Kind   event.Kind      `json:"k"`
 	Data   json.RawMessage `json:"d,omitempty"` // the payload, encoded once
 	Span   *event.SpanData `json:"s,omitempty"` // a span event's data, in place of Data
@@ -242,6 +247,19 @@ func (h *Hub) PublishChunks(runID uuid.UUID, chunks []store.RunChunk) {
 	h.enqueue(wireEvent{Origin: h.origin, RunID: runID.String(), Kind: event.RunChunks, Data: data})
 }
 
+// PublishExperiment sends an experiment's event (event.ExperimentProgressData) to the
+// subscribers of its topic, experiment:<id>, here and on the other instances. It never blocks.
+func (h *Hub) PublishExperiment(id uuid.UUID, p event.Payload) {
+	data, err := json.Marshal(p)
+	if err != nil {
+		h.log.Error("live: encode event", "kind", p.Kind(), "err", err)
+		return
+	}
+	ev := wireEvent{Origin: h.origin, Exp: id.String(), Kind: p.Kind(), Data: data}
+	h.deliver(ev)
+	h.enqueue(ev)
+}
+
 // Spans returns the hub as a trace.Publisher, so that span starts and ends show live.
 func (h *Hub) Spans() trace.Publisher { return spanPublisher{h} }
 
@@ -299,6 +317,16 @@ func (h *Hub) deliver(ev wireEvent) {
 		if ev.Trace != "" {
 			h.broadcast(prefixTrace+ev.Trace, ev.Kind, data)
 		}
+		return
+	}
+	if ev.Exp != "" {
+		// An event too large for a NOTIFY arrives without its data: subscribers read the
+		// experiment.
+		var data any
+		if len(ev.Data) > 0 {
+			data = ev.Data
+		}
+		h.broadcast(prefixExperiment+ev.Exp, ev.Kind, data)
 		return
 	}
 	data := withRunID(ev.RunID, ev.Data)
@@ -652,6 +680,16 @@ func (h *Hub) snapshot(ctx context.Context, t *topic) (map[string]any, error) {
 			return nil, err
 		}
 		return map[string]any{"status": run.Status, "max_seq": maxSeq, "turns": run.Turns, "version": run.Version}, nil
+	case t.experimentID != uuid.Nil:
+		e, err := h.store.ExperimentGet(ctx, t.experimentID)
+		if errors.Is(err, store.ErrNotFound) {
+			return map[string]any{"status": "unknown"}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"experiment_id": e.ID.String(), "status": e.Status, "total": e.Total, "started": e.Started,
+			"scored": e.Scored, "passed": e.Passed, "failed": e.Scored - e.Passed}, nil
 	case t.name == TopicInbox:
 		list, err := h.store.InterruptListPending(ctx, 500)
 		if err != nil {
@@ -679,6 +717,14 @@ func parseTopic(name string) (*topic, error) {
 		t.runID = id
 		t.name = prefixRun + id.String()
 		return t, nil
+	case strings.HasPrefix(name, prefixExperiment):
+		id, err := uuid.Parse(strings.TrimPrefix(name, prefixExperiment))
+		if err != nil {
+			return nil, fmt.Errorf("topic %q: want experiment:<uuid>", name)
+		}
+		t.experimentID = id
+		t.name = prefixExperiment + id.String()
+		return t, nil
 	case strings.HasPrefix(name, prefixTrace):
 		id := strings.TrimPrefix(name, prefixTrace)
 		if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
@@ -686,7 +732,7 @@ func parseTopic(name string) (*topic, error) {
 		}
 		return t, nil
 	}
-	return nil, fmt.Errorf("unknown topic %q: want run:<id>, trace:<id>, inbox, dashboard or runs", name)
+	return nil, fmt.Errorf("unknown topic %q: want run:<id>, trace:<id>, experiment:<id>, inbox, dashboard or runs", name)
 }
 
 // sameOrigin accepts a WebSocket handshake only from a page of this server: the Origin's host must

@@ -240,8 +240,13 @@ func TestBadRequestsGetErrors(t *testing.T) {
 	c := dial(t, url)
 	c.subscribe("run:not-a-uuid", 0)
 	require.Contains(t, string(c.next("error").Data), "want run:")
+	c.subscribe("experiment:42", 0)
+	require.Contains(t, string(c.next("error").Data), `want experiment:\u003cuuid`)
 	c.subscribe(live.TopicDashboard, 0)
 	c.next(event.Snapshot)
+	// An experiment nobody has: its snapshot says so.
+	c.subscribe("experiment:"+uuid.NewString(), 0)
+	require.JSONEq(t, `{"status":"unknown"}`, string(c.next(event.Snapshot).Data))
 }
 
 // TestLifecycle: Stop is safe without Start and twice, and Start after Stop does nothing.

@@ -227,9 +227,14 @@ func (s *Server) apiDatasetImport(c echo.Context) error {
 	return s.applyDatasetChange(c, d, store.DatasetChange{Add: examples, By: principal(c).Username})
 }
 
-// apiEvaluatorList is GET /api/v1/evaluators: the built-ins and this program's own.
+// apiEvaluatorList is GET /api/v1/evaluators: the built-ins, this program's own, and those of
+// the Genkit apps running now.
 func (s *Server) apiEvaluatorList(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]any{"evaluators": s.deps.Experiments.Evaluators()})
+	evs, err := s.deps.Experiments.AllEvaluators(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"evaluators": evs})
 }
 
 // experimentStartRequest is the body of POST /api/v1/experiments.

@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,13 +15,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe/internal/browsertest"
+	"github.com/loupe-dev/loupe/internal/engine"
+	"github.com/loupe-dev/loupe/internal/experiments"
 	"github.com/loupe-dev/loupe/internal/store"
 )
 
 // TestBrowserExperimentPagesReadableAndLive opens the datasets list, a dataset's page (its forms
 // opened) and an experiment's page against a baseline in Chromium: axe-core finds no contrast or
 // naming violation in either theme, and the page of an experiment still running shows its
-// progress and reloads itself until it has finished.
+// progress and follows it, live, until it has finished.
 func TestBrowserExperimentPagesReadableAndLive(t *testing.T) {
 	t.Parallel()
 	b := setup(t, opts{dev: true, stack: true})
@@ -43,7 +48,7 @@ func TestBrowserExperimentPagesReadableAndLive(t *testing.T) {
 	// Opened at once, the second experiment may still run: its page follows it to the end.
 	var status string
 	require.NoError(t, br.Run(chromedp.Navigate(b.url+other), chromedp.WaitVisible(`[data-testid="experiment-progress"]`, chromedp.ByQuery)))
-	// The page reloads itself while the experiment runs; read its status between reloads.
+	// The page follows the experiment's live events; read its status as it changes.
 	var seen []string
 	deadline := time.Now().Add(60 * time.Second)
 	for status != "finished" && time.Now().Before(deadline) {
@@ -80,5 +85,75 @@ func TestBrowserExperimentPagesReadableAndLive(t *testing.T) {
 		}
 	}
 	require.Empty(t, failures, "axe-core violations:\n%s", strings.Join(failures, "\n"))
+	require.Empty(t, br.Problems())
+}
+
+// TestBrowserExperimentProgressIsLive opens the page of a running experiment whose examples the
+// test lets through one at a time (a flow that waits for the test): the progress bar and its
+// counts advance with each example scored, from the experiment's live events, and the page then
+// shows its final table, all without a reload (a mark left on the window survives).
+func TestBrowserExperimentProgressIsLive(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	b := setup(t, opts{dev: true, stack: true, define: []func(*engine.Registry){func(reg *engine.Registry) {
+		engine.DefineFlow(reg, "gated", func(ctx context.Context, n int) (int, error) {
+			select {
+			case <-gate:
+				return n, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		})
+	}}})
+	ctx := context.Background()
+	exps := b.srv.deps.Experiments
+	var examples []store.ExampleParams
+	for i := 1; i <= 4; i++ {
+		in := json.RawMessage(strconv.Itoa(i))
+		examples = append(examples, store.ExampleParams{Input: in, Reference: in})
+	}
+	_, err := exps.CreateDataset(ctx, "gates", "", "test", examples)
+	require.NoError(t, err)
+	e, err := exps.Start(ctx, experiments.StartParams{Dataset: "gates", Action: "/flow/gated", Evaluators: []string{"exact"},
+		Tools: store.ReplayToolsLive, Concurrency: 1})
+	require.NoError(t, err)
+
+	br := browsertest.NewWithTimeout(t, 2*time.Minute)
+	require.NoError(t, br.Run(chromedp.Navigate(b.url+"/experiments/"+e.ID.String()),
+		chromedp.WaitVisible(`[data-testid="experiment-progress"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`window.loupeNotReloaded = true`, nil)))
+	waitFor := func(what, expr string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var ok bool
+			if err := br.Run(chromedp.Evaluate(expr, &ok)); err == nil && ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				var state string
+				_ = br.Run(chromedp.Evaluate(`JSON.stringify({live: document.documentElement.dataset, page: document.querySelector("#page")?.dataset, meta: document.querySelector('meta[name="loupe-live"]')?.content})`, &state))
+				t.Fatalf("the page never showed %s: %s; problems: %v", what, state, br.Problems())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitFor("its live connection", `document.documentElement.dataset.live === "live"`)
+	var before string
+	require.NoError(t, br.Run(chromedp.Text(`[data-testid="experiment-progress-text"]`, &before, chromedp.ByQuery)))
+	require.Contains(t, before, "0 of 4 scored")
+	for n := 1; n <= 2; n++ {
+		gate <- struct{}{}
+		waitFor(strconv.Itoa(n)+" scored", fmt.Sprintf(`document.querySelector("#exp-progress").value === %d && document.querySelector('[data-count="scored"]').textContent === "%d"`, n, n))
+	}
+	gate <- struct{}{}
+	gate <- struct{}{}
+	waitFor("the experiment finished", `document.querySelector("#page").dataset.status === "finished" && document.querySelectorAll('[data-testid="experiment-results"] tbody tr[data-verdict="pass"]').length === 4`)
+	var text string
+	var notReloaded bool
+	require.NoError(t, br.Run(chromedp.Text(`[data-testid="experiment-progress-text"]`, &text, chromedp.ByQuery),
+		chromedp.Evaluate(`window.loupeNotReloaded === true`, &notReloaded)))
+	require.Contains(t, text, "4 of 4 scored")
+	require.True(t, notReloaded, "the page was reloaded")
 	require.Empty(t, br.Problems())
 }

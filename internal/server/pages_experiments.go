@@ -149,8 +149,16 @@ func (s *Server) renderDataset(c echo.Context, status int, flash string) error {
 		case len(examples) > 0 && len(examples[0].Tags) > 0:
 			p.DefaultAction = examples[0].Tags[0]
 		}
-		for _, ev := range s.deps.Experiments.Evaluators() {
-			p.Evaluators = append(p.Evaluators, templates.EvaluatorChoice{Name: ev.Name, Description: ev.Description, Arg: evaluatorArgHint[ev.Name]})
+		evs, err := s.deps.Experiments.AllEvaluators(ctx)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			hint := evaluatorArgHint[ev.Name]
+			if ev.App != "" {
+				hint, ev.Description = "options (JSON), if it takes any", "Genkit app "+ev.App+": "+ev.Description
+			}
+			p.Evaluators = append(p.Evaluators, templates.EvaluatorChoice{Name: ev.Name, Description: ev.Description, Arg: hint})
 		}
 	}
 	return s.render(c, status, templates.DatasetView(p))

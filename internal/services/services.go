@@ -149,6 +149,7 @@ func Start(ctx context.Context, cfg Config) (_ *Services, err error) {
 		ec.Logger = log
 	}
 	s.Experiments = experiments.New(ec, s.Store, s.Runs)
+	s.Experiments.SetPublisher(s.Hub)
 	if cfg.DriveExperiments {
 		// The drivers start runs: they stop before the run service does.
 		dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

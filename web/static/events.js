@@ -10,6 +10,7 @@ export const Kind = Object.freeze({
   InterruptChanged: "interrupt.changed",
   InterruptClaimed: "interrupt.claimed",
   InboxPresence: "inbox.presence",
+  ExperimentProgress: "experiment.progress",
   Span: "span",
   Snapshot: "snapshot",
   Resync: "resync",

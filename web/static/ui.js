@@ -1184,6 +1184,53 @@ function initDashboard() {
   live.connect();
 }
 
+// ---- experiment: the progress bar follows the experiment's live events, the table follows it ----
+
+function initExperiment() {
+  if (!("running" in page.dataset)) return; // an ended experiment's page does not change
+  const topic = "experiment:" + page.dataset.experiment;
+  let latest = null; // the newest counts heard, which a swapped-in page must not undo
+  const show = (d) => {
+    const bar = page.querySelector("#exp-progress");
+    if (!bar) return;
+    bar.max = d.total;
+    bar.value = d.scored;
+    for (const el of page.querySelectorAll("[data-count]")) {
+      const v = d[el.dataset.count];
+      if (v !== undefined) el.textContent = String(v);
+    }
+  };
+  // reload swaps in the page as the server renders it now: the examples scored so far and, once
+  // the experiment has ended, its totals and final table. No navigation: the reader stays put.
+  const reload = throttled(async () => {
+    const html = await fetchHTML(location.pathname + location.search);
+    const fresh = new DOMParser().parseFromString(html ?? "", "text/html").getElementById("page");
+    if (!fresh) return;
+    page.replaceChildren(...[...fresh.childNodes].map((n) => document.adoptNode(n)));
+    page.dataset.status = fresh.dataset.status;
+    if (!("running" in fresh.dataset)) delete page.dataset.running;
+    if (latest && latest.scored > Number(page.querySelector('[data-count="scored"]')?.textContent ?? 0)) show(latest);
+  }, 1000, 0);
+  const live = new Live((m) => {
+    if (m.topic !== topic && m.kind !== Kind.Resync) return;
+    switch (m.kind) {
+      case Kind.Snapshot:
+      case Kind.ExperimentProgress: {
+        const d = m.data;
+        if (!d || d.total === undefined) { reload(); return; } // too large for a notification: read it
+        if (!latest || d.scored >= latest.scored) { latest = d; show(d); }
+        if (d.status !== "running" || (d.scores && d.scores.length)) reload();
+        break;
+      }
+      case Kind.Resync:
+        live.resubscribe(topic);
+        break;
+    }
+  });
+  live.subscribe(topic, 0);
+  live.connect();
+}
+
 // ---- copy buttons and the attribute table's sort, anywhere on a page (span panels come and go) ----
 
 document.addEventListener("click", async (ev) => {
@@ -1219,6 +1266,7 @@ if (page) {
     case "runs": initRuns(); break;
     case "actions": initActions(); break;
     case "dashboard": initDashboard(); break;
+    case "experiment": initExperiment(); break;
     case "trace": initTrace(); break;
   }
   const tree = document.getElementById("trace");

@@ -6,6 +6,8 @@ package genkitapptest
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -43,8 +45,16 @@ func ensurePackages(t *testing.T) string {
 	}
 	npmOnce.Do(func() {
 		// The marker is written once npm ci has finished: a tree another test binary is still
-		// installing (its files appear one by one) is not taken for an installed one.
-		marker := filepath.Join(src, "node_modules", ".loupe-npm-ci-done")
+		// installing (its files appear one by one) is not taken for an installed one. It names
+		// the lock file's hash, so that a tree installed from an older lock file (a checkout
+		// that has since gained a package) is installed again.
+		lockFile, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
+		if err != nil {
+			npmErr = err
+			return
+		}
+		sum := sha256.Sum256(lockFile)
+		marker := filepath.Join(src, "node_modules", ".loupe-npm-ci-"+hex.EncodeToString(sum[:6]))
 		installed := func() bool {
 			_, err := os.Stat(marker)
 			return err == nil
