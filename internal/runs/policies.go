@@ -88,28 +88,39 @@ func (s *Service) gate(ctx context.Context, run *store.Run, call *engine.ToolCal
 	if call.Resumed != nil {
 		return nil, false, nil
 	}
+	required := false
 	if call.Tool != nil {
 		if d := call.Tool.Definition(); d != nil && d.Metadata[engine.MetaRequireApproval] == true {
-			return map[string]any{
-				"approval": "required",
-				"message":  fmt.Sprintf("%s asks for approval before it runs", call.Name),
-			}, true, nil
+			required = true
 		}
+	}
+	return s.gateCall(ctx, run, call.Name, call.Input, required)
+}
+
+// gateCall is gate for a call of the tool name with input, which asks for approval by its
+// definition when required: a tool of this program's, or of a generate that runs in another
+// process (External.Gate).
+func (s *Service) gateCall(ctx context.Context, run *store.Run, name string, input json.RawMessage, required bool) (map[string]any, bool, error) {
+	if required {
+		return map[string]any{
+			"approval": "required",
+			"message":  fmt.Sprintf("%s asks for approval before it runs", name),
+		}, true, nil
 	}
 	set, err := s.gatePolicy(ctx)
 	if err != nil || !set.HasGates() {
 		return nil, false, err
 	}
-	var input, runInput any
-	_ = json.Unmarshal(call.Input, &input)
+	var in, runInput any
+	_ = json.Unmarshal(input, &in)
 	_ = json.Unmarshal(run.Input, &runInput)
-	out, gated := set.Gate(policy.Case{Action: run.Action, Tool: call.Name, Input: input, RunInput: runInput, Labels: run.Labels})
+	out, gated := set.Gate(policy.Case{Action: run.Action, Tool: name, Input: in, RunInput: runInput, Labels: run.Labels})
 	if !gated {
 		return nil, false, nil
 	}
 	msg := out.Reason
 	if msg == "" {
-		msg = fmt.Sprintf("%s needs approval (policy rule %s)", call.Name, out.Rule)
+		msg = fmt.Sprintf("%s needs approval (policy rule %s)", name, out.Rule)
 	}
 	return map[string]any{
 		"approval": "required", "message": msg,
