@@ -45,7 +45,7 @@ func (s *Service) policyAt(ctx context.Context, st *store.Store, v int64) (*poli
 	}
 	set := &policy.Set{}
 	if v > 0 {
-		p, err := st.PolicyLatest(ctx)
+		p, err := st.PolicyGet(ctx, v)
 		if err != nil {
 			return nil, err
 		}
@@ -61,7 +61,7 @@ func (s *Service) policyAt(ctx context.Context, st *store.Store, v int64) (*poli
 
 // currentPolicy returns the policy in force as seen by st (in a transaction: its snapshot).
 func (s *Service) currentPolicy(ctx context.Context, st *store.Store) (*policy.Set, error) {
-	v, err := st.PolicyLatestVersion(ctx)
+	v, err := st.PolicyInForceVersion(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -235,6 +235,15 @@ func SavePolicy(ctx context.Context, st *store.Store, src []byte, origin, by str
 		return nil, false, err
 	}
 	return st.PolicySave(ctx, store.PolicySaveParams{Source: string(src), Origin: origin, CreatedBy: by})
+}
+
+// SavePolicyDraft checks a policy's source and stores it as a new version that is not in force:
+// it can be tried (PolicyWhatIf) and put in force later (store.PolicyActivate).
+func SavePolicyDraft(ctx context.Context, st *store.Store, src []byte, origin, by string) (*store.Policy, bool, error) {
+	if _, err := policy.Parse(src); err != nil {
+		return nil, false, err
+	}
+	return st.PolicySave(ctx, store.PolicySaveParams{Source: string(src), Origin: origin, CreatedBy: by, Draft: true})
 }
 
 // PolicyWhatIf applies a draft policy to the last interrupts stored, newest first.
