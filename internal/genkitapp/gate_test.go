@@ -32,7 +32,8 @@ func outbox(t *testing.T, path string) []string {
 // postMemo's own loupe.requireApproval metadata, stop each call before the app runs it. While the
 // interrupt waits nothing has run; approving runs it once, editing runs it once with the
 // reviewer's arguments, denying never runs it and the model reads the denial. A prompt whose tool
-// no gate matches runs it at once, while gates are in force.
+// no gate matches runs it at once, while gates are in force, and one that interrupts by itself
+// still interrupts.
 func TestGatesHoldAnAppsToolsUntilDecided(t *testing.T) {
 	t.Parallel()
 	dir := genkitapptest.Project(t)
@@ -109,4 +110,15 @@ func TestGatesHoldAnAppsToolsUntilDecided(t *testing.T) {
 		roles = append(roles, m.Role)
 	}
 	require.Equal(t, []string{"user", "model", "tool", "model"}, roles, "the run's history is the whole conversation")
+
+	// While gates are in force, an app's tool that interrupts by itself (transferMoney, until it is
+	// restarted) still stops the run when Loupe calls it, and approving it restarts it in the app.
+	wire := b.start(t, genkitapp.Key("gates", "/prompt/wirePrompt"), `{"to":"Eve","amount":7}`)
+	b.wait(t, wire.ID, store.RunInterrupted)
+	wireIt := b.pending(t, wire.ID)
+	require.Equal(t, "transferMoney", wireIt.Tool)
+	_, err = b.runs.Resolve(ctx, runs.ResolveParams{InterruptID: wireIt.ID, Action: runs.ActionApprove, Actor: "rita"})
+	require.NoError(t, err)
+	b.wait(t, wire.ID, store.RunSucceeded)
+	require.Equal(t, `Done: transferMoney={"done":true,"to":"Eve","amount":7}`, b.lastText(t, wire.ID))
 }
