@@ -24,7 +24,7 @@ func TestAttrsWriterMatchesEncodingJSON(t *testing.T) {
 	m.PutStr("", "empty key")
 	m.PutInt("int", math.MinInt64)
 	m.PutInt("int2", math.MaxInt64)
-	for i, f := range []float64{0, -0.0, 1, -1.5, 1e-7, 1e-6, 123456789, 1e20, 1e21, 1.7976931348623157e308, 5e-324, 0.1, 3.14159e-9} {
+	for i, f := range []float64{0, math.Copysign(0, -1), 1, -1.5, 1e-7, 1e-6, 123456789, 1e20, 1e21, 1.7976931348623157e308, 5e-324, 0.1, 3.14159e-9} {
 		m.PutDouble("f"+string(rune('a'+i)), f)
 	}
 	m.PutBool("t", true)
