@@ -147,6 +147,12 @@ func (s *Server) policyWhatIfForm(c echo.Context) error {
 		return err
 	}
 	p.Draft, p.Last = src, last
+	// A stored version tried as it is stays the one shown, to be put in force from here.
+	if v, err := strconv.ParseInt(c.FormValue("version"), 10, 64); err == nil && v > 0 {
+		if sel, err := s.store.PolicyGet(c.Request().Context(), v); err == nil && sel.Source == src {
+			p.Selected, p.Source = v, src
+		}
+	}
 	w := &templates.WhatIfView{Interrupts: rep.Interrupts, Approve: rep.Approve, Deny: rep.Deny, Ask: rep.Ask,
 		AskByRule: rep.AskByRule, Pending: rep.Pending, Errors: rep.Errors}
 	for i, d := range rep.Disagreements {
