@@ -8,8 +8,10 @@
 //   - the user asks for the weather -> it requests getWeather;
 //   - the user asks to transfer (or "send") money -> it requests approveTransfer (an interrupt);
 //   - the user asks to wire money -> it requests transferMoney (a tool that interrupts until restarted);
+//   - the user asks to e-mail someone -> it requests sendEmail; to post a memo -> postMemo;
 //   - otherwise it echoes the prompt.
 // It streams its text word by word when the caller streams.
+import { appendFileSync } from 'node:fs';
 import { genkit, z } from 'genkit/beta';
 import { logger } from 'genkit/logging';
 import { genkitEval, GenkitMetric } from '@genkit-ai/evaluator';
@@ -72,6 +74,11 @@ const scripted = ai.defineModel(
         content = [{ toolRequest: { name: 'getWeather', ref: ref(), input: { city } } }];
       } else if (/\b(transfer|send)\b/i.test(prompt) && tools.has('approveTransfer')) {
         content = [{ toolRequest: { name: 'approveTransfer', ref: ref(), input: parseTransfer(prompt) } }];
+      } else if (/\bmail\b/i.test(prompt) && tools.has('sendEmail')) {
+        const to = (prompt.match(/\bto\s+(\S+)/) || [])[1] || 'nobody';
+        content = [{ toolRequest: { name: 'sendEmail', ref: ref(), input: { to, subject: 'hello' } } }];
+      } else if (/\bmemo\b/i.test(prompt) && tools.has('postMemo')) {
+        content = [{ toolRequest: { name: 'postMemo', ref: ref(), input: { text: prompt } } }];
       } else if (/\bwire\b/i.test(prompt) && tools.has('transferMoney')) {
         content = [{ toolRequest: { name: 'transferMoney', ref: ref(), input: parseTransfer(prompt) } }];
       } else {
@@ -136,6 +143,40 @@ const transferMoney = ai.defineTool(
   async (input, { interrupt, resumed }) => {
     if (!resumed) interrupt({ message: `Wire ${input.amount} to ${input.to}?` });
     return { done: true, to: input.to, amount: input.amount };
+  }
+);
+
+// sendEmail and postMemo act: each call appends a line to the file $OUTBOX names, so a test sees
+// whether, how often and with what the app ran them. postMemo asks Loupe for a person's approval
+// before it runs, by its metadata (loupe.RequireApproval's key); sendEmail is gated by a policy rule.
+function outbox(line) {
+  if (process.env.OUTBOX) appendFileSync(process.env.OUTBOX, line + '\n');
+}
+
+const sendEmail = ai.defineTool(
+  {
+    name: 'sendEmail',
+    description: 'Send an e-mail',
+    inputSchema: z.object({ to: z.string(), subject: z.string() }),
+    outputSchema: z.object({ sent: z.boolean(), to: z.string() }),
+  },
+  async ({ to, subject }) => {
+    outbox(`sendEmail ${to} ${subject}`);
+    return { sent: true, to };
+  }
+);
+
+const postMemo = ai.defineTool(
+  {
+    name: 'postMemo',
+    description: 'Post a memo to everyone',
+    inputSchema: z.object({ text: z.string() }),
+    outputSchema: z.object({ posted: z.boolean() }),
+    metadata: { 'loupe.requireApproval': true },
+  },
+  async ({ text }) => {
+    outbox(`postMemo ${text}`);
+    return { posted: true };
   }
 );
 
@@ -246,6 +287,24 @@ ai.definePrompt({
   input: { schema: z.object({ to: z.string(), amount: z.number() }) },
   tools: [transferMoney],
   prompt: 'Please wire {{amount}} to {{to}}',
+});
+
+ai.definePrompt({
+  name: 'emailPrompt',
+  description: 'E-mails someone',
+  model: scripted,
+  input: { schema: z.object({ to: z.string() }) },
+  tools: [sendEmail],
+  prompt: 'Please mail to {{to}}',
+});
+
+ai.definePrompt({
+  name: 'memoPrompt',
+  description: 'Posts a memo',
+  model: scripted,
+  input: { schema: z.object({ text: z.string() }) },
+  tools: [postMemo],
+  prompt: 'Post this memo: {{text}}',
 });
 
 // Keep the process alive: the reflection server runs only while it does.

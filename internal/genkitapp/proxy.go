@@ -262,6 +262,11 @@ func (c *conn) generate(ctx context.Context, ext *runs.External, opts options, c
 			}
 		}
 	}
+	if gated, err := c.gating(ctx, ext, opts); err != nil {
+		return nil, err
+	} else if gated {
+		return c.generateGated(ctx, ext, opts, cb, fromFlow)
+	}
 	input, err := json.Marshal(opts)
 	if err != nil {
 		return nil, err

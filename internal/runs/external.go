@@ -102,6 +102,26 @@ func (e *External) SetTraceID(id string) {
 	}
 }
 
+// HasGates reports whether the policy in force has gate rules: a generate that runs in another
+// process then hands its tool requests back (Genkit's returnToolRequests) for Gate to look at
+// before any of its tools runs.
+func (e *External) HasGates(ctx context.Context) (bool, error) {
+	set, err := e.rec.svc.gatePolicy(ctx)
+	if err != nil {
+		return false, err
+	}
+	return set.HasGates(), nil
+}
+
+// Gate reports whether a call of the tool name with input, asked for by a generate that runs in
+// another process, must ask a person before the tool runs, and the metadata of the interrupt to
+// raise: required (the tool's definition asks for approval, loupe.RequireApproval's metadata), or
+// a gate rule of the policy in force matches it. The other process runs the call only once it is
+// approved (resume.restart) or edited, and answers the model with a denial.
+func (e *External) Gate(ctx context.Context, name string, input json.RawMessage, required bool) (map[string]any, bool, error) {
+	return e.rec.svc.gateCall(ctx, e.rec.run, name, input, required)
+}
+
 // ToolSchemas are a tool's JSON schemas, either may be nil.
 type ToolSchemas struct {
 	Input, Output json.RawMessage

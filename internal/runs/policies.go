@@ -45,7 +45,7 @@ func (s *Service) policyAt(ctx context.Context, st *store.Store, v int64) (*poli
 	}
 	set := &policy.Set{}
 	if v > 0 {
-		p, err := st.PolicyLatest(ctx)
+		p, err := st.PolicyGet(ctx, v)
 		if err != nil {
 			return nil, err
 		}
@@ -61,7 +61,7 @@ func (s *Service) policyAt(ctx context.Context, st *store.Store, v int64) (*poli
 
 // currentPolicy returns the policy in force as seen by st (in a transaction: its snapshot).
 func (s *Service) currentPolicy(ctx context.Context, st *store.Store) (*policy.Set, error) {
-	v, err := st.PolicyLatestVersion(ctx)
+	v, err := st.PolicyInForceVersion(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -88,28 +88,39 @@ func (s *Service) gate(ctx context.Context, run *store.Run, call *engine.ToolCal
 	if call.Resumed != nil {
 		return nil, false, nil
 	}
+	required := false
 	if call.Tool != nil {
 		if d := call.Tool.Definition(); d != nil && d.Metadata[engine.MetaRequireApproval] == true {
-			return map[string]any{
-				"approval": "required",
-				"message":  fmt.Sprintf("%s asks for approval before it runs", call.Name),
-			}, true, nil
+			required = true
 		}
+	}
+	return s.gateCall(ctx, run, call.Name, call.Input, required)
+}
+
+// gateCall is gate for a call of the tool name with input, which asks for approval by its
+// definition when required: a tool of this program's, or of a generate that runs in another
+// process (External.Gate).
+func (s *Service) gateCall(ctx context.Context, run *store.Run, name string, input json.RawMessage, required bool) (map[string]any, bool, error) {
+	if required {
+		return map[string]any{
+			"approval": "required",
+			"message":  fmt.Sprintf("%s asks for approval before it runs", name),
+		}, true, nil
 	}
 	set, err := s.gatePolicy(ctx)
 	if err != nil || !set.HasGates() {
 		return nil, false, err
 	}
-	var input, runInput any
-	_ = json.Unmarshal(call.Input, &input)
+	var in, runInput any
+	_ = json.Unmarshal(input, &in)
 	_ = json.Unmarshal(run.Input, &runInput)
-	out, gated := set.Gate(policy.Case{Action: run.Action, Tool: call.Name, Input: input, RunInput: runInput, Labels: run.Labels})
+	out, gated := set.Gate(policy.Case{Action: run.Action, Tool: name, Input: in, RunInput: runInput, Labels: run.Labels})
 	if !gated {
 		return nil, false, nil
 	}
 	msg := out.Reason
 	if msg == "" {
-		msg = fmt.Sprintf("%s needs approval (policy rule %s)", call.Name, out.Rule)
+		msg = fmt.Sprintf("%s needs approval (policy rule %s)", name, out.Rule)
 	}
 	return map[string]any{
 		"approval": "required", "message": msg,
@@ -224,6 +235,15 @@ func SavePolicy(ctx context.Context, st *store.Store, src []byte, origin, by str
 		return nil, false, err
 	}
 	return st.PolicySave(ctx, store.PolicySaveParams{Source: string(src), Origin: origin, CreatedBy: by})
+}
+
+// SavePolicyDraft checks a policy's source and stores it as a new version that is not in force:
+// it can be tried (PolicyWhatIf) and put in force later (store.PolicyActivate).
+func SavePolicyDraft(ctx context.Context, st *store.Store, src []byte, origin, by string) (*store.Policy, bool, error) {
+	if _, err := policy.Parse(src); err != nil {
+		return nil, false, err
+	}
+	return st.PolicySave(ctx, store.PolicySaveParams{Source: string(src), Origin: origin, CreatedBy: by, Draft: true})
 }
 
 // PolicyWhatIf applies a draft policy to the last interrupts stored, newest first.

@@ -164,8 +164,11 @@ func (s *Server) routeTable() []route {
 			get("/api/v1/policy", s.apiPolicyGet, accessViewer),
 			post("/api/v1/policy", s.apiPolicySave, accessAdmin),
 			post("/api/v1/policy/whatif", s.apiPolicyWhatIf, accessViewer),
+			get("/api/v1/policy/versions/:version", s.apiPolicyVersionGet, accessViewer),
+			post("/api/v1/policy/versions/:version/activate", s.apiPolicyActivate, accessAdmin),
 			get("/policy", s.policyPage, accessViewer),
 			post("/policy", s.policySaveForm, accessAdmin),
+			post("/policy/versions/:version/activate", s.policyActivateForm, accessAdmin),
 			post("/policy/whatif", s.policyWhatIfForm, accessViewer),
 
 			// Genkit's reflection API (genkit_reflection.go).

@@ -22,27 +22,40 @@ type Policy struct {
 
 const policyColumns = `version, source, origin, created_by, created_at`
 
-// PolicyLatest returns the version in force: the newest. ErrNotFound when none was ever stored.
-func (s *Store) PolicyLatest(ctx context.Context) (*Policy, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+policyColumns+` FROM policies ORDER BY version DESC LIMIT 1`)
+// PolicyInForce returns the version in force (policy_in_force). ErrNotFound when none is.
+func (s *Store) PolicyInForce(ctx context.Context) (*Policy, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+qualifyColumns("p.", policyColumns)+` FROM policy_in_force f JOIN policies p USING (version)`)
 	if err != nil {
-		return nil, fmt.Errorf("latest policy: %w", err)
+		return nil, fmt.Errorf("policy in force: %w", err)
 	}
 	p, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Policy])
 	if err != nil {
-		return nil, fmt.Errorf("latest policy: %w", notFound(err))
+		return nil, fmt.Errorf("policy in force: %w", notFound(err))
 	}
 	return p, nil
 }
 
-// PolicyLatestVersion returns the newest version's number, 0 when there is none: a cheap check of
-// whether a compiled policy is still the one in force.
-func (s *Store) PolicyLatestVersion(ctx context.Context) (int64, error) {
+// PolicyInForceVersion returns the number of the version in force, 0 when none is: a cheap check
+// of whether a compiled policy is still the one in force.
+func (s *Store) PolicyInForceVersion(ctx context.Context) (int64, error) {
 	var v int64
-	if err := s.db.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM policies`).Scan(&v); err != nil {
-		return 0, fmt.Errorf("latest policy version: %w", err)
+	if err := s.db.QueryRow(ctx, `SELECT coalesce((SELECT version FROM policy_in_force), 0)`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("policy version in force: %w", err)
 	}
 	return v, nil
+}
+
+// PolicyGet returns a stored version. ErrNotFound when there is no such version.
+func (s *Store) PolicyGet(ctx context.Context, version int64) (*Policy, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+policyColumns+` FROM policies WHERE version = $1`, version)
+	if err != nil {
+		return nil, fmt.Errorf("get policy version %d: %w", version, err)
+	}
+	p, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Policy])
+	if err != nil {
+		return nil, fmt.Errorf("get policy version %d: %w", version, notFound(err))
+	}
+	return p, nil
 }
 
 // PolicySaveParams is a new version of the policy.
@@ -50,11 +63,14 @@ type PolicySaveParams struct {
 	Source    string
 	Origin    string
 	CreatedBy string
+	// Draft stores the version without putting it in force (PolicyActivate does, later).
+	Draft bool
 }
 
-// PolicySave stores the source as the new version in force, unless it is the newest version's
-// source already: then it returns that version and false. Concurrent saves are serialised (two
-// servers loading one file at start store one version).
+// PolicySave stores the source as a new version and puts it in force, unless the version in
+// force has this source already: then it returns that version and false. A draft is stored beside
+// the version in force, unless the newest version has its source already (returned, with false).
+// Concurrent saves are serialised (two servers loading one file at start store one version).
 func (s *Store) PolicySave(ctx context.Context, p PolicySaveParams) (*Policy, bool, error) {
 	var out *Policy
 	created := false
@@ -62,10 +78,13 @@ func (s *Store) PolicySave(ctx context.Context, p PolicySaveParams) (*Policy, bo
 		if _, err := tx.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('loupe.policies'))`); err != nil {
 			return fmt.Errorf("save policy: %w", err)
 		}
-		latest, err := tx.PolicyLatest(ctx)
+		same, err := tx.PolicyInForce(ctx)
+		if p.Draft {
+			same, err = tx.policyNewest(ctx)
+		}
 		switch {
-		case err == nil && latest.Source == p.Source:
-			out = latest
+		case err == nil && same.Source == p.Source:
+			out = same
 			return nil
 		case err != nil && !errors.Is(err, ErrNotFound):
 			return err
@@ -80,9 +99,59 @@ func (s *Store) PolicySave(ctx context.Context, p PolicySaveParams) (*Policy, bo
 			return fmt.Errorf("save policy: %w", err)
 		}
 		created = true
+		if p.Draft {
+			return tx.AuditInsert(ctx, p.CreatedBy, "policy.draft", "policy", fmt.Sprint(out.Version), map[string]any{"origin": p.Origin})
+		}
+		if err := tx.policySetInForce(ctx, out.Version, p.CreatedBy); err != nil {
+			return err
+		}
 		return tx.AuditInsert(ctx, p.CreatedBy, "policy.save", "policy", fmt.Sprint(out.Version), map[string]any{"origin": p.Origin})
 	})
 	return out, created, err
+}
+
+// PolicyActivate puts a stored version in force; changed is false when it was in force already.
+// ErrNotFound when there is no such version.
+func (s *Store) PolicyActivate(ctx context.Context, version int64, by string) (p *Policy, changed bool, err error) {
+	err = s.WithTx(ctx, func(tx *Store) error {
+		if _, err := tx.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('loupe.policies'))`); err != nil {
+			return fmt.Errorf("activate policy version %d: %w", version, err)
+		}
+		if p, err = tx.PolicyGet(ctx, version); err != nil {
+			return err
+		}
+		cur, err := tx.PolicyInForceVersion(ctx)
+		if err != nil || cur == version {
+			return err
+		}
+		if err := tx.policySetInForce(ctx, version, by); err != nil {
+			return err
+		}
+		changed = true
+		return tx.AuditInsert(ctx, by, "policy.activate", "policy", fmt.Sprint(version), map[string]any{"replaced": cur})
+	})
+	return p, changed, err
+}
+
+func (s *Store) policySetInForce(ctx context.Context, version int64, by string) error {
+	if _, err := s.db.Exec(ctx, `INSERT INTO policy_in_force (version, set_by) VALUES ($1, $2)
+		ON CONFLICT (singleton) DO UPDATE SET version = excluded.version, set_by = excluded.set_by, since = now()`, version, by); err != nil {
+		return fmt.Errorf("put policy version %d in force: %w", version, err)
+	}
+	return nil
+}
+
+// policyNewest returns the newest stored version, in force or not.
+func (s *Store) policyNewest(ctx context.Context) (*Policy, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+policyColumns+` FROM policies ORDER BY version DESC LIMIT 1`)
+	if err != nil {
+		return nil, fmt.Errorf("newest policy: %w", err)
+	}
+	p, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByName[Policy])
+	if err != nil {
+		return nil, fmt.Errorf("newest policy: %w", notFound(err))
+	}
+	return p, nil
 }
 
 // PolicyList returns the stored versions, newest first, without their sources.

@@ -13,6 +13,8 @@ type PolicyVersionRow struct {
 	Origin    string
 	CreatedBy string
 	CreatedAt time.Time
+	// InForce marks the version in force.
+	InForce bool
 }
 
 // WhatIfRow is one past interrupt a draft policy would have decided otherwise.
@@ -38,6 +40,9 @@ type PolicyPage struct {
 	Source    string
 	Rules     []PolicyRuleRow
 	Versions  []PolicyVersionRow
+	// Selected is the stored version shown in the editor and the what-if (?version=N), 0 for
+	// the one in force.
+	Selected int64
 	// File is the policy file the server loads; the page then edits nothing.
 	File string
 	// CanEdit: an admin, and no policy file.
