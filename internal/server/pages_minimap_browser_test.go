@@ -98,8 +98,18 @@ func TestBrowserMinimapShowsAndMovesTheView(t *testing.T) {
 	require.InDelta(t, before.ViewStart+(before.ViewEnd-before.ViewStart)/4, m.ViewStart, m.Full*0.01, "→ moves the view on")
 	require.InDelta(t, before.ViewEnd-before.ViewStart, m.ViewEnd-m.ViewStart, m.Full*0.01, "keeping its width")
 
-	// Drag the window right by a tenth of the minimap.
+	// Drag the window right by a tenth of the minimap. Focusing the window may have scrolled the
+	// page: wait until the window's middle is where the drag starts, and read where that is.
+	require.NoError(t, br.Run(
+		wait(`(() => {
+			const w = document.querySelector('[data-testid="minimap-window"]'), r = w.getBoundingClientRect();
+			const at = document.elementFromPoint(r.left + r.width/2, r.top + r.height/2);
+			return at !== null && w.contains(at);
+		})()`),
+		chromedp.Evaluate(read, &m),
+	))
 	before = m
+	y = m.Top + m.H/2
 	wx := m.L + m.WinL + m.WinW/2
 	require.NoError(t, br.Run(
 		input.DispatchMouseEvent(input.MousePressed, wx, y).WithButton(input.Left).WithButtons(1).WithClickCount(1),

@@ -49,16 +49,26 @@ const copyThreshold = 256
 //
 // Duplicate (trace, span) keys within spans are merged by the same rule before anything is sent.
 func (s *Store) SpanIngest(ctx context.Context, spans []Span) (SpanIngestResult, error) {
-	return s.spanIngest(ctx, spans, false)
+	return s.spanIngest(ctx, spans, false, nil)
 }
 
-// SpanIngestCopy is SpanIngest staging every batch with COPY, whatever its size: the span
-// exporter's path.
+// SpanIngestCopy is SpanIngest staging every batch with COPY, whatever its size.
 func (s *Store) SpanIngestCopy(ctx context.Context, spans []Span) (SpanIngestResult, error) {
-	return s.spanIngest(ctx, spans, true)
+	return s.spanIngest(ctx, spans, true, nil)
 }
 
-func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool) (SpanIngestResult, error) {
+// UsageFunc gives the shares and services to fold (see TraceUsageFold) for the spans an ingest
+// stored ended for the first time.
+type UsageFunc func(ended []SpanKey) ([]SpanUsage, []TraceService)
+
+// SpanIngestCopyFold is SpanIngestCopy that also folds usage(ended) into the traces' totals in
+// the same transaction, so that no reader sees a trace's spans without their totals: the span
+// exporter's path, whose traces a page lists as soon as their run ends.
+func (s *Store) SpanIngestCopyFold(ctx context.Context, spans []Span, usage UsageFunc) (SpanIngestResult, error) {
+	return s.spanIngest(ctx, spans, true, usage)
+}
+
+func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool, usage UsageFunc) (SpanIngestResult, error) {
 	spans = dedupeSpans(spans)
 	if len(spans) == 0 {
 		return SpanIngestResult{}, nil
@@ -85,8 +95,11 @@ func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool) (S
 						return err
 					}
 				}
-				res, err = tx.spanIngestCopy(ctx, spans)
-				return err
+				if res, err = tx.spanIngestCopy(ctx, spans); err != nil || usage == nil {
+					return err
+				}
+				shares, services := usage(res.Ended)
+				return tx.TraceUsageFold(ctx, shares, services)
 			})
 		default:
 			res, err = s.spanIngestArrays(ctx, spans)

@@ -329,14 +329,11 @@ func (p *Processor) export(ctx context.Context, batch []sdktrace.ReadOnlySpan) e
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cleanSpans(spans)
-	res, err := p.store.SpanIngestCopy(ctx, spans)
-	if err == nil {
-		if usage, sessions := usageOf(spans, res.Ended); len(usage) > 0 || len(sessions) > 0 {
-			if err := p.store.TraceUsageFold(ctx, usage, sessions); err != nil {
-				p.log.Warn("span export: usage totals not updated", "spans", len(usage), "err", err)
-			}
-		}
-	}
+	// The totals are folded in the spans' transaction: a run's page lists its trace as soon as
+	// the run ends, and must not see it without its tokens.
+	_, err := p.store.SpanIngestCopyFold(ctx, spans, func(ended []store.SpanKey) ([]store.SpanUsage, []store.TraceService) {
+		return usageOf(spans, ended)
+	})
 	p.metrics.exportSeconds.Observe(time.Since(start).Seconds())
 	if err == nil {
 		p.metrics.exported.Add(float64(len(batch)))
