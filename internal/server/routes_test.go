@@ -67,6 +67,8 @@ var wantAccess = map[string]access{
 
 	"GET /api/v1/policy": accessViewer, "POST /api/v1/policy": accessAdmin, "POST /api/v1/policy/whatif": accessViewer,
 	"GET /policy": accessViewer, "POST /policy": accessAdmin, "POST /policy/whatif": accessViewer,
+	"GET /api/v1/policy/versions/:version": accessViewer, "POST /api/v1/policy/versions/:version/activate": accessAdmin,
+	"POST /policy/versions/:version/activate": accessAdmin,
 
 	"GET /api/v1/datasets": accessViewer, "POST /api/v1/datasets": accessReviewer, "GET /api/v1/datasets/:name": accessViewer,
 	"POST /api/v1/datasets/:name/examples": accessReviewer, "POST /api/v1/datasets/:name/import": accessReviewer,
