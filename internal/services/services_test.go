@@ -171,13 +171,36 @@ func TestSpansOfAKilledWorkerEndAtTheTakeover(t *testing.T) {
 		}
 		spans, err := st.SpansRunningByRun(ctx, run.ID)
 		require.NoError(t, err)
-		for _, sp := range spans {
+		// The tool's span is stored running, and so are only its ancestors: the model call before
+		// it has been exported ended (else the takeover would end it too, and the trace's failure
+		// would be that call's).
+		byID := map[string]store.Span{}
+		var fetch *store.Span
+		for i, sp := range spans {
+			byID[sp.SpanID] = sp
 			if sp.Name == "fetch" {
-				return true
+				fetch = &spans[i]
 			}
 		}
-		return false
-	}, 60*time.Second, 20*time.Millisecond, "the tool runs and its span is stored as running")
+		if fetch == nil {
+			return false
+		}
+		lineage := map[string]bool{fetch.SpanID: true}
+		for p := fetch.ParentSpanID; p != nil; {
+			lineage[*p] = true
+			parent, ok := byID[*p]
+			if !ok {
+				break
+			}
+			p = parent.ParentSpanID
+		}
+		for _, sp := range spans {
+			if !lineage[sp.SpanID] {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 20*time.Millisecond, "the tool runs, its span is stored running, and the spans before it ended")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
 	killed := time.Now()
