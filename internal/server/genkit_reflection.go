@@ -12,7 +12,6 @@ import (
 	"sync"
 
 	"github.com/labstack/echo/v4"
-	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/store"
@@ -125,40 +124,11 @@ func (s *Server) genkitRunAction(c echo.Context) error {
 	if reg.Lookup(req.Key) == nil {
 		return c.JSON(http.StatusNotFound, genkitStatusBody(engine.StatusNotFound, fmt.Sprintf("action %q not found", req.Key), nil))
 	}
-	w := c.Response()
-	ctx, cancel := context.WithCancelCause(c.Request().Context())
-	defer cancel(nil)
+	ctx, out, done := s.startActionStream(c, stream, req.TelemetryLabels)
+	defer done()
 	if actx != nil {
 		ctx = engine.WithActionContext(ctx, actx)
 	}
-
-	var traceID string
-	headers := func(sc oteltrace.SpanContext) {
-		if sc.IsValid() {
-			traceID = sc.TraceID().String()
-			w.Header().Set("X-Genkit-Trace-Id", traceID)
-			w.Header().Set("X-Genkit-Span-Id", sc.SpanID().String())
-			s.active.add(traceID, cancel)
-		}
-		w.Header().Set("X-Genkit-Version", "loupe/"+s.cfg.Version)
-		if stream {
-			w.Header().Set(echo.HeaderContentType, "text/plain")
-		} else {
-			w.Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-		}
-		w.WriteHeader(http.StatusOK)
-		w.Flush()
-	}
-	defer func() {
-		if traceID != "" {
-			s.active.remove(traceID)
-		}
-	}()
-	ctx = engine.WithRootSpan(ctx, req.TelemetryLabels, func(sc oteltrace.SpanContext) {
-		if !w.Committed {
-			headers(sc)
-		}
-	})
 	// A generate inside a flow that ends interrupted is seen here: a flow run this way is not
 	// durable, so its interrupts cannot wait in the inbox, and its output is not its result. (A
 	// generate, model or prompt run on its own answers its interrupted response: that is its
@@ -179,47 +149,19 @@ func (s *Server) genkitRunAction(c echo.Context) error {
 	if stream {
 		var line bytes.Buffer
 		cb = func(_ context.Context, chunk json.RawMessage) error {
-			if !w.Committed {
-				headers(oteltrace.SpanContext{})
-			}
 			line.Reset()
 			if err := json.Compact(&line, chunk); err != nil {
 				return err
 			}
 			line.WriteByte('\n')
-			if _, err := w.Write(line.Bytes()); err != nil {
-				return err
-			}
-			w.Flush()
-			return nil
+			return out.writeChunk(line.Bytes())
 		}
 	}
-	out, err := reg.Run(ctx, req.Key, req.Input, cb)
+	result, err := reg.Run(ctx, req.Key, req.Input, cb)
 	if err == nil && interrupted != nil && strings.HasPrefix(req.Key, "/flow/") {
 		err = flowInterrupted(req.Key, interrupted)
 	}
-	var final any
-	if err != nil {
-		final = map[string]any{"error": s.genkitRunError(ctx, err, traceID)}
-	} else {
-		telemetry := map[string]any{}
-		if traceID != "" {
-			telemetry["traceId"] = traceID
-		}
-		if len(out) == 0 {
-			out = json.RawMessage("null")
-		}
-		final = map[string]any{"result": out, "telemetry": telemetry}
-	}
-	b, merr := json.Marshal(final)
-	if merr != nil {
-		return merr
-	}
-	if !w.Committed {
-		headers(oteltrace.SpanContext{})
-	}
-	_, werr := w.Write(b)
-	return werr
+	return out.finish(ctx, result, err)
 }
 
 // genkitRunError is Genkit's Status for a failed action: CANCELLED with Genkit's message when

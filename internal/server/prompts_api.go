@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
-	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/loupe-dev/loupe/internal/auth"
 	"github.com/loupe-dev/loupe/internal/engine"
@@ -314,69 +313,21 @@ func (s *Server) apiPromptRun(c echo.Context) error {
 		label = "file"
 	}
 	stream := c.QueryParam("stream") == "true"
-	w := c.Response()
-	ctx, cancel := context.WithCancelCause(c.Request().Context())
-	defer cancel(nil)
-	var traceID string
-	headers := func(sc oteltrace.SpanContext) {
-		if sc.IsValid() {
-			traceID = sc.TraceID().String()
-			w.Header().Set("X-Genkit-Trace-Id", traceID)
-			w.Header().Set("X-Genkit-Span-Id", sc.SpanID().String())
-			s.active.add(traceID, cancel)
-		}
-		if stream {
-			w.Header().Set(echo.HeaderContentType, "text/plain")
-		} else {
-			w.Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-		}
-		w.WriteHeader(http.StatusOK)
-		w.Flush()
-	}
-	defer func() {
-		if traceID != "" {
-			s.active.remove(traceID)
-		}
-	}()
-	ctx = engine.WithRootSpan(ctx, map[string]string{promptPlaygroundLabel: label}, func(sc oteltrace.SpanContext) {
-		if !w.Committed {
-			headers(sc)
-		}
-	})
+	ctx, out, done := s.startActionStream(c, stream, map[string]string{promptPlaygroundLabel: label})
+	defer done()
 	var cb engine.ModelStreamFunc
 	if stream {
 		var line bytes.Buffer
 		cb = func(_ context.Context, chunk *engine.ModelResponseChunk) error {
-			if !w.Committed {
-				headers(oteltrace.SpanContext{})
-			}
 			line.Reset()
 			if err := json.NewEncoder(&line).Encode(chunk); err != nil {
 				return err
 			}
-			if _, err := w.Write(line.Bytes()); err != nil {
-				return err
-			}
-			w.Flush()
-			return nil
+			return out.writeChunk(line.Bytes())
 		}
 	}
-	out, err := p.RunStreaming(ctx, req.Input, cb)
-	var final any
-	if err != nil {
-		final = map[string]any{"error": s.genkitRunError(ctx, err, traceID)}
-	} else {
-		final = map[string]any{"result": out, "telemetry": map[string]any{"traceId": traceID}}
-	}
-	b, err := json.Marshal(final)
-	if err != nil {
-		return err
-	}
-	if !w.Committed {
-		headers(oteltrace.SpanContext{})
-	}
-	_, err = w.Write(b)
-	return err
+	result, err := p.RunStreaming(ctx, req.Input, cb)
+	return out.finish(ctx, result, err)
 }
 
 // apiPromptSave is PUT /api/v1/prompts/:name/source: in dev mode, an admin's edit is written to
