@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/loupe-dev/loupe/internal/engine"
 	"github.com/loupe-dev/loupe/internal/eval"
@@ -111,19 +113,25 @@ func (s *Service) drive(ctx context.Context, e *store.Experiment, progress Progr
 			}
 			renewed = time.Now()
 		}
-		scored, err := s.scoreEnded(ctx, e, specs, pub)
-		if err != nil {
-			return nil, err
-		}
-		running, err := s.store.ResultsRunning(ctx, e.ID)
-		if err != nil {
-			return nil, err
-		}
-		started := 0
-		if free := e.Concurrency - running; free > 0 {
-			if started, err = s.startSome(ctx, e, overrides, free); err != nil {
-				return nil, err
+		// The ended runs are scored while the free places are filled: a batch being scored
+		// holds no example back from starting.
+		var scored, running, started int
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() (err error) {
+			scored, err = s.scoreEnded(gctx, e, specs, pub)
+			return err
+		})
+		g.Go(func() (err error) {
+			if running, err = s.store.ResultsRunning(gctx, e.ID); err != nil {
+				return err
 			}
+			if free := e.Concurrency - running; free > 0 {
+				started, err = s.startSome(gctx, e, overrides, free)
+			}
+			return err
+		})
+		if err := g.Wait(); err != nil {
+			return nil, err
 		}
 		if running == 0 && started == 0 && scored == 0 {
 			cur, err := s.store.ExperimentGet(ctx, e.ID)
@@ -167,45 +175,65 @@ func (s *Service) drive(ctx context.Context, e *store.Experiment, progress Progr
 	}
 }
 
-// startSome starts up to n pending examples, each run and its result's start in one transaction.
+// driverParallel is how many examples a driver starts, or scores, at once: each is a few round
+// trips to the database, and one at a time they held an experiment to the pace of one connection.
+const driverParallel = 8
+
+// startSome starts up to n pending examples, each run and its result's start in one transaction,
+// several at once.
 func (s *Service) startSome(ctx context.Context, e *store.Experiment, overrides *runs.Overrides, n int) (int, error) {
 	works, err := s.store.ResultsToStart(ctx, e.ID, n)
 	if err != nil {
 		return 0, err
 	}
-	started := 0
+	var started atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(driverParallel)
 	for _, w := range works {
-		src := w.SourceRunID
-		if src != nil {
-			if _, err := s.store.RunGet(ctx, *src); errors.Is(err, store.ErrNotFound) {
-				src = nil // the recorded run was deleted: the example runs with an empty recording
+		g.Go(func() error {
+			ok, err := s.startOne(gctx, e, overrides, w)
+			if ok {
+				started.Add(1)
 			}
-		}
-		_, err := s.runs.StartExperimentRun(ctx, runs.ExperimentRunParams{
-			Action: e.Action, Input: w.Input, SourceRunID: src, Tools: e.Tools, Overrides: overrides,
-			Labels: map[string]string{store.LabelExperiment: e.ID.String()}, CreatedBy: "experiment " + e.Name,
-			InTx: func(tx *store.Store, run *store.Run) error {
-				ok, err := tx.ResultStart(ctx, e.ID, w.ExampleID, run.ID)
-				if err == nil && !ok {
-					err = errStartedAlready
-				}
-				return err
-			},
+			return err
 		})
-		switch {
-		case errors.Is(err, errStartedAlready):
-			continue
-		case errors.Is(err, runs.ErrInvalid):
-			// The example cannot run (its input fails the action's schema): score it as failed.
-			if serr := s.failExample(ctx, e, w.ExampleID, err); serr != nil {
-				return started, serr
-			}
-		case err != nil:
-			return started, err
-		}
-		started++
 	}
-	return started, nil
+	err = g.Wait()
+	return int(started.Load()), err
+}
+
+// startOne starts one example's run, and reports whether it started it (or scored it as failed
+// because it cannot run).
+func (s *Service) startOne(ctx context.Context, e *store.Experiment, overrides *runs.Overrides, w *store.ResultWork) (bool, error) {
+	src := w.SourceRunID
+	if src != nil {
+		if _, err := s.store.RunGet(ctx, *src); errors.Is(err, store.ErrNotFound) {
+			src = nil // the recorded run was deleted: the example runs with an empty recording
+		}
+	}
+	_, err := s.runs.StartExperimentRun(ctx, runs.ExperimentRunParams{
+		Action: e.Action, Input: w.Input, SourceRunID: src, Tools: e.Tools, Overrides: overrides,
+		Labels: map[string]string{store.LabelExperiment: e.ID.String()}, CreatedBy: "experiment " + e.Name,
+		InTx: func(tx *store.Store, run *store.Run) error {
+			ok, err := tx.ResultStart(ctx, e.ID, w.ExampleID, run.ID)
+			if err == nil && !ok {
+				err = errStartedAlready
+			}
+			return err
+		},
+	})
+	switch {
+	case errors.Is(err, errStartedAlready):
+		return false, nil
+	case errors.Is(err, runs.ErrInvalid):
+		// The example cannot run (its input fails the action's schema): score it as failed.
+		if serr := s.failExample(ctx, e, w.ExampleID, err); serr != nil {
+			return false, serr
+		}
+	case err != nil:
+		return false, err
+	}
+	return true, nil
 }
 
 var errStartedAlready = errors.New("example started already")
@@ -224,32 +252,41 @@ func (s *Service) failExample(ctx context.Context, e *store.Experiment, exampleI
 	return err
 }
 
-// scoreEnded scores the examples whose run has ended, handing each to pub.
+// scoreEnded scores the examples whose run has ended, several at once, handing each to pub.
 func (s *Service) scoreEnded(ctx context.Context, e *store.Experiment, specs []eval.Spec, pub *progressPub) (int, error) {
 	exs, runIDs, err := s.store.ResultsEnded(ctx, e.ID, 64)
 	if err != nil {
 		return 0, err
 	}
+	var mu sync.Mutex
 	n := 0
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(driverParallel)
 	for i, ex := range exs {
-		p, err := s.score(ctx, e, specs, ex, runIDs[i])
-		if err != nil {
-			return n, err
-		}
-		if _, err := s.store.ResultScore(ctx, *p); err != nil {
-			return n, err
-		}
-		pub.scored(ex, runIDs[i], p)
-		if p.RunStatus == store.RunInterrupted {
-			// Scored as waiting for a person: the experiment is done with it, and its question
-			// would wait in the reviewers' inbox for nobody.
-			if _, err := s.runs.Cancel(ctx, *runIDs[i], "experiment "+e.Name); err != nil && !errors.Is(err, runs.ErrConflict) {
-				s.log.Warn("experiments: cancel an example's run left waiting for a person", "run", *runIDs[i], "err", err)
+		g.Go(func() error {
+			p, err := s.score(gctx, e, specs, ex, runIDs[i])
+			if err != nil {
+				return err
 			}
-		}
-		n++
+			if _, err := s.store.ResultScore(gctx, *p); err != nil {
+				return err
+			}
+			mu.Lock()
+			pub.scored(ex, runIDs[i], p)
+			n++
+			mu.Unlock()
+			if p.RunStatus == store.RunInterrupted {
+				// Scored as waiting for a person: the experiment is done with it, and its
+				// question would wait in the reviewers' inbox for nobody.
+				if _, err := s.runs.Cancel(gctx, *runIDs[i], "experiment "+e.Name); err != nil && !errors.Is(err, runs.ErrConflict) {
+					s.log.Warn("experiments: cancel an example's run left waiting for a person", "run", *runIDs[i], "err", err)
+				}
+			}
+			return nil
+		})
 	}
-	return n, nil
+	err = g.Wait()
+	return n, err
 }
 
 func (s *Service) score(ctx context.Context, e *store.Experiment, specs []eval.Spec, ex *store.Example, runID *uuid.UUID) (*store.ResultScoreParams, error) {

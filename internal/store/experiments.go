@@ -219,10 +219,12 @@ func (s *Store) ResultStart(ctx context.Context, experimentID, exampleID, runID 
 	return tag.RowsAffected() == 1, nil
 }
 
-// ResultsRunning counts an experiment's examples whose run was started and not scored.
+// ResultsRunning counts an experiment's examples whose run was started and has not ended (an
+// ended run waiting to be scored no longer counts: the next example may start meanwhile).
 func (s *Store) ResultsRunning(ctx context.Context, experimentID uuid.UUID) (int, error) {
 	var n int
-	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM experiment_results WHERE experiment_id = $1 AND status = 'running'`,
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM experiment_results r JOIN runs ON runs.id = r.run_id
+		WHERE r.experiment_id = $1 AND r.status = 'running' AND runs.status IN ('queued', 'running')`,
 		experimentID).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count running examples of experiment %s: %w", experimentID, err)
 	}
