@@ -83,7 +83,8 @@ func interruptMetadata(raw json.RawMessage) map[string]any {
 // replayInterrupts runs in the transaction that stores a derived run's interrupts. Each interrupt
 // matching one of the original run's gets that reviewer's decision as its suggested resolution;
 // an exact replay asked to apply the recorded resolutions resolves them with it, and when none is
-// left pending, requeues the run in the same transaction. It reports whether the run was requeued.
+// left pending, requeues the run in the same transaction, for the execution that stored the
+// interrupts to go on with (errExecuteAgain). It reports whether the run was requeued.
 func (s *Service) replayInterrupts(ctx context.Context, tx *store.Store, run *store.Run, created []*store.Interrupt) (bool, error) {
 	settings, err := tx.ReplayGet(ctx, run.ID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && settings.SourceRunID == nil) {
@@ -146,10 +147,7 @@ func (s *Service) replayInterrupts(ctx context.Context, tx *store.Store, run *st
 	if err != nil || pending > 0 {
 		return false, err
 	}
-	if err := tx.RunRequeue(ctx, run.ID); err != nil {
-		return false, err
-	}
-	return true, s.enqueue(ctx, tx, run)
+	return true, tx.RunRequeue(ctx, run.ID)
 }
 
 // matchInterrupt finds the original's decided interrupt that a replayed one repeats: the same turn,

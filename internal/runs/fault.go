@@ -24,9 +24,13 @@ const (
 	// FaultAfterResolve: a reviewer's decision is written in the transaction that will enqueue the
 	// resume; nothing is committed yet.
 	FaultAfterResolve = "after-resolve"
+	// FaultDecidedAtOnce: an execution's interrupts were all decided in the transaction that
+	// stored them (a replay's recorded decisions, the policy's rules), which committed with the
+	// run queued again; the same job has not taken the run again yet.
+	FaultDecidedAtOnce = "decided-at-once"
 )
 
-var faultPoints = []string{FaultAfterFetch, FaultMidModel, FaultMidTool, FaultInterruptedCheckpoint, FaultAfterResolve}
+var faultPoints = []string{FaultAfterFetch, FaultMidModel, FaultMidTool, FaultInterruptedCheckpoint, FaultAfterResolve, FaultDecidedAtOnce}
 
 // ParseFaults reads LOUPE_FAULTS's form, "point=probability,…" (after-fetch=0.05,mid-tool=0.1),
 // for Config.Faults. An empty string is no faults: an empty map.

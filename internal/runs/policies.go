@@ -131,8 +131,9 @@ func (s *Service) gateCall(ctx context.Context, run *store.Run, name string, inp
 // applyPolicy runs in the transaction that stores a run's new interrupts: the policy in force
 // decides each pending one it has a rule for, exactly as a reviewer's Resolve would (the same
 // validation, resolution and audit entry, signed "policy <rule> v<version>"), and records the rule
-// that routed the others. When none is left pending, the run is requeued in the same transaction:
-// a crash anywhere before the commit leaves nothing decided, after it the resume is enqueued.
+// that routed the others. When none is left pending, the run is requeued in the same transaction,
+// for the execution that stored the interrupts to go on with (errExecuteAgain): a crash anywhere
+// before the commit leaves nothing decided, after it the sweep finds the queued run.
 func (s *Service) applyPolicy(ctx context.Context, tx *store.Store, run *store.Run, created []*store.Interrupt) (bool, error) {
 	set, err := s.currentPolicy(ctx, tx)
 	if err != nil {
@@ -218,10 +219,7 @@ func (s *Service) applyPolicy(ctx context.Context, tx *store.Store, run *store.R
 	if err != nil || pending > 0 {
 		return false, err
 	}
-	if err := tx.RunRequeue(ctx, run.ID); err != nil {
-		return false, err
-	}
-	return true, s.enqueue(ctx, tx, run)
+	return true, tx.RunRequeue(ctx, run.ID)
 }
 
 // MaxWhatIf caps how many past interrupts a what-if reads.

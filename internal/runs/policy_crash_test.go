@@ -29,14 +29,16 @@ const confirmPolicy = `rules:
 // sides of a policy's decision. Before the commit (the interrupted turn's history written in the
 // transaction that will hold the interrupt and the decision): nothing was decided, and the worker
 // that takes over raises the interrupt again, which the policy decides then. After the commit (the
-// resumed tool about to act): the decision stands, the resume runs on the next worker. Either way
+// resumed tool about to act, or the run queued and not yet taken again): the decision stands, the
+// resume runs on the next worker (the sweep finds the queued run whose job died). Either way
 // the run succeeds, the tool acts once, and the interrupt is decided once: one interrupt, approved
 // by the rule, with one audit entry.
 func TestAPolicyDecisionSurvivesAKillBeforeAndAfterItCommits(t *testing.T) {
 	t.Parallel()
 	for name, env := range map[string][]string{
-		"before the commit": {"LOUPE_RUNS_FAULTS=" + runs.FaultInterruptedCheckpoint + "=1"},
-		"after the commit":  {"LOUPE_RUNS_BLOCK=resume"},
+		"before the commit":                 {"LOUPE_RUNS_FAULTS=" + runs.FaultInterruptedCheckpoint + "=1"},
+		"after the commit":                  {"LOUPE_RUNS_BLOCK=resume"},
+		"between the commit and the resume": {"LOUPE_RUNS_FAULTS=" + runs.FaultDecidedAtOnce + "=1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -50,7 +52,18 @@ func TestAPolicyDecisionSurvivesAKillBeforeAndAfterItCommits(t *testing.T) {
 			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 			require.NoError(t, cmd.Start())
 			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-			if strings.Contains(env[0], "FAULTS") {
+			switch {
+			case strings.Contains(env[0], runs.FaultDecidedAtOnce):
+				// The fault kills the process itself, once the decision committed.
+				require.Error(t, cmd.Wait(), "the worker died at the fault point")
+				r, err := b.store.RunGet(context.Background(), run.ID)
+				require.NoError(t, err)
+				require.Equal(t, store.RunQueued, r.Status, "the decided run is queued again")
+				list, err := b.store.InterruptListByRun(context.Background(), run.ID)
+				require.NoError(t, err)
+				require.Len(t, list, 1)
+				require.Equal(t, store.InterruptApproved, list[0].Status, "the decision committed before the kill stands")
+			case strings.Contains(env[0], "FAULTS"):
 				// The fault kills the process itself, inside the transaction.
 				require.Error(t, cmd.Wait(), "the worker died at the fault point")
 				r, err := b.store.RunGet(context.Background(), run.ID)
@@ -59,7 +72,7 @@ func TestAPolicyDecisionSurvivesAKillBeforeAndAfterItCommits(t *testing.T) {
 				list, err := b.store.InterruptListByRun(context.Background(), run.ID)
 				require.NoError(t, err)
 				require.Empty(t, list, "no interrupt, so no decision, was committed")
-			} else {
+			default:
 				require.Eventually(t, func() bool {
 					_, err := os.Stat(filepath.Join(markers, "resume"))
 					return err == nil

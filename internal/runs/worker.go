@@ -29,20 +29,37 @@ type runWorker struct {
 // for reviewers needs nothing; a run leased by a live worker is snoozed until the lease may expire.
 func (w *runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
 	s := w.svc
-	// One execution of a run per process: a second job of a run this process executes now (the
-	// sweep's, say) is snoozed. The claim is taken before the lease, since the lease's owner is
-	// this process and taking it again would supersede the live execution while that one still
-	// counts on its lease (a tool it admitted would act for a superseded execution).
-	if !s.claim(job.Args.RunID) {
-		return river.JobSnooze(s.cfg.LeaseTTL)
+	for again := false; ; again = true {
+		// One execution of a run per process: a second job of a run this process executes now
+		// (the sweep's, say) is snoozed. The claim is taken before the lease, since the lease's
+		// owner is this process and taking it again would supersede the live execution while
+		// that one still counts on its lease (a tool it admitted would act for a superseded
+		// execution).
+		if !s.claim(job.Args.RunID) {
+			if again {
+				return nil // another job of the run executes it now
+			}
+			return river.JobSnooze(s.cfg.LeaseTTL)
+		}
+		run, l, err := s.acquire(ctx, job)
+		if run == nil {
+			s.unclaim(job.Args.RunID)
+			return err
+		}
+		err = s.execute(ctx, run, l) // the execution holds the claim from here, and drops it when it ends
+		if !errors.Is(err, errExecuteAgain) {
+			return err
+		}
+		s.fault(FaultDecidedAtOnce)
 	}
-	run, l, err := s.acquire(ctx, job)
-	if run == nil {
-		s.unclaim(job.Args.RunID)
-		return err
-	}
-	return s.execute(ctx, run, l) // the execution holds the claim from here, and drops it when it ends
 }
+
+// errExecuteAgain is what an execution returns when it stopped at interrupts that were all
+// decided at once, in the transaction that stored them (a replay's recorded decisions, the
+// policy's rules), and the run is queued again: the same job executes it again, with no job of
+// its own to insert and wait for. Should the process die in between, the sweep finds the queued
+// run with no job (RunListOrphaned) and enqueues one.
+var errExecuteAgain = errors.New("the run's interrupts were decided at once: execute it again")
 
 // acquire takes the lease of the job's run, and returns the run and the lease, or nil and what the
 // job returns: nil for a run that needs nothing (finished, gone, or routed to another program), a
@@ -427,6 +444,7 @@ func (s *Service) finishInterrupted(ctx context.Context, run *store.Run, l *leas
 	}
 	if requeued {
 		s.publish(run.ID, event.RunStatusData{Status: store.RunQueued})
+		return errExecuteAgain
 	}
 	return nil
 }
