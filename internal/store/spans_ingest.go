@@ -68,6 +68,15 @@ func (s *Store) SpanIngestCopyFold(ctx context.Context, spans []Span, usage Usag
 	return s.spanIngest(ctx, spans, true, usage)
 }
 
+// SpanIngestFold is SpanIngest that also folds usage(ended) into the traces' totals (see
+// TraceUsageFold) in the same transaction: one commit per ingest instead of two, and no reader
+// sees the spans without their totals. usage must answer nothing for keys none of which is a
+// span it has a share or a service for: given every ended span's key, an empty answer means that
+// nothing can be folded, and the ingest takes a single round trip when it can.
+func (s *Store) SpanIngestFold(ctx context.Context, spans []Span, usage UsageFunc) (SpanIngestResult, error) {
+	return s.spanIngest(ctx, spans, false, usage)
+}
+
 func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool, usage UsageFunc) (SpanIngestResult, error) {
 	spans = dedupeSpans(spans)
 	if len(spans) == 0 {
@@ -81,7 +90,7 @@ func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool, us
 	for attempt := 0; attempt < 3; attempt++ {
 		switch {
 		case fast:
-			res, err = s.spanIngestFast(ctx, spans)
+			res, err = s.spanIngestFast(ctx, spans, usage)
 			if isUniqueViolation(err) {
 				// A concurrent ingest stored one of our new spans between the check and the COPY:
 				// merge everything instead.
@@ -101,8 +110,15 @@ func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool, us
 				shares, services := usage(res.Ended)
 				return tx.TraceUsageFold(ctx, shares, services)
 			})
+		case usage != nil && s.Tx() == nil && mayFold(spans, usage):
+			res, err = s.spanIngestArraysFold(ctx, spans, usage)
 		default:
 			res, err = s.spanIngestArrays(ctx, spans)
+			if err == nil && usage != nil && s.Tx() != nil {
+				if shares, services := usage(res.Ended); len(shares) > 0 || len(services) > 0 {
+					err = s.TraceUsageFold(ctx, shares, services)
+				}
+			}
 		}
 		if !retryable(err) || s.Tx() != nil {
 			break
@@ -304,6 +320,65 @@ func (s *Store) spanIngestArrays(ctx context.Context, spans []Span) (SpanIngestR
 	return res, nil
 }
 
+// mayFold reports whether usage has anything to fold for spans, whichever of them are stored
+// ended for the first time.
+func mayFold(spans []Span, usage UsageFunc) bool {
+	var ended []SpanKey
+	for i := range spans {
+		if spans[i].EndTime != 0 {
+			ended = append(ended, SpanKey{spans[i].TraceID, spans[i].SpanID})
+		}
+	}
+	shares, services := usage(ended)
+	return len(shares) > 0 || len(services) > 0
+}
+
+// spanIngestArraysFold is spanIngestArrays and the usage fold in one transaction, in two round
+// trips: the merge (whose answer says which spans ended), then the fold and the COMMIT.
+func (s *Store) spanIngestArraysFold(ctx context.Context, spans []Span, usage UsageFunc) (SpanIngestResult, error) {
+	var res SpanIngestResult
+	err := s.pipelinedTx(ctx, func(conn *pgx.Conn) error {
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue(asyncCommit)
+		b.Queue(spanArraysSQL, spanArraysArgs(spans)...).QueryRow(func(row pgx.Row) error { return scanMerge(row, &res) })
+		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		end := &pgx.Batch{}
+		shares, services := usage(res.Ended)
+		queueUsageFold(end, shares, services)
+		end.Queue("COMMIT")
+		return conn.SendBatch(ctx, end).Close()
+	})
+	if err != nil {
+		return SpanIngestResult{}, err
+	}
+	res.Skipped = int64(len(spans)) - res.Inserted - res.Updated
+	return res, nil
+}
+
+// pipelinedTx runs fn on a connection of its own, in which fn sends BEGIN and COMMIT itself
+// inside its batches (so that they cost no round trip of their own). A transaction fn leaves open
+// (it failed midway) is rolled back before the connection goes back to the pool.
+func (s *Store) pipelinedTx(ctx context.Context, fn func(conn *pgx.Conn) error) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
+			// Failed midway: end the transaction, so that the connection goes back to the pool
+			// (released in a transaction, it would be closed).
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_, _ = conn.Exec(rctx, "ROLLBACK")
+			cancel()
+		}
+		conn.Release()
+	}()
+	return fn(conn.Conn())
+}
+
 // spanArraysArgs are spanArraysSQL's arguments for spans: a column array each.
 func spanArraysArgs(spans []Span) []any {
 	n := len(spans)
@@ -369,23 +444,20 @@ ORDER BY trace_id` + traceFoldSQL
 // the COPY fail with a unique violation; the caller then merges instead.
 //
 // It takes four round trips, which under load matter as much as the work (a lone writer waits
-// for a core on each): the BEGIN with the lookup, the COPY's two, and the fold, the merge and
-// the COMMIT together. The transaction commits without waiting for its WAL flush (asyncCommit).
-func (s *Store) spanIngestFast(ctx context.Context, spans []Span) (res SpanIngestResult, err error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return SpanIngestResult{}, err
-	}
-	defer func() {
-		if conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
-			// Failed midway: end the transaction, so that the connection goes back to the pool
-			// (released in a transaction, it would be closed).
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_, _ = conn.Exec(rctx, "ROLLBACK")
-			cancel()
-		}
-		conn.Release()
-	}()
+// for a core on each): the BEGIN with the lookup, the COPY's two, and the fold, the usage fold,
+// the merge and the COMMIT together (a fifth when stored spans were merged and usage is given:
+// their merge says which ended, before their usage is folded). The transaction commits without
+// waiting for its WAL flush (asyncCommit).
+func (s *Store) spanIngestFast(ctx context.Context, spans []Span, usage UsageFunc) (res SpanIngestResult, err error) {
+	err = s.pipelinedTx(ctx, func(conn *pgx.Conn) error {
+		res, err = spanIngestFastOn(ctx, conn, spans, usage)
+		return err
+	})
+	return res, err
+}
+
+func spanIngestFastOn(ctx context.Context, conn *pgx.Conn, spans []Span, usage UsageFunc) (SpanIngestResult, error) {
+	var res SpanIngestResult
 	traceIDs, spanIDs := make([]string, len(spans)), make([]string, len(spans))
 	for i := range spans {
 		traceIDs[i], spanIDs[i] = spans[i].TraceID, spans[i].SpanID
@@ -418,7 +490,7 @@ func (s *Store) spanIngestFast(ctx context.Context, spans []Span) (res SpanInges
 	}
 	end := &pgx.Batch{}
 	if len(fresh) > 0 {
-		n, err := copySpans(ctx, conn.Conn().PgConn(), "spans", fresh)
+		n, err := copySpans(ctx, conn.PgConn(), "spans", fresh)
 		if err != nil {
 			return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
 		}
@@ -434,13 +506,35 @@ func (s *Store) spanIngestFast(ctx context.Context, spans []Span) (res SpanInges
 	if len(stored) > 0 {
 		end.Queue(spanArraysSQL, spanArraysArgs(stored)...).QueryRow(func(row pgx.Row) error { return scanMerge(row, &merged) })
 	}
+	// With no stored span, what ended is known now, and the totals go with the COMMIT; otherwise
+	// the merge's answer says it, and they take a round trip of their own.
+	fold := func(b *pgx.Batch) {
+		if usage != nil {
+			shares, services := usage(res.Ended)
+			queueUsageFold(b, shares, services)
+		}
+	}
+	addMerged := func() {
+		merged.Skipped = int64(len(stored)) - merged.Inserted - merged.Updated
+		res.add(merged)
+	}
+	switch {
+	case len(stored) == 0:
+		fold(end)
+	case usage != nil:
+		if err := conn.SendBatch(ctx, end).Close(); err != nil {
+			return SpanIngestResult{}, fmt.Errorf("fold trace summaries: %w", err)
+		}
+		addMerged()
+		end = &pgx.Batch{}
+		fold(end)
+	}
 	end.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, end).Close(); err != nil {
 		return SpanIngestResult{}, fmt.Errorf("fold trace summaries and commit: %w", err)
 	}
-	if len(stored) > 0 {
-		merged.Skipped = int64(len(stored)) - merged.Inserted - merged.Updated
-		res.add(merged)
+	if len(stored) > 0 && usage == nil {
+		addMerged()
 	}
 	return res, nil
 }

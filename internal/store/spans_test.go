@@ -388,3 +388,83 @@ func TestAFailedFastIngestLeavesNoTransactionOpen(t *testing.T) {
 	_, err = s.TraceGet(ctx, "0af7651916cd43dd8448eb211c80cccc")
 	require.ErrorIs(t, err, store.ErrNotFound, "nothing of the refused batch was stored")
 }
+
+// TestSpanIngestFoldCountsEachEndedSpanOnceOnEveryPath folds a model call's share per span
+// stored ended, and the trace's service, on each path SpanIngestFold takes: the fast path with
+// new spans only (the fold goes with the COMMIT), the fast path merging stored spans (the merge
+// says which ended first), the arrays merge (small batches), and inside a caller's transaction.
+// Each trace is sent as running spans, then as the same spans ended and resent, so every span is
+// counted exactly once, and a rolled-back ingest folds nothing.
+func TestSpanIngestFoldCountsEachEndedSpanOnceOnEveryPath(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	usage := func(traceID string) store.UsageFunc {
+		return func(ended []store.SpanKey) ([]store.SpanUsage, []store.TraceService) {
+			var out []store.SpanUsage
+			for _, k := range ended {
+				out = append(out, store.SpanUsage{TraceID: k.TraceID, SpanID: k.SpanID, Kind: "model", Model: "m", InputTokens: 10})
+			}
+			return out, []store.TraceService{{TraceID: traceID, Service: "svc"}}
+		}
+	}
+	spans := func(traceID string, n int, ended bool) []store.Span {
+		out := make([]store.Span, n)
+		for i := range n {
+			end := int64(0)
+			if ended {
+				end = int64(1000 + i)
+			}
+			out[i] = testSpan(fmt.Sprintf("%016x", i+1), "aaaaaaaaaaaaaaaa", int64(100+i), end)
+			out[i].TraceID = traceID
+		}
+		return out
+	}
+	for name, n := range map[string]int{"fast": 100, "arrays": 10} {
+		for _, inTx := range []bool{false, true} {
+			traceID := fmt.Sprintf("0af7651916cd43dd8448eb211c8%02d%03d", len(name), n)
+			if inTx {
+				traceID = traceID[:31] + "f"
+			}
+			ingest := func(batch []store.Span) {
+				if !inTx {
+					_, err := s.SpanIngestFold(ctx, batch, usage(traceID))
+					require.NoError(t, err, name)
+					return
+				}
+				require.NoError(t, s.WithTx(ctx, func(tx *store.Store) error {
+					_, err := tx.SpanIngestFold(ctx, batch, usage(traceID))
+					return err
+				}), name)
+			}
+			ingest(spans(traceID, n, false))
+			tr, err := s.TraceGet(ctx, traceID)
+			require.NoError(t, err)
+			require.Zero(t, tr.ModelCalls, "%s: running spans have no share yet", name)
+			require.Equal(t, "svc", tr.Service, "%s: the service is folded with the first spans", name)
+			ingest(spans(traceID, n, true)) // they end: stored, so the fast path merges them
+			ingest(spans(traceID, n, true)) // resent: nothing more to count
+			tr, err = s.TraceGet(ctx, traceID)
+			require.NoError(t, err)
+			require.Equal(t, n, tr.ModelCalls, "%s (in a transaction: %v): each span counted once", name, inTx)
+			require.EqualValues(t, 10*n, tr.InputTokens, name)
+			require.Equal(t, "m", tr.Model, name)
+			require.Equal(t, n, tr.SpanCount, name)
+		}
+	}
+	// New spans only, on the fast path: the fold goes with the COMMIT.
+	const fresh = "0af7651916cd43dd8448eb211c80fee1"
+	_, err := s.SpanIngestFold(ctx, spans(fresh, 80, true), usage(fresh))
+	require.NoError(t, err)
+	tr, err := s.TraceGet(ctx, fresh)
+	require.NoError(t, err)
+	require.Equal(t, 80, tr.ModelCalls)
+	// A refused batch folds nothing: its spans and its shares go together.
+	const refused = "0af7651916cd43dd8448eb211c80fee2"
+	bad := spans(refused, 80, true)
+	bad[40].Attributes = json.RawMessage(`{"not json`)
+	_, err = s.SpanIngestFold(ctx, bad, usage(refused))
+	require.Error(t, err)
+	_, err = s.TraceGet(ctx, refused)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}

@@ -70,17 +70,7 @@ func (s *Store) TraceUsageFold(ctx context.Context, usage []SpanUsage, services 
 	if s.Tx() == nil {
 		batch.Queue(asyncCommit) // telemetry, as SpanIngest commits it
 	}
-	if len(usage) > 0 {
-		batch.Queue(traceUsageFoldSQL, usageByTrace(usage)...)
-	}
-	if len(services) > 0 {
-		n := len(services)
-		traceIDs, names, sessions, threads := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		for i, sv := range services {
-			traceIDs[i], names[i], sessions[i], threads[i] = sv.TraceID, sv.Service, sv.Session, sv.Thread
-		}
-		batch.Queue(traceServiceSQL, traceIDs, names, sessions, threads)
-	}
+	queueUsageFold(batch, usage, services)
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		// The batch is one implicit transaction: a deadlock with a concurrent ingest rolls it
@@ -93,6 +83,21 @@ func (s *Store) TraceUsageFold(ctx context.Context, usage []SpanUsage, services 
 		return fmt.Errorf("fold usage of %d spans into their traces: %w", len(usage), err)
 	}
 	return nil
+}
+
+// queueUsageFold queues the statements of TraceUsageFold.
+func queueUsageFold(batch *pgx.Batch, usage []SpanUsage, services []TraceService) {
+	if len(usage) > 0 {
+		batch.Queue(traceUsageFoldSQL, usageByTrace(usage)...)
+	}
+	if len(services) > 0 {
+		n := len(services)
+		traceIDs, names, sessions, threads := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		for i, sv := range services {
+			traceIDs[i], names[i], sessions[i], threads[i] = sv.TraceID, sv.Service, sv.Session, sv.Thread
+		}
+		batch.Queue(traceServiceSQL, traceIDs, names, sessions, threads)
+	}
 }
 
 // usageByTrace sums shares per trace, in trace order (the order concurrent folds lock rows in),

@@ -192,16 +192,13 @@ func (s *Service) publish(spans []store.Span) {
 // write is one group transaction, with its metrics.
 func (s *Service) write(ctx context.Context, source string, spans []store.Span) (store.SpanIngestResult, error) {
 	s.metrics.groupSpans.Observe(float64(len(spans)))
-	res, err := s.store.SpanIngest(ctx, spans)
+	// The traces' totals are folded in the spans' own transaction (one commit, and no reader
+	// sees the spans without them).
+	res, err := s.store.SpanIngestFold(ctx, spans, func(ended []store.SpanKey) ([]store.SpanUsage, []store.TraceService) {
+		return usageOf(spans, ended)
+	})
 	if err != nil {
 		return res, err
-	}
-	if usage, services := usageOf(spans, res.Ended); len(usage) > 0 || len(services) > 0 {
-		// The spans are stored: a failed fold costs the list's totals, not the spans, so it is
-		// logged rather than refused.
-		if err := s.store.TraceUsageFold(ctx, usage, services); err != nil {
-			s.log.Warn("trace: usage totals not updated", "spans", len(usage), "err", err)
-		}
 	}
 	if refs, resumes := resumeFactsOf(spans); len(refs) > 0 || len(resumes) > 0 {
 		// As the totals: the spans are stored; a failed link is logged, not refused.
