@@ -11,9 +11,10 @@
 #      acknowledged span (Loupe: counted in PostgreSQL; Jaeger: a sample of traces read back);
 #   4. COPYs the same rows into a copy of the spans table, at Loupe's own spans per transaction
 #      and at CLIENTS × BATCH, from CLIENTS connections;
-#   5. prints spans/s and the ratios against the targets (Loupe ≥ 0.55× Jaeger memory, ≥ 75% of
-#      raw COPY at the same rows per transaction), and with PROFILE=1 the top of a CPU profile of
-#      Loupe's server taken during its load.
+#   5. prints spans/s, the CPU time per span of each party (server, PostgreSQL, client), and the
+#      ratios against the targets (Loupe ≥ 0.55× Jaeger memory, ≥ 75% of raw COPY at the same rows
+#      per transaction), and with PROFILE=1 the top of a CPU profile of Loupe's server taken
+#      during its load.
 #
 # Usage (from the repo root):   bench/ingest-compare.sh          (make bench-ingest)
 #   DURATION=20s CLIENTS=8 BATCH=20 bench/ingest-compare.sh
@@ -82,9 +83,13 @@ if [[ "$PROFILE" == 1 ]]; then
 	PROF_PID=$!
 fi
 
+# The postmaster's pid is the first line of its lock file: with devui's, it lets the client report
+# each party's CPU per span.
+PG_PID="$(head -n 1 "$TMP/data/postgres/postmaster.pid")"
 echo "==> load average before: $(uptime)" >&2
 "$TMP/jaegerpeer" -mode ingest -jaeger "$JAEGER_ARG" -loupe "$URL" -db "$DBURL" \
-	-clients "$CLIENTS" -batch-spans "$BATCH" -duration "$DURATION" -work-dir "$OUT_DIR"
+	-clients "$CLIENTS" -batch-spans "$BATCH" -duration "$DURATION" -work-dir "$OUT_DIR" \
+	-loupe-pid "$DEVUI_PID" -pg-pid "$PG_PID"
 echo "==> load average after:  $(uptime)" >&2
 
 if [[ "$PROFILE" == 1 ]]; then

@@ -40,6 +40,8 @@ type ingestOptions struct {
 	db             string // Loupe's DATABASE_URL, for the stored count and the raw COPY ceiling
 	pause          time.Duration
 	sample         int
+	loupePID       int // devui serve, for its CPU per span (0: not measured)
+	pgPID          int // the postmaster, for PostgreSQL's CPU per span (0: not measured)
 }
 
 // ingestResult is one server's run.
@@ -49,6 +51,7 @@ type ingestResult struct {
 	elapsed         time.Duration
 	stored, checked int64 // spans found stored, of the spans checked
 	note            string
+	cpu             cpuUse
 }
 
 func (r ingestResult) rate() float64 { return float64(r.spans) / r.elapsed.Seconds() }
@@ -197,10 +200,12 @@ func runIngest(o options, in ingestOptions) error {
 	if err != nil {
 		return err
 	}
+	meter := startCPU(in.loupePID, in.pgPID)
 	r, _, err := load(ctx, "Loupe", o.loupe+"/v1/traces", tmpl, in)
 	if err != nil {
 		return err
 	}
+	r.cpu = meter.stop()
 	after, err := countSpans(ctx, pool)
 	if err != nil {
 		return err
@@ -225,7 +230,9 @@ func runIngest(o options, in ingestOptions) error {
 				return err
 			}
 			srv := j("")
+			meter := startCPU(srv.pid, 0)
 			r, sent, err := load(ctx, "Jaeger "+store, srv.ingest, tmpl, in)
+			r.cpu = meter.stop()
 			if err == nil {
 				r.stored, r.checked, err = sampleJaeger(ctx, srv, sent, in.sample, in.batch)
 			}
@@ -243,10 +250,12 @@ func runIngest(o options, in ingestOptions) error {
 		sizes = append([]int{int(rowsPerTx + 0.5)}, sizes...)
 	}
 	for _, rows := range sizes {
+		meter := startCPU(0, in.pgPID)
 		r, err := rawCopy(ctx, pool, tmpl, in, rows)
 		if err != nil {
 			return err
 		}
+		r.cpu = meter.stop()
 		results = append(results, r)
 	}
 
@@ -254,6 +263,17 @@ func runIngest(o options, in ingestOptions) error {
 	for _, r := range results {
 		fmt.Printf("%-38s %12.0f %10d %11s  %s\n", r.name, r.rate(), r.requests,
 			fmt.Sprintf("%d/%d", r.stored, r.checked), r.note)
+	}
+	if results[0].cpu.measured {
+		// Where the cores went: CPU time per span stored, of each party. On a machine with few
+		// cores, the sum bounds spans/s (cores / total).
+		fmt.Printf("\n%-38s %12s %12s %12s %12s\n", "CPU µs per span", "server", "PostgreSQL", "client", "total")
+		for _, r := range results {
+			c := r.cpu
+			fmt.Printf("%-38s %12s %12s %12s %12s\n", r.name, perSpan(c.server, r.spans, c.server > 0),
+				perSpan(c.pg, r.spans, c.pg > 0), perSpan(c.client, r.spans, true),
+				perSpan(c.server+c.pg+c.client, r.spans, true))
+		}
 	}
 	loupe := results[0].rate()
 	fmt.Println()

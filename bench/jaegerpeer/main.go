@@ -72,6 +72,8 @@ func main() {
 	flag.StringVar(&in.db, "db", "", "ingest: Loupe's DATABASE_URL (the stored count, and the raw COPY ceiling)")
 	flag.DurationVar(&in.pause, "pause", 3*time.Second, "ingest: rest between servers")
 	flag.IntVar(&in.sample, "sample", 200, "ingest: Jaeger traces read back to check")
+	flag.IntVar(&in.loupePID, "loupe-pid", 0, "ingest: devui serve's pid, to report its CPU per span (Linux)")
+	flag.IntVar(&in.pgPID, "pg-pid", 0, "ingest: the postmaster's pid, to report PostgreSQL's CPU per span, its backends included (Linux)")
 	flag.Parse()
 	var err error
 	switch *mode {
@@ -91,6 +93,7 @@ func main() {
 // server is one side of the comparison.
 type server struct {
 	name   string
+	pid    int    // the process, when this program started it (Jaeger)
 	ingest string // OTLP/HTTP traces endpoint
 	get    string // the trace's URL
 	count  func(body []byte) (int, error)
@@ -561,6 +564,7 @@ func startJaegerStore(ctx context.Context, o options, store string) (func(traceI
 	return func(traceID string) server {
 		return server{
 			name:   "Jaeger",
+			pid:    cmd.Process.Pid,
 			ingest: fmt.Sprintf("http://127.0.0.1:%d/v1/traces", otlp),
 			get:    base + "/api/traces/" + traceID,
 			count:  jaegerSpanCount,

@@ -33,8 +33,11 @@ func (r *SpanIngestResult) add(o SpanIngestResult) {
 }
 
 // fastThreshold is the batch size from which SpanIngest takes the fast path (spanIngestFast):
-// below it, one round trip of the arrays merge is cheaper than the fast path's four.
-const fastThreshold = 64
+// below it, one round trip of the arrays merge is cheaper than the fast path's four. From there
+// up, the merge costs more CPU than the round trips save: at 64, a load of 20-span requests
+// (groups of 20 to 160 spans) spent 116-122 µs of CPU per span (server and PostgreSQL), at 16
+// 83-86 µs (make bench-ingest's CPU table; BENCHMARKS.md).
+const fastThreshold = 16
 
 // copyThreshold is the batch size from which SpanIngest stages rows with COPY instead of sending
 // them as arrays: COPY costs a temporary table per transaction but streams large batches faster.
