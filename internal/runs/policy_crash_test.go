@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -35,10 +34,17 @@ const confirmPolicy = `rules:
 // by the rule, with one audit entry.
 func TestAPolicyDecisionSurvivesAKillBeforeAndAfterItCommits(t *testing.T) {
 	t.Parallel()
-	for name, env := range map[string][]string{
-		"before the commit":                 {"LOUPE_RUNS_FAULTS=" + runs.FaultInterruptedCheckpoint + "=1"},
-		"after the commit":                  {"LOUPE_RUNS_BLOCK=resume"},
-		"between the commit and the resume": {"LOUPE_RUNS_FAULTS=" + runs.FaultDecidedAtOnce + "=1"},
+	for name, c := range map[string]struct {
+		env string
+		// dies: the fault kills the worker by itself, leaving the run in status; otherwise the
+		// test kills it once it resumed the approved tool.
+		dies    bool
+		status  string
+		decided bool // the decision committed before the kill
+	}{
+		"before the commit":                 {env: "LOUPE_RUNS_FAULTS=" + runs.FaultInterruptedCheckpoint + "=1", dies: true, status: store.RunRunning},
+		"after the commit":                  {env: "LOUPE_RUNS_BLOCK=resume", decided: true},
+		"between the commit and the resume": {env: "LOUPE_RUNS_FAULTS=" + runs.FaultDecidedAtOnce + "=1", dies: true, status: store.RunQueued, decided: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -48,47 +54,36 @@ func TestAPolicyDecisionSurvivesAKillBeforeAndAfterItCommits(t *testing.T) {
 
 			markers := t.TempDir()
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), append(env, "LOUPE_RUNS_WORKER_DB="+b.dsn, "LOUPE_RUNS_MARKERS="+markers)...)
+			cmd.Env = append(os.Environ(), c.env, "LOUPE_RUNS_WORKER_DB="+b.dsn, "LOUPE_RUNS_MARKERS="+markers)
 			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 			require.NoError(t, cmd.Start())
 			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-			switch {
-			case strings.Contains(env[0], runs.FaultDecidedAtOnce):
-				// The fault kills the process itself, once the decision committed.
+			if c.dies {
 				require.Error(t, cmd.Wait(), "the worker died at the fault point")
 				r, err := b.store.RunGet(context.Background(), run.ID)
 				require.NoError(t, err)
-				require.Equal(t, store.RunQueued, r.Status, "the decided run is queued again")
-				list, err := b.store.InterruptListByRun(context.Background(), run.ID)
-				require.NoError(t, err)
-				require.Len(t, list, 1)
-				require.Equal(t, store.InterruptApproved, list[0].Status, "the decision committed before the kill stands")
-			case strings.Contains(env[0], "FAULTS"):
-				// The fault kills the process itself, inside the transaction.
-				require.Error(t, cmd.Wait(), "the worker died at the fault point")
-				r, err := b.store.RunGet(context.Background(), run.ID)
-				require.NoError(t, err)
-				require.Equal(t, store.RunRunning, r.Status, "nothing of the interrupted turn committed")
-				list, err := b.store.InterruptListByRun(context.Background(), run.ID)
-				require.NoError(t, err)
-				require.Empty(t, list, "no interrupt, so no decision, was committed")
-			default:
+				require.Equal(t, c.status, r.Status)
+			} else {
 				require.Eventually(t, func() bool {
 					_, err := os.Stat(filepath.Join(markers, "resume"))
 					return err == nil
 				}, time.Minute, 10*time.Millisecond, "the worker never resumed the tool the policy approved")
 				kill(t, cmd)
-				list, err := b.store.InterruptListByRun(context.Background(), run.ID)
-				require.NoError(t, err)
+			}
+			list, err := b.store.InterruptListByRun(context.Background(), run.ID)
+			require.NoError(t, err)
+			if c.decided {
 				require.Len(t, list, 1)
 				require.Equal(t, store.InterruptApproved, list[0].Status, "the decision committed before the kill stands")
+			} else {
+				require.Empty(t, list, "no interrupt, so no decision, was committed")
 			}
 			require.Empty(t, b.effects(t, run.ID), "the tool has not acted yet")
 
 			b.newService(t, 1)
 			done := b.wait(t, run.ID, store.RunSucceeded)
 			require.Equal(t, map[string]int{"c1": 1}, b.effects(t, run.ID), "the approved tool acted once")
-			list, err := b.store.InterruptListByRun(context.Background(), run.ID)
+			list, err = b.store.InterruptListByRun(context.Background(), run.ID)
 			require.NoError(t, err)
 			require.Len(t, list, 1, "the interrupt was raised and decided once")
 			require.Equal(t, store.InterruptApproved, list[0].Status)
