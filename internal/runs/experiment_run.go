@@ -72,6 +72,10 @@ func (s *Service) StartExperimentRun(ctx context.Context, p ExperimentRunParams)
 	if err := desc.InputSchema.ValidateJSON(p.Input); err != nil {
 		return nil, fieldError("input", err)
 	}
+	if p.Overrides != nil {
+		o := *p.Overrides // checkOverrides normalises it, and an experiment starts its runs with one at once
+		p.Overrides = &o
+	}
 	if err := s.checkOverrides(ctx, store.ReplayRerun, p.Overrides); err != nil {
 		return nil, err
 	}
