@@ -63,8 +63,8 @@ func (e *Evaluator) Evaluate(ctx context.Context, c *EvalCase) (*EvalScore, erro
 
 // DefineEvaluator registers an evaluator under /evaluator/<name>: fn scores one example's run,
 // and an error fails the example with the error as the explanation. Each evaluation runs in a
-// span of its own, whose trace the experiment keeps beside the score. It panics on a duplicate
-// name.
+// span of its own, whose trace the experiment keeps beside the score. An experiment scores
+// several examples at once: fn must be safe for concurrent calls. It panics on a duplicate name.
 func DefineEvaluator(app *App, name, description string, fn func(ctx context.Context, c *EvalCase) (*EvalScore, error)) *Evaluator {
 	return &Evaluator{e: engine.DefineEvaluator(app.reg, name, description, fn)}
 }
