@@ -205,14 +205,9 @@ func (s *Service) startSome(ctx context.Context, e *store.Experiment, overrides 
 // startOne starts one example's run, and reports whether it started it (or scored it as failed
 // because it cannot run).
 func (s *Service) startOne(ctx context.Context, e *store.Experiment, overrides *runs.Overrides, w *store.ResultWork) (bool, error) {
-	src := w.SourceRunID
-	if src != nil {
-		if _, err := s.store.RunGet(ctx, *src); errors.Is(err, store.ErrNotFound) {
-			src = nil // the recorded run was deleted: the example runs with an empty recording
-		}
-	}
+	// A recorded run deleted since leaves the example an empty recording (StartExperimentRun).
 	_, err := s.runs.StartExperimentRun(ctx, runs.ExperimentRunParams{
-		Action: e.Action, Input: w.Input, SourceRunID: src, Tools: e.Tools, Overrides: overrides,
+		Action: e.Action, Input: w.Input, SourceRunID: w.SourceRunID, Tools: e.Tools, Overrides: overrides,
 		Labels: map[string]string{store.LabelExperiment: e.ID.String()}, CreatedBy: "experiment " + e.Name,
 		InTx: func(tx *store.Store, run *store.Run) error {
 			ok, err := tx.ResultStart(ctx, e.ID, w.ExampleID, run.ID)

@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -19,7 +20,8 @@ type ExperimentRunParams struct {
 	Action string
 	Input  json.RawMessage
 	// SourceRunID is the run the example came from, whose recording serves the tools and whose
-	// reviewers' decisions are applied; nil for an example written by hand.
+	// reviewers' decisions are applied; nil for an example written by hand. A source run deleted
+	// since is as nil: the example runs with an empty recording.
 	SourceRunID *uuid.UUID
 	Tools       string // recorded (the default) or live
 	Overrides   *Overrides
@@ -82,10 +84,14 @@ func (s *Service) StartExperimentRun(ctx context.Context, p ExperimentRunParams)
 	var actx json.RawMessage
 	if p.SourceRunID != nil {
 		src, err := s.store.RunGet(ctx, *p.SourceRunID)
-		if err != nil {
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			p.SourceRunID = nil
+		case err != nil:
 			return nil, fmt.Errorf("the example's recorded run: %w", err)
+		default:
+			actx = src.Context // the example runs under the context its run was started with
 		}
-		actx = src.Context // the example runs under the context its run was started with
 	}
 	settings := store.Replay{SourceRunID: p.SourceRunID, Mode: store.ReplayRerun, Tools: p.Tools, ApplyResolutions: p.Tools == store.ReplayToolsRecorded}
 	if p.Overrides != nil {

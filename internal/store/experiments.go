@@ -291,33 +291,34 @@ type ResultScoreParams struct {
 
 // ResultScore stores an example's outcome and scores, once: false when it was scored already.
 func (s *Store) ResultScore(ctx context.Context, p ResultScoreParams) (bool, error) {
-	done := false
-	err := s.WithTx(ctx, func(tx *Store) error {
-		tag, err := tx.db.Exec(ctx, `UPDATE experiment_results SET status = 'scored', run_status = NULLIF($3, ''), output = $4,
+	n := len(p.Scores)
+	evaluators, explanations := make([]string, n), make([]string, n)
+	scores, traceIDs := make([]*float64, n), make([]*string, n)
+	passes := make([]bool, n)
+	for i, sc := range p.Scores {
+		evaluators[i], scores[i], passes[i], explanations[i], traceIDs[i] = sc.Evaluator, sc.Score, sc.Pass, sc.Explanation, sc.TraceID
+	}
+	// One statement, so one round trip and atomic: the result, and its scores only when the result
+	// was the one to score (a data-modifying WITH runs whether or not it is read).
+	var done bool
+	err := s.db.QueryRow(ctx, `WITH up AS (
+			UPDATE experiment_results SET status = 'scored', run_status = NULLIF($3, ''), output = $4,
 				error = NULLIF($5, ''), latency_ms = $6, input_tokens = $7, output_tokens = $8, cost_usd = $9, scored_at = now()
-			WHERE experiment_id = $1 AND example_id = $2 AND status = 'running'`,
-			p.ExperimentID, p.ExampleID, p.RunStatus, nullJSON(p.Output), p.Error, p.LatencyMs, p.InputTokens, p.OutputTokens, p.CostUSD)
-		if err != nil {
-			return fmt.Errorf("score example %s: %w", p.ExampleID, err)
-		}
-		if tag.RowsAffected() == 0 {
-			return nil
-		}
-		done = true
-		if len(p.Scores) == 0 {
-			return nil
-		}
-		rows := make([][]any, len(p.Scores))
-		for i, sc := range p.Scores {
-			rows[i] = []any{p.ExperimentID, p.ExampleID, sc.Evaluator, sc.Score, sc.Pass, sc.Explanation, sc.TraceID}
-		}
-		if _, err := tx.db.CopyFrom(ctx, pgx.Identifier{"experiment_scores"},
-			[]string{"experiment_id", "example_id", "evaluator", "score", "pass", "explanation", "trace_id"}, pgx.CopyFromRows(rows)); err != nil {
-			return fmt.Errorf("score example %s: %w", p.ExampleID, err)
-		}
-		return nil
-	})
-	return done, err
+			WHERE experiment_id = $1 AND example_id = $2 AND status = 'running'
+			RETURNING experiment_id, example_id),
+		ins AS (
+			INSERT INTO experiment_scores (experiment_id, example_id, evaluator, score, pass, explanation, trace_id)
+			SELECT up.experiment_id, up.example_id, sc.evaluator, sc.score, sc.pass, sc.explanation, sc.trace_id
+			FROM up, unnest($10::text[], $11::float8[], $12::bool[], $13::text[], $14::text[])
+				AS sc(evaluator, score, pass, explanation, trace_id)
+			RETURNING 1)
+		SELECT EXISTS (SELECT 1 FROM up)`,
+		p.ExperimentID, p.ExampleID, p.RunStatus, nullJSON(p.Output), p.Error, p.LatencyMs, p.InputTokens, p.OutputTokens, p.CostUSD,
+		evaluators, scores, passes, explanations, traceIDs).Scan(&done)
+	if err != nil {
+		return false, fmt.Errorf("score example %s: %w", p.ExampleID, err)
+	}
+	return done, nil
 }
 
 // Result is one example of an experiment, with its scores.
