@@ -34,12 +34,15 @@ func TestAPIStartsAndResolvesRunsOfAnotherProgramsAction(t *testing.T) {
 
 	workerReg := engine.NewRegistry()
 	require.NoError(t, demo.Register(bridge.NewApp(workerReg).(*loupe.App), demo.Config{}))
-	worker, err := runs.New(runs.Config{Workers: 2, LeaseTTL: time.Second, Program: "agents"}, st, workerReg)
+	// A catalogue entry lives for a lease (renewed every third of it): at one second, a worker
+	// starved for a second by a loaded machine (make stress, -race) dropped out of the list
+	// before the first read. Nothing here waits for a lease to expire.
+	worker, err := runs.New(runs.Config{Workers: 2, LeaseTTL: 10 * time.Second, Program: "agents"}, st, workerReg)
 	require.NoError(t, err)
 	require.NoError(t, worker.Start(ctx))
 	t.Cleanup(worker.Stop)
 
-	served, err := runs.New(runs.Config{Workers: 2, LeaseTTL: time.Second, Program: "devui"}, st, engine.NewRegistry())
+	served, err := runs.New(runs.Config{Workers: 2, LeaseTTL: 10 * time.Second, Program: "devui"}, st, engine.NewRegistry())
 	require.NoError(t, err)
 	require.NoError(t, served.Start(ctx))
 	t.Cleanup(served.Stop)
