@@ -33,6 +33,7 @@ type startBuffer struct {
 	mu      sync.Mutex
 	pending map[store.SpanKey]heldStart
 	timer   *time.Timer
+	writing int        // due starts taken by the timer's flush and not yet written
 	flushMu sync.Mutex // one flush at a time, so a flush that returns has written all it took
 }
 
@@ -87,8 +88,12 @@ func (b *startBuffer) flushDue() {
 	if !next.IsZero() {
 		b.timer = time.AfterFunc(time.Until(next.Add(b.delay)), b.flushDue)
 	}
+	b.writing = len(due)
 	b.mu.Unlock()
 	b.writeAll(context.Background(), due)
+	b.mu.Lock()
+	b.writing = 0
+	b.mu.Unlock()
 }
 
 // supersede takes out the held starts of spans that have arrived ended, whose ends are about to
@@ -128,11 +133,12 @@ func (b *startBuffer) restore(held []heldStart) {
 	}
 }
 
-// held reports whether any start is waiting.
+// held reports whether any start is waiting, or is being written by the timer's flush: a read
+// then flushes, which waits for that write (flushMu), so that it sees those starts too.
 func (b *startBuffer) held() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.pending) > 0
+	return len(b.pending) > 0 || b.writing > 0
 }
 
 // flush writes every held start, due or not: a read is about to look, or the service stops.
