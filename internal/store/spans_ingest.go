@@ -34,9 +34,10 @@ func (r *SpanIngestResult) add(o SpanIngestResult) {
 
 // fastThreshold is the batch size from which SpanIngest takes the fast path (spanIngestFast):
 // below it, one round trip of the arrays merge is cheaper than the fast path's four. From there
-// up, the merge costs more CPU than the round trips save: at 64, a load of 20-span requests
-// (groups of 20 to 160 spans) spent 116-122 µs of CPU per span (server and PostgreSQL), at 16
-// 83-86 µs (make bench-ingest's CPU table; BENCHMARKS.md).
+// up, the merge's array parameters and upsert cost more CPU than the round trips save: at load 8,
+// 20-span requests (groups of 20 to 160 spans) spent 116-122 µs of CPU per span (server and
+// PostgreSQL) at 64 against 83-86 µs at 16; on a quiet machine the two were within each other's
+// noise (BENCHMARKS.md, "OTLP ingest against Jaeger").
 const fastThreshold = 16
 
 // copyThreshold is the batch size from which SpanIngest stages rows with COPY instead of sending
