@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,15 +17,29 @@ import (
 	"github.com/loupe-dev/loupe/internal/store/storetest"
 )
 
+var (
+	portsMu     sync.Mutex
+	portsHanded = map[int]bool{} // the ports freePort has returned (or tried) in this test binary
+)
+
 // freePort is a loopback address free now, for a server the test starts later. It is taken below
 // the kernel's ephemeral range (ip_local_port_range starts at 32768 by default): a port picked
 // from that range can be handed to an outgoing connection (to PostgreSQL, to Chromium) before the
 // server binds it, which failed a CI run once. Ports are tried at random, so that tests running at
-// once rarely try the same.
+// once rarely try the same, and a port is handed out once per test binary: two servers started
+// together got the same free port once (CI, TestServesStartAFreshEmbeddedDataDirAtOnce), and the
+// second could not bind it.
 func freePort(t *testing.T) string {
 	t.Helper()
 	for range 200 {
 		port := 20000 + rand.IntN(12000)
+		portsMu.Lock()
+		taken := portsHanded[port]
+		portsHanded[port] = true
+		portsMu.Unlock()
+		if taken {
+			continue
+		}
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
 			continue
