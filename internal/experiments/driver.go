@@ -234,17 +234,21 @@ func (s *Service) startOne(ctx context.Context, e *store.Experiment, overrides *
 var errStartedAlready = errors.New("example started already")
 
 // failExample scores an example that could not run: every evaluator fails it.
+// The start and the score are one transaction: the driver scores ended examples while it starts
+// others, and must never see this one started with no run (it would score it as deleted).
 func (s *Service) failExample(ctx context.Context, e *store.Experiment, exampleID uuid.UUID, cause error) error {
-	if _, err := s.store.ResultStart(ctx, e.ID, exampleID, uuid.Nil); err != nil {
-		return err
-	}
 	scores := make([]store.Score, len(e.Evaluators))
 	for i, name := range e.Evaluators {
 		scores[i] = store.Score{Evaluator: name, Explanation: "the example could not run: " + cause.Error()}
 	}
-	_, err := s.store.ResultScore(ctx, store.ResultScoreParams{ExperimentID: e.ID, ExampleID: exampleID, RunStatus: store.RunFailed,
-		Error: cause.Error(), Scores: scores})
-	return err
+	return s.store.WithTx(ctx, func(tx *store.Store) error {
+		if _, err := tx.ResultStart(ctx, e.ID, exampleID, uuid.Nil); err != nil {
+			return err
+		}
+		_, err := tx.ResultScore(ctx, store.ResultScoreParams{ExperimentID: e.ID, ExampleID: exampleID, RunStatus: store.RunFailed,
+			Error: cause.Error(), Scores: scores})
+		return err
+	})
 }
 
 // scoreEnded scores the examples whose run has ended, several at once, handing each to pub.
