@@ -84,9 +84,9 @@ func TestBrowserGenkitFlowChunksShowLiveOnTheRunPage(t *testing.T) {
 		chromedp.Navigate(base+"/actions/streamer:/flow/countdown"),
 		chromedp.WaitVisible(countdown+` textarea[name="input"]`, chromedp.ByQuery),
 		chromedp.SetValue(countdown+` textarea[name="input"]`, `{"from":5,"pauseMs":1000}`, chromedp.ByQuery),
-		chromedp.Click(countdown+` button[type="submit"]`, chromedp.ByQuery),
+		browsertest.Click(countdown+` button[type="submit"]`),
 		chromedp.WaitVisible(`.run-header`, chromedp.ByQuery),
-		chromedp.Click(`nav.run-tabs a[data-tab="stream"]`, chromedp.ByQuery),
+		browsertest.Click(`nav.run-tabs a[data-tab="stream"]`),
 		chromedp.WaitVisible(`#chunks`, chromedp.ByQuery),
 		pollPage(`document.documentElement.dataset.live === "live"`),
 		// A page loaded again would lose this.
@@ -198,7 +198,7 @@ func TestBrowserActionsPageShowsEachGenkitAppUnderItsName(t *testing.T) {
 		chromedp.Navigate(base+"/actions/south:/flow/echo"),
 		chromedp.WaitVisible(echo+` textarea[name="input"]`, chromedp.ByQuery),
 		chromedp.SetValue(echo+` textarea[name="input"]`, `"still here"`, chromedp.ByQuery),
-		chromedp.Click(echo+` button[type="submit"]`, chromedp.ByQuery),
+		browsertest.Click(echo+` button[type="submit"]`),
 		chromedp.WaitVisible(`.run-header[data-status="succeeded"]`, chromedp.ByQuery),
 		chromedp.Text(`.run-header .io`, &output, chromedp.ByQuery),
 	))

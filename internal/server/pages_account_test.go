@@ -46,7 +46,7 @@ func TestBrowserAccountChangesOwnPassword(t *testing.T) {
 		chromedp.SendKeys(`#password-form input[name=password]`, "new password 2", chromedp.ByQuery),
 		chromedp.SendKeys(`#password-form input[name=confirm]`, "new password 2", chromedp.ByQuery),
 		markPage,
-		chromedp.Click(`#password-form button[type=submit]`, chromedp.ByQuery),
+		browsertest.Click(`#password-form button[type=submit]`),
 		afterNavigation(`#flash`),
 		chromedp.Text(`#flash`, &flash, chromedp.ByQuery),
 	))
@@ -59,7 +59,7 @@ func TestBrowserAccountChangesOwnPassword(t *testing.T) {
 		chromedp.SendKeys(`#password-form input[name=password]`, "new password 2", chromedp.ByQuery),
 		chromedp.SendKeys(`#password-form input[name=confirm]`, "new password 2", chromedp.ByQuery),
 		markPage,
-		chromedp.Click(`#password-form button[type=submit]`, chromedp.ByQuery),
+		browsertest.Click(`#password-form button[type=submit]`),
 		afterNavigation(`#flash.ok`),
 		chromedp.Text(`#flash`, &flash, chromedp.ByQuery),
 	))

@@ -23,7 +23,7 @@ func TestBrowserActionsPlaygroundRunsInPlace(t *testing.T) {
 	runHere := func(key, input string) chromedp.Tasks {
 		return chromedp.Tasks{
 			chromedp.SetValue(article(key)+` textarea[name="input"]`, input, chromedp.ByQuery),
-			chromedp.Click(article(key)+` button[data-run-here]`, chromedp.ByQuery),
+			browsertest.Click(article(key)+` button[data-run-here]`),
 		}
 	}
 	var toolOut, chunks, flowOut, links, interrupted, inboxLink, bounds, travelStart string
@@ -41,7 +41,7 @@ func TestBrowserActionsPlaygroundRunsInPlace(t *testing.T) {
 		chromedp.Evaluate(`(() => { const el = document.querySelector('`+article("/flow/countdown")+` input[data-pointer="/from"]'); el.value = "3"; el.dispatchEvent(new Event("input", {bubbles: true})); return true; })()`, nil),
 		chromedp.Evaluate(`JSON.parse(document.querySelector('`+article("/flow/countdown")+` textarea[name="input"]').value).from`, &fromField),
 		chromedp.Evaluate(`document.querySelector('`+article("/flow/countdown")+` [data-field="/from"] .bounds').textContent`, &bounds),
-		chromedp.Click(article("/flow/countdown")+` button[data-run-here]`, chromedp.ByQuery),
+		browsertest.Click(article("/flow/countdown")+` button[data-run-here]`),
 		wait(`document.querySelector('`+article("/flow/countdown")+` [data-run-state]').textContent === "done"`),
 		chromedp.Text(article("/flow/countdown")+` [data-run-chunks]`, &chunks, chromedp.ByQuery),
 		chromedp.Text(article("/flow/countdown")+` [data-run-result]`, &flowOut, chromedp.ByQuery),
@@ -100,7 +100,7 @@ func TestBrowserActionsPlaygroundStreamsModelsAndSaysWhatIsWrong(t *testing.T) {
 		chromedp.WaitVisible(article("/flow/countdown")+` button[data-run-here]`, chromedp.ByQuery),
 		// countdown sends a chunk every 200 ms: from 10 it runs about two seconds.
 		chromedp.SetValue(article("/flow/countdown")+` textarea[name="input"]`, `{"from":10}`, chromedp.ByQuery),
-		chromedp.Click(article("/flow/countdown")+` button[data-run-here]`, chromedp.ByQuery),
+		browsertest.Click(article("/flow/countdown")+` button[data-run-here]`),
 		wait(`document.querySelector('`+article("/flow/countdown")+` [data-run-chunks]').textContent.includes('{"n":9}')`),
 		chromedp.Evaluate(`({state: document.querySelector('`+article("/flow/countdown")+` [data-run-state]').textContent,
 			chunks: document.querySelector('`+article("/flow/countdown")+` [data-run-chunks]').textContent})`, &midway),
@@ -108,7 +108,7 @@ func TestBrowserActionsPlaygroundStreamsModelsAndSaysWhatIsWrong(t *testing.T) {
 
 		chromedp.Navigate(b.url+actionURL("/model/demo/travel")),
 		chromedp.WaitVisible(article("/model/demo/travel")+` button[data-run-here]`, chromedp.ByQuery),
-		chromedp.Click(article("/model/demo/travel")+` button[data-run-here]`, chromedp.ByQuery),
+		browsertest.Click(article("/model/demo/travel")+` button[data-run-here]`),
 		wait(`["done", "failed"].includes(document.querySelector('`+article("/model/demo/travel")+` [data-run-state]').textContent)`),
 		chromedp.Text(article("/model/demo/travel")+` [data-run-state]`, &modelState, chromedp.ByQuery),
 		chromedp.Text(article("/model/demo/travel")+` [data-run-result]`, &modelOut, chromedp.ByQuery),
@@ -116,7 +116,7 @@ func TestBrowserActionsPlaygroundStreamsModelsAndSaysWhatIsWrong(t *testing.T) {
 		chromedp.Navigate(b.url+actionURL("/flow/travelAgent")),
 		chromedp.WaitVisible(article("/flow/travelAgent")+` button[data-run-here]`, chromedp.ByQuery),
 		chromedp.Evaluate(`(() => { const el = document.querySelector('`+article("/flow/travelAgent")+` input[data-pointer="/destination"]'); el.value = ""; el.dispatchEvent(new Event("input", {bubbles: true})); return true; })()`, nil),
-		chromedp.Click(article("/flow/travelAgent")+` button[data-run-here]`, chromedp.ByQuery),
+		browsertest.Click(article("/flow/travelAgent")+` button[data-run-here]`),
 		chromedp.WaitVisible(article("/flow/travelAgent")+` [data-error-for="/destination"]`, chromedp.ByQuery),
 		chromedp.Text(article("/flow/travelAgent")+` [data-error-for="/destination"]`, &fieldErr, chromedp.ByQuery),
 		chromedp.Evaluate(`document.querySelector('`+article("/flow/travelAgent")+` [data-field="/destination"]').classList.contains("invalid")`, &fieldInvalid),
@@ -165,13 +165,13 @@ func TestBrowserActionPageRunsInPlaceWithContext(t *testing.T) {
 		wait(`!document.querySelector('tr[data-action="/flow/countdown"]').hidden`),
 		chromedp.Evaluate(state, &widened),
 
-		chromedp.Click(`tr[data-action="/flow/whoami"] a`, chromedp.ByQuery),
+		browsertest.Click(`tr[data-action="/flow/whoami"] a`),
 		chromedp.WaitVisible(whoami+` button[data-run-here]`, chromedp.ByQuery),
 		chromedp.Evaluate(`location.pathname`, &path),
 		chromedp.Evaluate(`window.sameLoad = true`, nil),
-		chromedp.Click(whoami+` details.run-context summary`, chromedp.ByQuery),
+		browsertest.Click(whoami+` details.run-context summary`),
 		chromedp.SetValue(whoami+` textarea[name="context"]`, `{"auth":{"uid":"ann"}}`, chromedp.ByQuery),
-		chromedp.Click(whoami+` button[data-run-here]`, chromedp.ByQuery),
+		browsertest.Click(whoami+` button[data-run-here]`),
 		wait(`document.querySelector('`+whoami+` [data-run-state]').textContent === "done"`),
 		chromedp.Text(whoami+` [data-run-state]`, &runState, chromedp.ByQuery),
 		chromedp.Text(whoami+` [data-run-result]`, &result, chromedp.ByQuery),

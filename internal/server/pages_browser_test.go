@@ -79,7 +79,7 @@ func TestBrowserInboxResolveLiveKeyboardAndStaleForm(t *testing.T) {
 		chromedp.KeyEvent("e"),
 		chromedp.Evaluate(`document.activeElement.name`, &focused),
 		chromedp.Evaluate(`document.activeElement.value = '{"to":"bob","amount":-5,"currency":"JPY"}'; true`, nil),
-		chromedp.Click(fmt.Sprintf(`#d-%s button[value="edit"]`, i1.ID), chromedp.ByQuery),
+		browsertest.Click(fmt.Sprintf(`#d-%s button[value="edit"]`, i1.ID)),
 		wait(fmt.Sprintf(`!document.querySelector("#d-%s .form-error").hidden`, i1.ID)),
 		chromedp.Text(fmt.Sprintf(`#d-%s .form-error`, i1.ID), &errText, chromedp.ByQuery),
 		chromedp.Evaluate(fmt.Sprintf(`!!document.getElementById("i-%s")`, i1.ID), &stillHere),
@@ -93,7 +93,7 @@ func TestBrowserInboxResolveLiveKeyboardAndStaleForm(t *testing.T) {
 
 	// a: approve (the refused edit undone first; Escape leaves the editor).
 	require.NoError(t, chromedp.Run(a,
-		chromedp.Click(fmt.Sprintf("#d-%s [data-reset]", i1.ID), chromedp.ByQuery),
+		browsertest.Click(fmt.Sprintf("#d-%s [data-reset]", i1.ID)),
 		chromedp.KeyEvent("\x1b"),
 		chromedp.KeyEvent("a"),
 		// The transfer moves an amount: a asks to confirm; Enter confirms.
@@ -168,7 +168,7 @@ func TestBrowserActionStartsRunAndStreamsLive(t *testing.T) {
 		chromedp.Navigate(b.url+"/actions/flow/countdown"),
 		chromedp.WaitVisible(`.action-page textarea[name=input]`, chromedp.ByQuery),
 		chromedp.Evaluate(`document.querySelector(".action-page textarea[name=input]").value = '{"from": 0}'; true`, nil),
-		chromedp.Click(`.action-page button[type=submit]`, chromedp.ByQuery),
+		browsertest.Click(`.action-page button[type=submit]`),
 		wait(`!document.querySelector('.action-page [data-error-for="/from"]').hidden`),
 		chromedp.Text(`.action-page [data-error-for="/from"]`, &errText, chromedp.ByQuery),
 		chromedp.Evaluate(`location.pathname`, &path),
@@ -178,7 +178,7 @@ func TestBrowserActionStartsRunAndStreamsLive(t *testing.T) {
 
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.Evaluate(`document.querySelector(".action-page textarea[name=input]").value = '{"from": 50}'; true`, nil),
-		chromedp.Click(`.action-page button[type=submit]`, chromedp.ByQuery),
+		browsertest.Click(`.action-page button[type=submit]`),
 		chromedp.WaitVisible(`.run-header`, chromedp.ByQuery),
 		chromedp.Evaluate(`location.pathname`, &path),
 	))
@@ -186,7 +186,7 @@ func TestBrowserActionStartsRunAndStreamsLive(t *testing.T) {
 	require.NoError(t, uuid.Validate(runID))
 	// The stream is a tab of the run page.
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.Click(`nav.run-tabs a[data-tab="stream"]`, chromedp.ByQuery),
+		browsertest.Click(`nav.run-tabs a[data-tab="stream"]`),
 		chromedp.WaitVisible(`#chunks`, chromedp.ByQuery),
 	))
 
@@ -214,7 +214,7 @@ func TestBrowserActionStartsRunAndStreamsLive(t *testing.T) {
 	require.NoError(t, chromedp.Run(br.Ctx,
 		wait(`document.querySelector(".run-header").dataset.status === "succeeded"`),
 		wait(`!document.getElementById("playback").hidden`),
-		chromedp.Click(`#playback`, chromedp.ByQuery),
+		browsertest.Click(`#playback`),
 		wait(`document.querySelectorAll("#chunks span[data-seq]").length === 50`),
 		chromedp.Text(`#chunks`, &text, chromedp.ByQuery),
 	))

@@ -151,7 +151,7 @@ func TestBrowserDashboardAsksTheQuestionAndStatsPerModel(t *testing.T) {
 	var model string
 	require.NoError(t, br.Run(
 		chromedp.Evaluate(`document.body.dataset.before = "1"`, nil),
-		chromedp.Click(`[data-testid="action-stats"] tr[data-model="test/slow"] [data-stat="model"] a`, chromedp.ByQuery),
+		browsertest.Click(`[data-testid="action-stats"] tr[data-model="test/slow"] [data-stat="model"] a`),
 		chromedp.WaitVisible(`body:not([data-before]) table.runs`, chromedp.ByQuery),
 		chromedp.Evaluate(`[...document.querySelectorAll("table.runs tr[data-run]")].map((r) => r.dataset.run)`, &listed),
 		chromedp.Evaluate(`document.querySelector('form.filters input[name="model"]').value`, &model),

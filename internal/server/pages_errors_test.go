@@ -66,7 +66,7 @@ func TestBrowserErrorsAreFindableInOneClick(t *testing.T) {
 	require.Equal(t, "turn limit 1 reached", v.Failure)
 	require.LessOrEqual(t, len(v.Failed), 1, "only where the error starts is red: %v", v.Failed)
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.Click(`[data-testid="trace-failure"] a`, chromedp.ByQuery),
+		browsertest.Click(`[data-testid="trace-failure"] a`),
 		chromedp.WaitVisible(`.span-row.selected`, chromedp.ByQuery),
 		chromedp.WaitVisible(`[data-testid="span-error"]`, chromedp.ByQuery),
 		chromedp.Evaluate(readFailedSpanView, &v),
@@ -99,7 +99,7 @@ func TestBrowserOTLPFailedToolIsFoundInOneClick(t *testing.T) {
 	))
 	require.True(t, strings.HasPrefix(v.Failure, "tool book_flight failed: card declined"), v.Failure)
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.Click(`[data-testid="trace-failure"] a`, chromedp.ByQuery),
+		browsertest.Click(`[data-testid="trace-failure"] a`),
 		chromedp.WaitVisible(`.span-row.selected[data-span="`+book+`"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`[data-testid="span-error"]`, chromedp.ByQuery),
 		chromedp.Evaluate(readFailedSpanView, &v),

@@ -119,7 +119,7 @@ func TestBrowserFindASpan(t *testing.T) {
 	// Keyboard: Down from the root goes to its first child; Right opens the weather tool, Right
 	// again goes into it, Left goes back to its parent, Left again closes it; Up goes back.
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.Click(`[data-collapse-all]`, chromedp.ByQuery),
+		browsertest.Click(`[data-collapse-all]`),
 		chromedp.WaitNotPresent(`#span-`+chat1, chromedp.ByQuery),
 		read,
 	))
@@ -166,7 +166,7 @@ func TestBrowserFindASpan(t *testing.T) {
 
 	// Expand all shows every span, the HTTP call too.
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.Click(`[data-expand-all]`, chromedp.ByQuery),
+		browsertest.Click(`[data-expand-all]`),
 		chromedp.WaitVisible(`#span-`+http, chromedp.ByQuery),
 		read,
 	))

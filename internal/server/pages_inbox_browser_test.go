@@ -61,7 +61,7 @@ func TestBrowserInboxRespondAndSelectByKeyboard(t *testing.T) {
 		wait(`document.activeElement.name === "output"`),
 		chromedp.Evaluate(`document.querySelector("form[data-resolve] [data-respond]").open`, &open),
 		chromedp.KeyEvent(answer),
-		chromedp.Click(fmt.Sprintf(`#d-%s button[value="respond"]`, i1.ID), chromedp.ByQuery),
+		browsertest.Click(fmt.Sprintf(`#d-%s button[value="respond"]`, i1.ID)),
 		chromedp.WaitVisible(`#flash.ok`, chromedp.ByQuery),
 	))
 	require.True(t, open, "r opens the respond box")
@@ -92,7 +92,7 @@ func TestBrowserInboxRespondAndSelectByKeyboard(t *testing.T) {
 		chromedp.KeyEvent("x"),
 		wait(`document.getElementById("bulk-count").textContent === "2 selected"`),
 		chromedp.Evaluate(`[...document.querySelectorAll(".inbox-item .pick:checked")].map((c) => c.value)`, &picked),
-		chromedp.Click(`#bulk button[value="approve"]`, chromedp.ByQuery),
+		browsertest.Click(`#bulk button[value="approve"]`),
 		chromedp.WaitVisible(`#bulk-results`, chromedp.ByQuery),
 	))
 	require.Equal(t, []string{i2.ID.String(), i3.ID.String()}, picked)
@@ -211,7 +211,7 @@ func TestBrowserInboxHistoryWhoWhenHowCommentFilterAndRun(t *testing.T) {
 	require.NoError(t, br.Run(
 		chromedp.SetValue(`#page form.filters select[name=status]`, store.InterruptDenied, chromedp.ByQuery),
 		markPage,
-		chromedp.Click(`#page form.filters button[type=submit]`, chromedp.ByQuery),
+		browsertest.Click(`#page form.filters button[type=submit]`),
 		afterNavigation(`#history`),
 		wait(`location.search.includes("status=denied") && document.querySelectorAll("#history tbody tr").length === 1`),
 		read,
@@ -223,7 +223,7 @@ func TestBrowserInboxHistoryWhoWhenHowCommentFilterAndRun(t *testing.T) {
 		chromedp.SetValue(`#page form.filters select[name=status]`, "", chromedp.ByQuery),
 		chromedp.SetValue(`#page form.filters input[name=tool]`, "bookFlight", chromedp.ByQuery),
 		markPage,
-		chromedp.Click(`#page form.filters button[type=submit]`, chromedp.ByQuery),
+		browsertest.Click(`#page form.filters button[type=submit]`),
 		afterNavigation(`#history`),
 		wait(`location.search.includes("tool=bookFlight") && document.querySelectorAll("#history tbody tr").length === 3`),
 		read,
@@ -237,7 +237,7 @@ func TestBrowserInboxHistoryWhoWhenHowCommentFilterAndRun(t *testing.T) {
 	var path, heading string
 	require.NoError(t, br.Run(
 		markPage,
-		chromedp.Click(fmt.Sprintf(`#history tr[data-interrupt="%s"] a[href^="/runs/"]`, ed.ID), chromedp.ByQuery),
+		browsertest.Click(fmt.Sprintf(`#history tr[data-interrupt="%s"] a[href^="/runs/"]`, ed.ID)),
 		afterNavigation(`.run-header`),
 		chromedp.Evaluate(`location.pathname`, &path),
 		textOf(`.run-header`, &heading),
@@ -265,7 +265,7 @@ func TestBrowserInboxEmptyStatesSayWhy(t *testing.T) {
 		chromedp.SetValue(`form.filters select[name=tool]`, "transfer", chromedp.ByQuery),
 		chromedp.SetValue(`form.filters select[name=action]`, "/flow/travelAgent", chromedp.ByQuery),
 		markPage,
-		chromedp.Click(`form.filters button[type=submit]`, chromedp.ByQuery),
+		browsertest.Click(`form.filters button[type=submit]`),
 		afterNavigation(`#inbox-empty`),
 		wait(`location.search.includes("tool=transfer") && document.documentElement.dataset.inbox === "ready"`),
 		chromedp.Evaluate(`document.getElementById("inbox-empty").hidden`, &hidden),
@@ -335,7 +335,7 @@ func TestBrowserInboxDenyWithAReasonReachesTheModel(t *testing.T) {
 
 	require.NoError(t, br.Run(
 		chromedp.KeyEvent("the payee is on a watch list"),
-		chromedp.Click(fmt.Sprintf("#d-%s [data-confirm-submit]", it.ID), chromedp.ByQuery),
+		browsertest.Click(fmt.Sprintf("#d-%s [data-confirm-submit]", it.ID)),
 		chromedp.WaitVisible(`#flash.ok`, chromedp.ByQuery),
 	))
 	got, err = b.store.InterruptGet(ctx, it.ID, false)
@@ -400,7 +400,7 @@ func TestBrowserInboxIrreversibleToolAsksToConfirmApprove(t *testing.T) {
 	require.Equal(t, store.InterruptPending, got.Status, "a alone applies nothing")
 
 	require.NoError(t, br.Run(
-		chromedp.Click(fmt.Sprintf("#d-%s [data-confirm-submit]", it.ID), chromedp.ByQuery),
+		browsertest.Click(fmt.Sprintf("#d-%s [data-confirm-submit]", it.ID)),
 		chromedp.WaitVisible(`#flash.ok`, chromedp.ByQuery),
 	))
 	got, err = b.store.InterruptGet(ctx, it.ID, false)

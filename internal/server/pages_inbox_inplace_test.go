@@ -44,7 +44,7 @@ func TestBrowserInboxDecisionsInPlace(t *testing.T) {
 		wait(`document.getElementById("inbox-count").textContent === "3 pending"`),
 		chromedp.Text(`#flash.ok`, &flash, chromedp.ByQuery),
 		// Approve by mouse.
-		chromedp.Click(fmt.Sprintf(`#d-%s button[data-key="a"]`, p.ID), chromedp.ByQuery),
+		browsertest.Click(fmt.Sprintf(`#d-%s button[data-key="a"]`, p.ID)),
 		shown(f.ID),
 		// Deny with a reason: d, the reason, Enter.
 		chromedp.KeyEvent("d"),

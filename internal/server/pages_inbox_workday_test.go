@@ -62,7 +62,7 @@ func TestBrowserInboxCompactListWithDetailPane(t *testing.T) {
 	))
 	require.Equal(t, i2.ID.String(), shown)
 	require.NoError(t, br.Run(
-		chromedp.Click(fmt.Sprintf(`#i-%s [data-open]`, i3.ID), chromedp.ByQuery),
+		browsertest.Click(fmt.Sprintf(`#i-%s [data-open]`, i3.ID)),
 		wait(fmt.Sprintf(`!!document.getElementById("d-%s") && window.marker === 1`, i3.ID)),
 		chromedp.KeyEvent("k"),
 		chromedp.KeyEvent("k"),
@@ -192,9 +192,9 @@ func TestBrowserInboxBulkApprovesEachAndSaysWhatBecameOfIt(t *testing.T) {
 		chromedp.Navigate(b.url+"/inbox"),
 		wait(`document.documentElement.dataset.inbox === "ready"`),
 		// A denial without a reason: the browser refuses it before sending.
-		chromedp.Click(`[data-select-all]`, chromedp.ByQuery),
+		browsertest.Click(`[data-select-all]`),
 		wait(`document.getElementById("bulk-count").textContent === "3 selected"`),
-		chromedp.Click(`#bulk button[value="deny"]`, chromedp.ByQuery),
+		browsertest.Click(`#bulk button[value="deny"]`),
 		chromedp.Sleep(100*time.Millisecond),
 	))
 	for _, it := range items {
@@ -203,7 +203,7 @@ func TestBrowserInboxBulkApprovesEachAndSaysWhatBecameOfIt(t *testing.T) {
 		require.Equal(t, store.InterruptPending, got.Status)
 	}
 	require.NoError(t, br.Run(
-		chromedp.Click(`#bulk button[value="approve"]`, chromedp.ByQuery),
+		browsertest.Click(`#bulk button[value="approve"]`),
 		chromedp.WaitVisible(`#bulk-results`, chromedp.ByQuery),
 		chromedp.Evaluate(`[...document.querySelectorAll("[data-bulk-result]")].map((r) => ({id: r.dataset.bulkResult, ok: r.dataset.ok, text: r.innerText}))`, &results),
 	))
@@ -356,7 +356,7 @@ func TestBrowserInboxClaimShowsInTheOtherTab(t *testing.T) {
 	require.NoError(t, br.Run(
 		chromedp.Navigate(b.url+"/inbox"),
 		wait(`document.documentElement.dataset.inbox === "ready"`),
-		chromedp.Click(`[data-claim]`, chromedp.ByQuery),
+		browsertest.Click(`[data-claim]`),
 		chromedp.WaitVisible(`[data-release]`, chromedp.ByQuery),
 	))
 	var claim string
@@ -438,7 +438,7 @@ func TestBrowserInboxSuggestionPrefillsAndApplies(t *testing.T) {
 	require.Equal(t, `"business"`, class, "the editor's field too")
 	require.Equal(t, "Approve edited", approve)
 	require.NoError(t, br.Run(
-		chromedp.Click(`[data-apply-suggestion]`, chromedp.ByQuery),
+		browsertest.Click(`[data-apply-suggestion]`),
 		chromedp.WaitVisible(`#flash.ok`, chromedp.ByQuery),
 	))
 	got, err := b.store.InterruptGet(ctx, it.ID, false)
@@ -488,7 +488,7 @@ func TestBrowserInboxArgumentsEditorFromSchema(t *testing.T) {
 		textOf(`[data-field='/amount'] .bounds`, &bounds),
 		chromedp.SetValue(`[data-pointer='/amount']`, "-5", chromedp.ByQuery),
 		chromedp.Evaluate(`document.querySelector("[data-pointer='/amount']").dispatchEvent(new Event("input", {bubbles: true})); true`, nil),
-		chromedp.Click(`form[data-resolve] button[data-key=a]`, chromedp.ByQuery),
+		browsertest.Click(`form[data-resolve] button[data-key=a]`),
 		wait(`!document.querySelector("[data-error-for='/amount']").hidden`),
 		textOf(`[data-error-for='/amount']`, &amountErr),
 		textOf(`form[data-resolve] .form-error`, &boxErr),

@@ -298,7 +298,7 @@ func TestBrowserCancelRunAsksFirst(t *testing.T) {
 	require.NoError(t, br.Run(
 		chromedp.Navigate(b.url+runPath),
 		chromedp.WaitVisible(cancelBtn, chromedp.ByQuery),
-		chromedp.Click(cancelBtn, chromedp.ByQuery),
+		browsertest.Click(cancelBtn),
 	))
 	select {
 	case msg := <-dialogs:
@@ -315,7 +315,7 @@ func TestBrowserCancelRunAsksFirst(t *testing.T) {
 	require.Equal(t, store.RunRunning, got.Status, "dismissing the dialog does not cancel")
 
 	accept.Store(true)
-	require.NoError(t, br.Run(chromedp.Click(cancelBtn, chromedp.ByQuery)))
+	require.NoError(t, br.Run(browsertest.Click(cancelBtn)))
 	require.Equal(t, "Cancel this run?", <-dialogs)
 	require.Eventually(t, func() bool {
 		got, err := b.store.RunGet(context.Background(), run.ID)

@@ -136,7 +136,7 @@ func TestBrowserMinimapShowsAndMovesTheView(t *testing.T) {
 
 	// Reset zoom: the window is the whole trace again.
 	require.NoError(t, br.Run(
-		chromedp.Click(`[data-zoom-reset]`, chromedp.ByQuery),
+		browsertest.Click(`[data-zoom-reset]`),
 		wait(`document.querySelector(".timeline").dataset.zoomed === "false"`),
 		chromedp.Evaluate(read, &m),
 	))

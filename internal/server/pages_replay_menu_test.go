@@ -31,7 +31,7 @@ func TestBrowserReplayMenuConfirmsLiveReplaysAndForksWithAnEdit(t *testing.T) {
 	var rerunValid bool
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.Navigate(b.url+"/runs/"+orig.ID.String()),
-		chromedp.Click(`[data-testid="replay-menu"] > summary`, chromedp.ByQuery),
+		browsertest.Click(`[data-testid="replay-menu"] > summary`),
 		chromedp.WaitVisible(`[data-testid="replay-fork"]`, chromedp.ByQuery),
 		chromedp.Text(`[data-testid="replay-menu"]`, &menu, chromedp.ByQuery),
 		chromedp.Evaluate(`document.querySelector('[data-testid="replay-rerun"]').checkValidity()`, &rerunValid),
@@ -71,8 +71,8 @@ func TestBrowserReplayMenuConfirmsLiveReplaysAndForksWithAnEdit(t *testing.T) {
 		chromedp.SetValue(`[data-testid="replay-fork"] select[name="edit_call"]`, "0/r0-0", chromedp.ByQuery),
 		chromedp.SetValue(`[data-testid="replay-fork"] textarea[name="edit_output"]`, `{"query":"q","source":"typed in the menu","summary":"s"}`, chromedp.ByQuery),
 		chromedp.SetValue(`[data-testid="replay-fork"] input[name="max_turns"]`, "6", chromedp.ByQuery),
-		chromedp.Click(`[data-testid="replay-fork"] input[name="confirm"]`, chromedp.ByQuery),
-		chromedp.Click(`[data-testid="replay-fork"] button[type="submit"]`, chromedp.ByQuery),
+		browsertest.Click(`[data-testid="replay-fork"] input[name="confirm"]`),
+		browsertest.Click(`[data-testid="replay-fork"] button[type="submit"]`),
 		chromedp.WaitVisible(`[data-testid="fork-edits"]`, chromedp.ByQuery),
 		chromedp.Text(`[data-testid="fork-edits"]`, &edits, chromedp.ByQuery),
 	))
@@ -89,9 +89,9 @@ func TestBrowserReplayMenuConfirmsLiveReplaysAndForksWithAnEdit(t *testing.T) {
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.Navigate(b.url+"/runs"),
 		chromedp.WaitVisible(`tr[data-run="`+forkID+`"]`, chromedp.ByQuery),
-		chromedp.Click(`tr[data-run="`+orig.ID.String()+`"] input[name="run"]`, chromedp.ByQuery),
-		chromedp.Click(`tr[data-run="`+forkID+`"] input[name="run"]`, chromedp.ByQuery),
-		chromedp.Click(`[data-testid="compare-selected"]`, chromedp.ByQuery),
+		browsertest.Click(`tr[data-run="`+orig.ID.String()+`"] input[name="run"]`),
+		browsertest.Click(`tr[data-run="`+forkID+`"] input[name="run"]`),
+		browsertest.Click(`[data-testid="compare-selected"]`),
 		chromedp.WaitVisible(`[data-testid="diff-run-B"]`, chromedp.ByQuery),
 		chromedp.Location(&compareURL),
 	))

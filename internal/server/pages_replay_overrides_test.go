@@ -27,13 +27,13 @@ func replayFromMenu(t *testing.T, b *bundle, br *browsertest.Browser, orig uuid.
 	sel := `[data-testid="` + form + `"]`
 	actions := []chromedp.Action{
 		chromedp.Navigate(b.url + page),
-		chromedp.Click(`[data-testid="replay-menu"] > summary`, chromedp.ByQuery),
+		browsertest.Click(`[data-testid="replay-menu"] > summary`),
 		chromedp.WaitVisible(sel+` button[type="submit"]`, chromedp.ByQuery),
 	}
 	actions = append(actions, fill...)
 	var at string
 	actions = append(actions,
-		chromedp.Click(sel+` button[type="submit"]`, chromedp.ByQuery),
+		browsertest.Click(sel+` button[type="submit"]`),
 		// The original has no lineage; the new run's header links back to it.
 		chromedp.WaitVisible(`[data-testid="compare"][href^="`+page+`/diff/"]`, chromedp.ByQuery),
 		chromedp.Location(&at),
@@ -109,7 +109,7 @@ func TestBrowserReplayAppliesTheOriginalDecisions(t *testing.T) {
 	br := browsertest.New(t)
 
 	id := replayFromMenu(t, b, br, orig.ID, "replay-exact",
-		chromedp.Click(`[data-testid="replay-exact"] input[name="apply_resolutions"]`, chromedp.ByQuery))
+		browsertest.Click(`[data-testid="replay-exact"] input[name="apply_resolutions"]`))
 	replay := b.settle(t, id)
 	require.Equal(t, store.RunSucceeded, replay.Status, "the decision was applied, so the replay did not wait for a reviewer")
 	require.JSONEq(t, string(orig.Output), string(replay.Output))
@@ -147,7 +147,7 @@ func TestBrowserReplayForkWithAnEditedMessage(t *testing.T) {
 		chromedp.SetValue(`[data-testid="replay-fork"] select[name="turn"]`, "1", chromedp.ByQuery),
 		chromedp.SendKeys(`[data-testid="replay-fork"] input[name="edit_seq"]`, "1", chromedp.ByQuery),
 		chromedp.SendKeys(`[data-testid="replay-fork"] textarea[name="edit_message"]`, edited, chromedp.ByQuery),
-		chromedp.Click(`[data-testid="replay-fork"] input[name="confirm"]`, chromedp.ByQuery),
+		browsertest.Click(`[data-testid="replay-fork"] input[name="confirm"]`),
 	)
 	fork := b.settle(t, id)
 	require.Equal(t, store.RunSucceeded, fork.Status)
@@ -179,7 +179,7 @@ func TestBrowserReplayRerunWithAnotherModel(t *testing.T) {
 
 	id := replayFromMenu(t, b, br, orig.ID, "replay-rerun",
 		chromedp.SetValue(`[data-testid="replay-rerun"] select[name="model"]`, "/model/demo/travel", chromedp.ByQuery),
-		chromedp.Click(`[data-testid="replay-rerun"] input[name="confirm"]`, chromedp.ByQuery),
+		browsertest.Click(`[data-testid="replay-rerun"] input[name="confirm"]`),
 	)
 	rerun := b.settle(t, id)
 	require.Equal(t, "demo/travel", *rerun.Model)
@@ -206,7 +206,7 @@ func TestBrowserReplayRerunWithSystemAndConfig(t *testing.T) {
 	id := replayFromMenu(t, b, br, orig.ID, "replay-rerun",
 		chromedp.SendKeys(`[data-testid="replay-rerun"] textarea[name="system"]`, "You are a terse researcher who cites every source.", chromedp.ByQuery),
 		chromedp.SendKeys(`[data-testid="replay-rerun"] input[name="config"]`, `{"temperature":0.2}`, chromedp.ByQuery),
-		chromedp.Click(`[data-testid="replay-rerun"] input[name="confirm"]`, chromedp.ByQuery),
+		browsertest.Click(`[data-testid="replay-rerun"] input[name="confirm"]`),
 	)
 	rerun := b.settle(t, id)
 	require.Equal(t, store.RunSucceeded, rerun.Status)

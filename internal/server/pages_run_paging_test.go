@@ -290,7 +290,7 @@ func TestBrowserLiveStreamFollowsWithinItsCap(t *testing.T) {
 
 	// The button goes to the end and follows again.
 	require.NoError(t, br.Run(
-		chromedp.Click(`[data-testid="new-chunks"]`, chromedp.ByQuery),
+		browsertest.Click(`[data-testid="new-chunks"]`),
 		wait(`document.querySelector('[data-testid="new-chunks"]').hidden`),
 		chromedp.Evaluate(streamView, &v),
 	))

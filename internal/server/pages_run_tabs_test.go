@@ -44,7 +44,7 @@ func TestBrowserRunPageTabs(t *testing.T) {
 	for _, tab := range []string{"conversation", "stream", "ledger", "lineage"} {
 		var search string
 		require.NoError(t, chromedp.Run(br.Ctx,
-			chromedp.Click(`nav.run-tabs a[data-tab="`+tab+`"]`, chromedp.ByQuery),
+			browsertest.Click(`nav.run-tabs a[data-tab="`+tab+`"]`),
 			chromedp.WaitVisible(`nav.run-tabs a[aria-current="page"][data-tab="`+tab+`"]`, chromedp.ByQuery),
 			chromedp.Evaluate(read, &v),
 			chromedp.Evaluate(`location.search`, &search),

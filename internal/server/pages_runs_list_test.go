@@ -62,7 +62,7 @@ func TestBrowserRunsListSortsMarksLineageAndKeepsABadFilter(t *testing.T) {
 	// run in the old page's execution context and fail with "Cannot find context").
 	follow := func(dir string) {
 		t.Helper()
-		_, err := chromedp.RunResponse(br.Ctx, chromedp.Click(`th[data-sort="tokens"] a`, chromedp.ByQuery))
+		_, err := chromedp.RunResponse(br.Ctx, browsertest.Click(`th[data-sort="tokens"] a`))
 		require.NoError(t, err)
 		require.NoError(t, chromedp.Run(br.Ctx, chromedp.WaitVisible(`th[data-sort="tokens"][aria-sort="`+dir+`"]`, chromedp.ByQuery)))
 	}
@@ -111,7 +111,7 @@ func TestBrowserRunsFiltersNarrowTheList(t *testing.T) {
 	submit := func() {
 		t.Helper()
 		// RunResponse waits for the navigation the click starts.
-		_, err := chromedp.RunResponse(br.Ctx, chromedp.Click(`form.filters button[type=submit]`, chromedp.ByQuery))
+		_, err := chromedp.RunResponse(br.Ctx, browsertest.Click(`form.filters button[type=submit]`))
 		require.NoError(t, err)
 	}
 	require.NoError(t, br.Run(

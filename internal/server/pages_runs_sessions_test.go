@@ -55,7 +55,7 @@ func TestBrowserRunsListGroupsBySession(t *testing.T) {
 		chromedp.Navigate(b.url+"/runs"),
 		chromedp.WaitVisible(`[data-testid="group-toggle"]`, chromedp.ByQuery),
 		chromedp.Text(`[data-testid="group-toggle"]`, &toggle, chromedp.ByQuery),
-		chromedp.Click(`[data-testid="group-toggle"]`, chromedp.ByQuery),
+		browsertest.Click(`[data-testid="group-toggle"]`),
 		chromedp.WaitVisible(`tbody.run-group`, chromedp.ByQuery),
 		chromedp.Evaluate(`[...document.querySelectorAll("tbody.run-group")].map(g => ({Session: g.dataset.session, Runs: [...g.querySelectorAll("tr[data-run]")].map(r => r.dataset.run)}))`, &groups),
 	))
@@ -71,7 +71,7 @@ func TestBrowserRunsListGroupsBySession(t *testing.T) {
 
 	var listed []string
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.Click(`tbody.run-group[data-session="chat-ada"] .group-head a`, chromedp.ByQuery),
+		browsertest.Click(`tbody.run-group[data-session="chat-ada"] .group-head a`),
 		chromedp.WaitVisible(`input[name="session"]`, chromedp.ByQuery),
 		chromedp.Evaluate(`[...document.querySelectorAll("tr[data-run]")].map(r => r.dataset.run)`, &listed),
 	))
@@ -135,7 +135,7 @@ func TestBrowserRunsListGroupsAGenkitSessionByThread(t *testing.T) {
 	var listed []string
 	var thread string
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.Click(`tbody.run-group[data-session="chat-ada"][data-thread="other"] .group-head a`, chromedp.ByQuery),
+		browsertest.Click(`tbody.run-group[data-session="chat-ada"][data-thread="other"] .group-head a`),
 		chromedp.WaitVisible(`input[name="thread"]`, chromedp.ByQuery),
 		chromedp.Value(`input[name="thread"]`, &thread, chromedp.ByQuery),
 		chromedp.Evaluate(`[...document.querySelectorAll("tr[data-run]")].map(r => r.dataset.run)`, &listed),

@@ -124,7 +124,7 @@ func TestBrowserRunsListSortsByEveryColumnAcrossKeysetPages(t *testing.T) {
 	// run in the page's old execution context and fail ("Cannot find context").
 	follow := func(link, selector string) {
 		t.Helper()
-		_, err := chromedp.RunResponse(br.Ctx, chromedp.Click(link, chromedp.ByQuery))
+		_, err := chromedp.RunResponse(br.Ctx, browsertest.Click(link))
 		require.NoError(t, err, "click %s", link)
 		require.NoError(t, chromedp.Run(br.Ctx, chromedp.WaitVisible(selector, chromedp.ByQuery)))
 	}

@@ -72,9 +72,9 @@ func TestBrowserSpanDetailReadsLikeAPage(t *testing.T) {
 	var sortedKeys []string
 	var copied string
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.Click(`#span-detail button[data-sort-attrs]`, chromedp.ByQuery),
+		browsertest.Click(`#span-detail button[data-sort-attrs]`),
 		chromedp.Evaluate(`[...document.querySelectorAll('#span-detail [data-testid="attr-table"] tbody tr')].map(r => r.dataset.key)`, &sortedKeys),
-		chromedp.Click(`#span-detail [data-testid="json-tree"] button.copy`, chromedp.ByQuery),
+		browsertest.Click(`#span-detail [data-testid="json-tree"] button.copy`),
 		wait(`document.querySelector('#span-detail [data-testid="json-tree"] button.copy').dataset.copied === "true"`),
 		chromedp.Evaluate(`document.querySelector('#span-detail [data-testid="json-tree"] button.copy').dataset.copied`, &copied),
 	))
@@ -86,7 +86,7 @@ func TestBrowserSpanDetailReadsLikeAPage(t *testing.T) {
 	// The run's root span ended well: OK, not "unset".
 	var rootStatus string
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.Click(`#trace .span-row[data-depth="0"] a[data-select]`, chromedp.ByQuery),
+		browsertest.Click(`#trace .span-row[data-depth="0"] a[data-select]`),
 		chromedp.WaitVisible(`#span-detail [data-testid="span-status"]`, chromedp.ByQuery),
 		chromedp.Evaluate(`document.querySelector('#span-detail [data-testid="span-status"]').textContent`, &rootStatus),
 	))

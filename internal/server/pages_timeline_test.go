@@ -113,7 +113,7 @@ func TestBrowserTimelineRulerZoomAndKinds(t *testing.T) {
 
 	// Reset, then drag across the middle of the ruler.
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.Click(`[data-zoom-reset]`, chromedp.ByQuery),
+		browsertest.Click(`[data-zoom-reset]`),
 		wait(`document.querySelector(".timeline").dataset.zoomed === "false"`),
 		chromedp.Evaluate(readTimeline, &v),
 	))
@@ -140,11 +140,11 @@ func TestBrowserTimelineRulerZoomAndKinds(t *testing.T) {
 	// Select the tool and zoom to it with the button; Z on its row shows the whole trace again.
 	tool := `[...document.querySelectorAll(".span-row")].find(r => r.querySelector(".wf.kind-tool"))`
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.Click(`[data-zoom-reset]`, chromedp.ByQuery),
+		browsertest.Click(`[data-zoom-reset]`),
 		wait(`document.querySelector(".timeline").dataset.zoomed === "false"`),
 		chromedp.Evaluate(tool+`.querySelector("[data-select]").click(); true`, nil),
 		wait(`!!document.querySelector(".span-row.selected")`),
-		chromedp.Click(`[data-zoom-selected]`, chromedp.ByQuery),
+		browsertest.Click(`[data-zoom-selected]`),
 		wait(`document.querySelector(".timeline").dataset.zoomed === "true"`),
 		chromedp.Evaluate(readTimeline, &v),
 	))
@@ -277,7 +277,7 @@ func TestBrowserTimelineKeepsItsZoomWhileTheTraceGrows(t *testing.T) {
 	require.InDelta(t, before.End, after.End, 1e3)
 	require.Greater(t, c3x, 1000.0, "the new span lies right of the zoomed view")
 	require.NoError(t, br.Run(
-		chromedp.Click(`[data-zoom-reset]`, chromedp.ByQuery),
+		browsertest.Click(`[data-zoom-reset]`),
 		wait(`document.querySelector(".timeline").dataset.zoomed === "false"`),
 		chromedp.Evaluate(read, &after),
 	))

@@ -158,14 +158,14 @@ func TestBrowserTraceCompareFromTheTracesList(t *testing.T) {
 	var rows, changedRows int
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.Navigate(b.url+"/traces"),
-		chromedp.Click(`tr[data-trace="`+a+`"] input[name="trace"]`, chromedp.ByQuery),
-		chromedp.Click(`tr[data-trace="`+bb+`"] input[name="trace"]`, chromedp.ByQuery),
-		chromedp.Click(`[data-testid="compare-selected"]`, chromedp.ByQuery),
+		browsertest.Click(`tr[data-trace="`+a+`"] input[name="trace"]`),
+		browsertest.Click(`tr[data-trace="`+bb+`"] input[name="trace"]`),
+		browsertest.Click(`[data-testid="compare-selected"]`),
 		chromedp.WaitVisible(`[data-testid="trace-compare"]`, chromedp.ByQuery),
 		chromedp.Evaluate(`location.pathname`, &path),
 		chromedp.Text(`[data-testid="compare-summary"]`, &summary, chromedp.ByQuery),
 		chromedp.Evaluate(`document.querySelectorAll('tr.cmp-row').length`, &rows),
-		chromedp.Click(`[data-testid="compare-changes"]`, chromedp.ByQuery),
+		browsertest.Click(`[data-testid="compare-changes"]`),
 		chromedp.WaitVisible(`[data-testid="compare-all"]`, chromedp.ByQuery),
 		chromedp.Evaluate(`document.querySelectorAll('tr.cmp-row.cmp-changed').length`, &changedRows),
 	))

@@ -132,13 +132,13 @@ func TestBrowserTracesListFiltersSortsAndLinks(t *testing.T) {
 	// Sorting by a heading, then the other way.
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.Navigate(b.url+"/traces"),
-		chromedp.Click(`[data-sort="duration"]`, chromedp.ByQuery),
+		browsertest.Click(`[data-sort="duration"]`),
 		chromedp.WaitVisible(`[data-sort="duration"][href*="dir=asc"]`, chromedp.ByQuery),
 		read,
 	))
 	require.Equal(t, []string{healthy, failing}, ids()[:2], "longest first: 60 s, then 2 s")
 	require.NoError(t, chromedp.Run(br.Ctx,
-		chromedp.Click(`[data-sort="duration"]`, chromedp.ByQuery),
+		browsertest.Click(`[data-sort="duration"]`),
 		chromedp.WaitVisible(`[data-sort="duration"]:not([href*="dir=asc"])`, chromedp.ByQuery),
 		read,
 	))
@@ -160,10 +160,10 @@ func TestBrowserTracesListFiltersSortsAndLinks(t *testing.T) {
 	var back, otlpHref string
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.Navigate(b.url+"/traces"),
-		chromedp.Click(`tr[data-trace="`+mine.ID+`"] [data-run-link]`, chromedp.ByQuery),
+		browsertest.Click(`tr[data-trace="`+mine.ID+`"] [data-run-link]`),
 		chromedp.WaitVisible(`[data-trace-link]`, chromedp.ByQuery),
 		chromedp.AttributeValue(`[data-download="otlp"]`, "href", &otlpHref, nil, chromedp.ByQuery),
-		chromedp.Click(`[data-trace-link]`, chromedp.ByQuery),
+		browsertest.Click(`[data-trace-link]`),
 		chromedp.WaitVisible(`#trace-title`, chromedp.ByQuery),
 		chromedp.Evaluate(`location.pathname`, &back),
 	))

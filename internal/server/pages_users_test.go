@@ -56,7 +56,7 @@ func TestBrowserUsersAdminCreatesChangesAndDisablesUsers(t *testing.T) {
 		chromedp.SendKeys(`form[action="/users"] input[name=username]`, "dana", chromedp.ByQuery),
 		chromedp.SendKeys(`form[action="/users"] input[name=password]`, "correct horse 1", chromedp.ByQuery),
 		chromedp.SetValue(`form[action="/users"] select[name=role]`, "reviewer", chromedp.ByQuery),
-		chromedp.Click(`form[action="/users"] button[type=submit]`, chromedp.ByQuery),
+		browsertest.Click(`form[action="/users"] button[type=submit]`),
 		chromedp.WaitVisible(`tr[data-user="dana"]`, chromedp.ByQuery),
 	))
 	u, err := b.store.UserGetByUsername(context.Background(), "dana")
@@ -65,10 +65,10 @@ func TestBrowserUsersAdminCreatesChangesAndDisablesUsers(t *testing.T) {
 
 	require.NoError(t, br.Run(
 		chromedp.SetValue(`tr[data-user="dana"] select[name=role]`, "admin", chromedp.ByQuery),
-		chromedp.Click(`tr[data-user="dana"] input[name=disabled]`, chromedp.ByQuery),
+		browsertest.Click(`tr[data-user="dana"] input[name=disabled]`),
 	))
 	// RunResponse waits for the navigation that the submit starts, so the change is saved.
-	_, err = chromedp.RunResponse(br.Ctx, chromedp.Click(`tr[data-user="dana"] button[type=submit]`, chromedp.ByQuery))
+	_, err = chromedp.RunResponse(br.Ctx, browsertest.Click(`tr[data-user="dana"] button[type=submit]`))
 	require.NoError(t, err)
 	require.NoError(t, br.Run(
 		chromedp.WaitVisible(`tr[data-user="dana"]`, chromedp.ByQuery),

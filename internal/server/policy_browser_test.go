@@ -33,7 +33,7 @@ func TestBrowserPolicyDraftIsSavedTriedAndPutInForce(t *testing.T) {
 	// submit clicks a button that submits its form, and waits for the page the POST leads to.
 	submit := func(sel string) {
 		t.Helper()
-		_, err := chromedp.RunResponse(br.Ctx, chromedp.Click(sel, chromedp.ByQuery))
+		_, err := chromedp.RunResponse(br.Ctx, browsertest.Click(sel))
 		require.NoError(t, err)
 	}
 	require.NoError(t, br.Run(
