@@ -41,17 +41,19 @@ func TestBrowserPromptPlaygroundEditsRendersRunsAndSaves(t *testing.T) {
 	}
 	require.NoError(t, chromedp.Run(br.Ctx,
 		chromedp.Navigate(b.url+actionURL("/prompt/greet")),
-		chromedp.WaitVisible(pg+` textarea[name="source"]`, chromedp.ByQuery),
+		// The page's script marks a field edited on its input event: the edits wait for it, or,
+		// on a loaded machine, an edit made before it ran is not sent (seen under make stress).
+		wait(`document.querySelector('`+pg+`')?.dataset.ready === "true"`),
 		setField(pg+` textarea[name="source"]`, edited),
 		setField(pg+` input[name="temperature"]`, "0.9"),
 		setField(pg+` textarea[name="input"]`, `{"name":"Ann"}`),
-		chromedp.Click(pg+` button[data-playground-render]`, chromedp.ByQuery),
+		browsertest.Click(pg+` button[data-playground-render]`),
 		wait(`document.querySelectorAll('`+pg+` [data-rendered-messages] .rendered-message').length === 2`),
 		chromedp.Evaluate(`[...document.querySelectorAll('`+pg+` .rendered-message')].map(m => ({role: m.dataset.role, text: m.querySelector("pre").textContent.trim()}))`, &rendered),
 		chromedp.Evaluate(`document.querySelector('`+pg+` textarea[name="source"]').value`, &source),
 		chromedp.Text(pg+` [data-rendered-model]`, &modelLine, chromedp.ByQuery),
 
-		chromedp.Click(pg+` button[data-playground-run]`, chromedp.ByQuery),
+		browsertest.Click(pg+` button[data-playground-run]`),
 		wait(`document.querySelector('`+pg+` [data-run-state]').textContent === "done"`),
 		chromedp.Text(pg+` [data-run-chunks]`, &chunks, chromedp.ByQuery),
 		chromedp.Text(pg+` [data-run-result]`, &result, chromedp.ByQuery),
@@ -78,23 +80,23 @@ func TestBrowserPromptPlaygroundEditsRendersRunsAndSaves(t *testing.T) {
 		chromedp.Evaluate(`(() => { const r = document.querySelector('[data-testid="prompt-runs"] tr[data-trace="`+traceID+`"]');
 			return {edited: r.querySelector(".badge")?.textContent === "edited", tokens: r.children[5].textContent, output: r.querySelector("[data-run-output-preview]").textContent}; })()`, &row),
 
-		chromedp.Click(pg+` button[data-playground-save]`, chromedp.ByQuery),
+		browsertest.Click(pg+` button[data-playground-save]`),
 		wait(`document.querySelector('`+pg+` [data-playground-status]').textContent.startsWith("saved")`),
 		chromedp.Text(pg+` [data-playground-status]`, &saved, chromedp.ByQuery),
 
 		// Run again, the saved file as it is, then compare the two runs' traces.
-		chromedp.Click(pg+` button[data-playground-run]`, chromedp.ByQuery),
+		browsertest.Click(pg+` button[data-playground-run]`),
 		wait(`document.querySelectorAll('[data-testid="prompt-runs"] tbody tr').length === 2`),
 		chromedp.Evaluate(`[...document.querySelectorAll('[data-testid="prompt-runs"] tbody tr')].map(r => r.querySelector(".badge")?.textContent === "edited")`, &editedFlags),
 		chromedp.Evaluate(`document.querySelectorAll('[data-testid="prompt-runs"] input[name="trace"]').forEach(c => { c.checked = true; }); true`, nil),
-		chromedp.Click(`[data-compare-form] button[type="submit"]`, chromedp.ByQuery),
+		browsertest.Click(`[data-compare-form] button[type="submit"]`),
 		chromedp.WaitVisible(`[data-testid="compare-summary"]`, chromedp.ByQuery),
 		chromedp.Location(&comparedURL),
 		chromedp.Navigate(b.url+actionURL("/prompt/greet")),
-		chromedp.WaitVisible(pg+` textarea[name="source"]`, chromedp.ByQuery),
+		wait(`document.querySelector('`+pg+`')?.dataset.ready === "true"`),
 
 		setField(pg+` textarea[name="source"]`, strings.Replace(greetPrompt, "Hello {{name}}.", "{{#if name}}Hello{{/each}}", 1)),
-		chromedp.Click(pg+` button[data-playground-render]`, chromedp.ByQuery),
+		browsertest.Click(pg+` button[data-playground-render]`),
 		wait(`!document.querySelector('`+pg+` [data-playground-error]').hidden`),
 		chromedp.Text(pg+` [data-playground-error]`, &errText, chromedp.ByQuery),
 	))

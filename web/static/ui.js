@@ -1163,6 +1163,8 @@ function initPlayground() {
       await new Promise((r) => setTimeout(r, 250));
     }
   };
+  // Edits made before this script ran were not seen as edits: a test (or a tool) waits for this.
+  root.dataset.ready = "true";
 }
 
 // csrfToken is the page's CSRF token, which scripts send in X-CSRF-Token.
