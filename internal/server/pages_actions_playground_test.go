@@ -23,7 +23,7 @@ func TestBrowserActionsPlaygroundRunsInPlace(t *testing.T) {
 	runHere := func(key, input string) chromedp.Tasks {
 		return chromedp.Tasks{
 			chromedp.SetValue(article(key)+` textarea[name="input"]`, input, chromedp.ByQuery),
-			browsertest.Click(article(key)+` button[data-run-here]`),
+			browsertest.Click(article(key) + ` button[data-run-here]`),
 		}
 	}
 	var toolOut, chunks, flowOut, links, interrupted, inboxLink, bounds, travelStart string
