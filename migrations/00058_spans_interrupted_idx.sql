@@ -8,6 +8,12 @@
 -- it may use the index.
 CREATE INDEX spans_interrupted_idx ON spans (trace_id)
     WHERE strpos(attributes::text, 'interrupted') > 0 AND attributes->>'genkit:state' = 'interrupted';
+-- The check's second half, whether the trace went on in itself after its interrupt (a span linked
+-- to it with loupe.link.type=resume), likewise: without it, a store where one trace holds most
+-- spans had PostgreSQL scan the whole table for each interrupted trace listed.
+CREATE INDEX spans_resume_link_idx ON spans (trace_id)
+    WHERE strpos(links::text, '"loupe.link.type"') > 0 AND strpos(links::text, '"resume"') > 0;
 
 -- +goose Down
+DROP INDEX spans_resume_link_idx;
 DROP INDEX spans_interrupted_idx;
