@@ -67,9 +67,10 @@ const traceColumns = `t.trace_id, t.display_name, t.root_span_id, t.start_time_u
 
 // traceInterruptedSQL is Trace.Interrupted in SQL, short of the failed check, which the list's
 // status reads first. Its two checks say the predicates of spans_interrupted_idx and
-// spans_resume_link_idx (migration 00058), word for word, so that each is a probe of its index. The two checks are scalar subqueries with LIMIT 1, not EXISTS: the planner
-// may run an EXISTS in a select list as one hashed pass over every span of the table when it
-// expects many rows, where a scalar subquery is always read per listed trace along spans_pkey.
+// spans_resume_link_idx (migration 00058) word for word, so that each is a probe of its index.
+// They are scalar subqueries with LIMIT 1, not EXISTS: the planner may run an EXISTS in a select
+// list as one hashed pass over every span of the table when it expects many rows, where a scalar
+// subquery is always read per listed trace.
 const traceInterruptedSQL = `((SELECT true FROM spans i WHERE i.trace_id = t.trace_id AND strpos(i.attributes::text, 'interrupted') > 0 AND i.attributes->>'genkit:state' = 'interrupted' LIMIT 1) IS NOT NULL
 	AND (SELECT true FROM spans l WHERE l.trace_id = t.trace_id
 		AND strpos(l.links::text, '"loupe.link.type"') > 0 AND strpos(l.links::text, '"resume"') > 0 LIMIT 1) IS NULL)`
