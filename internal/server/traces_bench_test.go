@@ -59,3 +59,38 @@ func BenchmarkTraceGet10k(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTraceListWithA10kSpanTrace measures GET /api/v1/traces?limit=50 over real HTTP when
+// the newest trace is a 10,000-span run (seedTrace) and 49 small traces follow it: the list's
+// per-trace checks (failed spans, interrupted, resumed) must not read the big trace's spans.
+//
+//	go test ./internal/server -run '^$' -bench TraceListWithA10kSpanTrace -benchmem
+func BenchmarkTraceListWithA10kSpanTrace(b *testing.B) {
+	tb := setup(b, opts{ingest: true, dev: true})
+	ctx := context.Background()
+	// The small traces are older than the big one, which seedTrace starts now.
+	_, err := tb.store.Pool().Exec(ctx, `
+		INSERT INTO spans (trace_id, span_id, name, start_time_unix_nano, end_time_unix_nano, attributes, source)
+		SELECT lpad(to_hex(g), 32, 'd'), '00000000000000a1', 'flow', g, g + 10, '{"genkit:type":"action"}', 'otlp'
+		FROM generate_series(1, 200) g`)
+	require.NoError(b, err)
+	_, err = tb.store.Pool().Exec(ctx, `
+		INSERT INTO traces (trace_id, display_name, root_span_id, start_time_unix_nano, end_time_unix_nano, span_count, source)
+		SELECT trace_id, 'flow', span_id, start_time_unix_nano, end_time_unix_nano, 1, 'otlp' FROM spans`)
+	require.NoError(b, err)
+	seedTrace(b, tb.store, 10_000)
+	_, err = tb.store.Pool().Exec(ctx, `ANALYZE spans; ANALYZE traces`)
+	require.NoError(b, err)
+	client := &http.Client{}
+	for b.Loop() {
+		resp, err := client.Get(tb.url + "/api/v1/traces?limit=50")
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("status %d, %v", resp.StatusCode, err)
+		}
+	}
+}
