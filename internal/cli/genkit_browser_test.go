@@ -38,7 +38,9 @@ func TestBrowserGenkitJSDeveloperJourney(t *testing.T) {
 		base = m[1]
 		return true
 	}, time.Minute, 50*time.Millisecond, "devui start says where it listens")
-	br := browsertest.New(t)
+	// The browser outlives the test's own waits (a minute for the actions, two for the app's
+	// trace, a minute per poll): New's two minutes ran out under load in CI, mid-journey.
+	br := browsertest.NewWithTimeout(t, 6*time.Minute)
 	article := func(key string) string { return `article[data-action="` + key + `"]` }
 	poll := func(expr string) chromedp.Action {
 		return chromedp.Poll(expr, nil, chromedp.WithPollingTimeout(time.Minute), chromedp.WithPollingInterval(100*time.Millisecond))
