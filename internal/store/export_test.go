@@ -36,6 +36,6 @@ func spanCopySource(spans []Span) pgx.CopyFromSource {
 		return []any{sp.TraceID, sp.SpanID, sp.ParentSpanID, sp.Name, sp.Kind, sp.StartTime,
 			sp.EndTime, sp.StatusCode, sp.StatusMessage, jsonOr(sp.Attributes, "{}"),
 			jsonOr(sp.Events, "[]"), jsonOr(sp.Links, "[]"), jsonOr(sp.Resource, "{}"), sp.Scope,
-			sp.ScopeVersion, sourceOr(sp.Source), sp.RunID}, nil
+			sp.ScopeVersion, sourceOr(sp.Source), sp.RunID, spanFlags(sp)}, nil
 	})
 }

@@ -65,13 +65,14 @@ type Span struct {
 	RunID         *uuid.UUID      `db:"run_id" json:"run_id,omitempty"`
 }
 
-const spanColumns = `trace_id, span_id, parent_span_id, name, kind, start_time_unix_nano,
+// spanReadColumns are the columns a span is read with. The JSON columns are json, sent back as
+// stored and scanned as bytes, so reading a large trace neither prints nor validates them.
+const spanReadColumns = `trace_id, span_id, parent_span_id, name, kind, start_time_unix_nano,
 	end_time_unix_nano, status_code, status_message, attributes, events, links, resource, scope,
 	scope_version, source, run_id`
 
-// spanReadColumns are the columns a span is read with. The JSON columns are json, sent back as
-// stored and scanned as bytes, so reading a large trace neither prints nor validates them.
-const spanReadColumns = spanColumns
+// spanColumns are the columns a span is written with: spanReadColumns and its flags (spanFlags).
+const spanColumns = spanReadColumns + `, flags`
 
 // SpansByTrace returns every span of a trace, in start order. sizeHint, the trace's span count
 // when known, saves regrowing the result.

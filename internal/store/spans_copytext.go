@@ -76,6 +76,8 @@ func appendSpanCopyRow(b []byte, sp *Span) []byte {
 	} else {
 		b = append(b, sp.RunID.String()...)
 	}
+	b = append(b, '\t')
+	b = strconv.AppendInt(b, int64(spanFlags(sp)), 10)
 	return append(b, '\n')
 }
 

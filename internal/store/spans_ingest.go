@@ -195,7 +195,8 @@ func compareSpanKeys(a, b Span) int {
 
 // traceFoldSQL folds one batch's per-trace aggregate (EXCLUDED) into a stored summary row (t): the
 // root's name, times and status once a root has arrived, else the span-wide extremes; span_count
-// adds the batch's new spans. Folding a batch in parts gives the same row as folding it whole (bar
+// adds the batch's new spans, and the failed, interrupted and resuming counts add what the batch
+// changed (its new spans', less the replaced copies'). Folding a batch in parts gives the same row as folding it whole (bar
 // the root fields of a trace with two roots), which is what lets the fast path fold its new spans
 // and its merged spans separately.
 const traceFoldSQL = `
@@ -215,6 +216,9 @@ const traceFoldSQL = `
 			ELSE t.status_code END,
 		span_count = t.span_count + EXCLUDED.span_count,
 		last_end_time_unix_nano = GREATEST(t.last_end_time_unix_nano, EXCLUDED.last_end_time_unix_nano),
+		error_spans       = t.error_spans + EXCLUDED.error_spans,
+		interrupted_spans = t.interrupted_spans + EXCLUDED.interrupted_spans,
+		resume_spans      = t.resume_spans + EXCLUDED.resume_spans,
 		run_id     = COALESCE(t.run_id, EXCLUDED.run_id),
 		updated_at = now()
 `
@@ -222,18 +226,19 @@ const traceFoldSQL = `
 // spanMergeSQL upserts the rows of the relation src into spans, then folds what changed into
 // traces. %s is the source relation, with the columns of spanColumns. It answers the spans
 // inserted and updated, the traces folded, and the keys of the spans stored ended for the first
-// time (see SpanIngestResult.Ended), read against the statement's snapshot of spans (old).
+// time (see SpanIngestResult.Ended), read against the statement's snapshot of spans (old), which
+// is also where the replaced copies' status and flags are taken back from the trace's counts.
 var spanMergeSQL = `
 WITH src AS (%s),
 old AS (
-	SELECT sp.trace_id, sp.span_id, sp.end_time_unix_nano
+	SELECT sp.trace_id, sp.span_id, sp.end_time_unix_nano, sp.status_code, sp.flags
 	FROM spans sp JOIN src s ON sp.trace_id = s.trace_id AND sp.span_id = s.span_id
 ),
 up AS (
 	INSERT INTO spans AS sp (` + spanColumns + `)
 	SELECT s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, s.start_time_unix_nano,
 		s.end_time_unix_nano, s.status_code, s.status_message, s.attributes, s.events, s.links,
-		s.resource, s.scope, s.scope_version, s.source, r.id
+		s.resource, s.scope, s.scope_version, s.source, r.id, s.flags
 	FROM src s LEFT JOIN runs r ON r.id = s.run_id
 	ORDER BY s.trace_id, s.span_id
 	ON CONFLICT (trace_id, span_id) DO UPDATE SET
@@ -250,31 +255,38 @@ up AS (
 		resource             = EXCLUDED.resource,
 		scope                = EXCLUDED.scope,
 		scope_version        = EXCLUDED.scope_version,
-		run_id               = COALESCE(EXCLUDED.run_id, sp.run_id)
+		run_id               = COALESCE(EXCLUDED.run_id, sp.run_id),
+		flags                = EXCLUDED.flags
 	WHERE sp.end_time_unix_nano = 0 OR EXCLUDED.end_time_unix_nano <> 0
 	RETURNING sp.trace_id, sp.span_id, sp.parent_span_id, sp.name, sp.start_time_unix_nano,
-		sp.end_time_unix_nano, sp.status_code, sp.source, sp.run_id, (sp.xmax = 0) AS inserted
+		sp.end_time_unix_nano, sp.status_code, sp.source, sp.run_id, (sp.xmax = 0) AS inserted, sp.flags
 ),
 agg AS (
-	SELECT trace_id,
-		max(span_id) FILTER (WHERE parent_span_id IS NULL)              AS root_span_id,
-		max(name) FILTER (WHERE parent_span_id IS NULL)                 AS root_name,
-		min(start_time_unix_nano) FILTER (WHERE parent_span_id IS NULL) AS root_start,
-		max(end_time_unix_nano) FILTER (WHERE parent_span_id IS NULL)   AS root_end,
-		max(status_code) FILTER (WHERE parent_span_id IS NULL)          AS root_status,
-		min(NULLIF(start_time_unix_nano, 0))                            AS any_start,
-		max(end_time_unix_nano)                                         AS any_end,
-		count(*) FILTER (WHERE inserted)                                AS new_spans,
-		min(source)                                                     AS source,
-		(array_agg(run_id) FILTER (WHERE run_id IS NOT NULL))[1]        AS run_id
-	FROM up GROUP BY trace_id
+	SELECT u.trace_id,
+		max(u.span_id) FILTER (WHERE u.parent_span_id IS NULL)              AS root_span_id,
+		max(u.name) FILTER (WHERE u.parent_span_id IS NULL)                 AS root_name,
+		min(u.start_time_unix_nano) FILTER (WHERE u.parent_span_id IS NULL) AS root_start,
+		max(u.end_time_unix_nano) FILTER (WHERE u.parent_span_id IS NULL)   AS root_end,
+		max(u.status_code) FILTER (WHERE u.parent_span_id IS NULL)          AS root_status,
+		min(NULLIF(u.start_time_unix_nano, 0))                              AS any_start,
+		max(u.end_time_unix_nano)                                           AS any_end,
+		count(*) FILTER (WHERE u.inserted)                                  AS new_spans,
+		min(u.source)                                                       AS source,
+		(array_agg(u.run_id) FILTER (WHERE u.run_id IS NOT NULL))[1]        AS run_id,
+		count(*) FILTER (WHERE u.status_code = 2) - count(*) FILTER (WHERE o.status_code = 2) AS error_spans,
+		count(*) FILTER (WHERE u.flags & 1 <> 0) - count(*) FILTER (WHERE o.flags & 1 <> 0) AS interrupted_spans,
+		count(*) FILTER (WHERE u.flags & 2 <> 0) - count(*) FILTER (WHERE o.flags & 2 <> 0) AS resume_spans
+	FROM up u LEFT JOIN old o ON o.trace_id = u.trace_id AND o.span_id = u.span_id
+	GROUP BY u.trace_id
 ),
 tr AS (
 	INSERT INTO traces AS t (trace_id, display_name, root_span_id, start_time_unix_nano,
-		end_time_unix_nano, status_code, span_count, source, run_id, updated_at, last_end_time_unix_nano)
+		end_time_unix_nano, status_code, span_count, source, run_id, updated_at, last_end_time_unix_nano,
+		error_spans, interrupted_spans, resume_spans)
 	SELECT trace_id, left(COALESCE(root_name, ''), ` + displayNameMaxSQL + `), root_span_id, COALESCE(root_start, any_start, 0),
 		CASE WHEN root_span_id IS NOT NULL THEN root_end ELSE any_end END,
-		COALESCE(root_status, 0), new_spans, source, run_id, now(), COALESCE(any_end, 0)
+		COALESCE(root_status, 0), new_spans, source, run_id, now(), COALESCE(any_end, 0),
+		error_spans, interrupted_spans, resume_spans
 	FROM agg ORDER BY trace_id
 ` + traceFoldSQL + `	RETURNING 1
 ),
@@ -290,16 +302,16 @@ SELECT (SELECT count(*) FROM up WHERE inserted), (SELECT count(*) FROM up WHERE 
 
 const spanArraysSource = `SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
 	$5::int2[], $6::int8[], $7::int8[], $8::int2[], $9::text[], $10::text[], $11::text[], $12::text[],
-	$13::text[], $14::text[], $15::text[], $16::text[], $17::uuid[])
+	$13::text[], $14::text[], $15::text[], $16::text[], $17::uuid[], $18::int2[])
 	AS s(trace_id, span_id, parent_span_id, name, kind, start_time_unix_nano, end_time_unix_nano,
 		status_code, status_message, attributes_text, events_text, links_text, resource_text, scope,
-		scope_version, source, run_id)`
+		scope_version, source, run_id, flags)`
 
 // spanArraysSQL casts the JSON columns, sent as text so that pgx needs no json[] encoding.
 var spanArraysSQL = fmt.Sprintf(spanMergeSQL, `SELECT trace_id, span_id, parent_span_id, name, kind,
 	start_time_unix_nano, end_time_unix_nano, status_code, status_message,
 	attributes_text::json AS attributes, events_text::json AS events, links_text::json AS links,
-	resource_text::json AS resource, scope, scope_version, source, run_id FROM (`+spanArraysSource+`) a`)
+	resource_text::json AS resource, scope, scope_version, source, run_id, flags FROM (`+spanArraysSource+`) a`)
 
 var spanCopySQL = fmt.Sprintf(spanMergeSQL, `SELECT * FROM spans_stage`)
 
@@ -393,6 +405,7 @@ func spanArraysArgs(spans []Span) []any {
 		starts, ends                                                         = make([]int64, n), make([]int64, n)
 		attrs, events, links, resources                                      = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		runIDs                                                               = make([]*uuid.UUID, n)
+		flags                                                                = make([]int16, n)
 	)
 	for i := range spans {
 		sp := &spans[i]
@@ -401,9 +414,10 @@ func spanArraysArgs(spans []Span) []any {
 		attrs[i], events[i] = jsonOr(sp.Attributes, "{}"), jsonOr(sp.Events, "[]")
 		links[i], resources[i] = jsonOr(sp.Links, "[]"), jsonOr(sp.Resource, "{}")
 		scopes[i], scopeVersions[i], sources[i], runIDs[i] = sp.Scope, sp.ScopeVersion, sourceOr(sp.Source), sp.RunID
+		flags[i] = spanFlags(sp)
 	}
 	return []any{traceIDs, spanIDs, parents, names, kinds, starts, ends, statuses, statusMsgs, attrs,
-		events, links, resources, scopes, scopeVersions, sources, runIDs}
+		events, links, resources, scopes, scopeVersions, sources, runIDs, flags}
 }
 
 // scanMerge reads spanMergeSQL's answer into res.
@@ -430,14 +444,16 @@ const spanExistingSQL = `SELECT k.trace_id, k.span_id
 // traceFoldArraysSQL folds per-trace aggregates computed in Go (traceAggregates) into traces.
 var traceFoldArraysSQL = `
 INSERT INTO traces AS t (trace_id, display_name, root_span_id, start_time_unix_nano,
-	end_time_unix_nano, status_code, span_count, source, updated_at, last_end_time_unix_nano)
+	end_time_unix_nano, status_code, span_count, source, updated_at, last_end_time_unix_nano,
+	error_spans, interrupted_spans, resume_spans)
 SELECT trace_id, left(COALESCE(root_name, ''), ` + displayNameMaxSQL + `), root_span_id, COALESCE(root_start, any_start, 0),
 	CASE WHEN root_span_id IS NOT NULL THEN root_end ELSE any_end END,
-	COALESCE(root_status, 0), new_spans, source, now(), COALESCE(any_end, 0)
+	COALESCE(root_status, 0), new_spans, source, now(), COALESCE(any_end, 0),
+	error_spans, interrupted_spans, resume_spans
 FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int2[], $7::int8[],
-	$8::int8[], $9::int4[], $10::text[])
+	$8::int8[], $9::int4[], $10::text[], $11::int4[], $12::int4[], $13::int4[])
 	AS a(trace_id, root_span_id, root_name, root_start, root_end, root_status, any_start, any_end,
-		new_spans, source)
+		new_spans, source, error_spans, interrupted_spans, resume_spans)
 ORDER BY trace_id` + traceFoldSQL
 
 // spanIngestFast stores a batch the way a raw COPY does: it looks up which spans are already
@@ -554,6 +570,7 @@ func traceAggregates(spans []Span) []any {
 		anyStarts            []*int64
 		anyEnds              []int64
 		counts               []int32
+		errs, stops, resumes []int32 // failed, interrupted and resuming spans
 	)
 	for i := range spans {
 		sp := &spans[i]
@@ -563,10 +580,22 @@ func traceAggregates(spans []Span) []any {
 			rootIDs, rootNames = append(rootIDs, nil), append(rootNames, nil)
 			rootStarts, rootEnds, rootStatuses = append(rootStarts, nil), append(rootEnds, nil), append(rootStatuses, nil)
 			anyStarts, anyEnds, counts = append(anyStarts, nil), append(anyEnds, sp.EndTime), append(counts, 0)
+			errs, stops, resumes = append(errs, 0), append(stops, 0), append(resumes, 0)
 			n++
 		}
 		j := n - 1
 		counts[j]++
+		if sp.StatusCode == StatusError {
+			errs[j]++
+		}
+		if f := spanFlags(sp); f != 0 {
+			if f&spanFlagInterrupted != 0 {
+				stops[j]++
+			}
+			if f&spanFlagResumes != 0 {
+				resumes[j]++
+			}
+		}
 		sources[j] = min(sources[j], sourceOr(sp.Source))
 		anyEnds[j] = max(anyEnds[j], sp.EndTime)
 		if sp.StartTime != 0 && (anyStarts[j] == nil || sp.StartTime < *anyStarts[j]) {
@@ -592,7 +621,7 @@ func traceAggregates(spans []Span) []any {
 		}
 	}
 	return []any{traceIDs, rootIDs, rootNames, rootStarts, rootEnds, rootStatuses, anyStarts, anyEnds,
-		counts, sources}
+		counts, sources, errs, stops, resumes}
 }
 
 // spanIngestCopy stages spans with COPY in a temporary table dropped at commit, then merges them.

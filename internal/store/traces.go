@@ -63,20 +63,15 @@ func (t *Trace) Duration() int64 {
 const traceColumns = `t.trace_id, t.display_name, t.root_span_id, t.start_time_unix_nano,
 	t.end_time_unix_nano, t.status_code, t.span_count, t.source, t.run_id, t.updated_at, t.service,
 	t.model, t.model_calls, t.input_tokens, t.output_tokens, t.tool_calls, t.tool_errors,
-	t.last_end_time_unix_nano, ` + traceErrorSpansSQL + ` AS error_spans, ` + traceInterruptedSQL + ` AS interrupted`
+	t.last_end_time_unix_nano, t.error_spans, ` + traceInterruptedSQL + ` AS interrupted`
 
 // traceInterruptedSQL is Trace.Interrupted in SQL, short of the failed check, which the list's
-// status reads first. Its two checks say the predicates of spans_interrupted_idx and
-// spans_resume_link_idx (migration 00058) word for word, so that each is a probe of its index.
-// They are scalar subqueries with LIMIT 1, not EXISTS: the planner may run an EXISTS in a select
-// list as one hashed pass over every span of the table when it expects many rows, where a scalar
-// subquery is always read per listed trace.
-const traceInterruptedSQL = `((SELECT true FROM spans i WHERE i.trace_id = t.trace_id AND strpos(i.attributes::text, 'interrupted') > 0 AND i.attributes->>'genkit:state' = 'interrupted' LIMIT 1) IS NOT NULL
-	AND (SELECT true FROM spans l WHERE l.trace_id = t.trace_id
-		AND strpos(l.links::text, '"loupe.link.type"') > 0 AND strpos(l.links::text, '"resume"') > 0 LIMIT 1) IS NULL)`
+// status reads first. Its counts are kept at ingest (migration 00059), so neither the list nor
+// its filters read a span.
+const traceInterruptedSQL = `(t.interrupted_spans > 0 AND t.resume_spans = 0)`
 
-// traceErrorSpansSQL counts a trace's failed spans along spans_error_idx.
-const traceErrorSpansSQL = `(SELECT count(*) FROM spans e WHERE e.trace_id = t.trace_id AND e.status_code = 2)::int`
+// traceFailedSQL is Trace.Failed in SQL.
+const traceFailedSQL = `(t.status_code = 2 OR t.error_spans > 0)`
 
 // traceDurationSQL is Trace.Duration in SQL.
 const traceDurationSQL = `(CASE WHEN t.end_time_unix_nano = 0 THEN 0
@@ -408,11 +403,10 @@ func traceFilterSQL(f TraceFilter, arg func(any) string) (string, bool, error) {
 		if !ok || (f.Op != FilterEq && f.Op != FilterNeq) {
 			return "", false, fmt.Errorf("%w: filter failed: want eq or neq with true or false", ErrInvalidFilter)
 		}
-		failed := "(t.status_code = 2 OR EXISTS (SELECT 1 FROM spans e WHERE e.trace_id = t.trace_id AND e.status_code = 2))"
 		if b == (f.Op == FilterEq) {
-			return failed, false, nil
+			return traceFailedSQL, false, nil
 		}
-		return "NOT " + failed, false, nil
+		return "NOT " + traceFailedSQL, false, nil
 	case TraceFieldInterrupted:
 		b, ok := f.Value.(bool)
 		if !ok || (f.Op != FilterEq && f.Op != FilterNeq) {

@@ -3,10 +3,8 @@ package store_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe/internal/store"
@@ -92,66 +90,4 @@ func TestTraceRunIDFindsLinkedExecutions(t *testing.T) {
 	_, _, err = s.TraceList(ctx, store.TraceListParams{Limit: 10,
 		Filters: []store.TraceFilter{{Field: store.TraceFieldRunID, Op: store.FilterEq, Value: "nope"}}})
 	require.ErrorIs(t, err, store.ErrInvalidFilter)
-}
-
-// TestTheListsInterruptedCheckReadsOnlyInterruptedSpans lists a 2,000-span trace beside an
-// interrupted one and checks, from PostgreSQL's own counters, that the interrupted check probed
-// spans_interrupted_idx and spans_resume_link_idx and read no span beyond: it parsed every span's
-// attributes of each listed trace, and a 10,000-span trace among the 50 newest cost ~70 ms.
-func TestTheListsInterruptedCheckReadsOnlyInterruptedSpans(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	// One connection, so that pg_stat_force_next_flush flushes the list's counters before they
-	// are read.
-	cfg := storetest.NewPool(t).Config()
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	s := store.New(pool)
-	const big, stopped = "000000000000000000000000000000b1", "000000000000000000000000000000b2"
-	spans := []store.Span{
-		{TraceID: stopped, SpanID: "00000000000000b2", Name: "flow", StartTime: 90_000, EndTime: 90_009},
-		{TraceID: stopped, SpanID: "00000000000000c2", ParentSpanID: ptr("00000000000000b2"), Name: "tool", StartTime: 90_002, EndTime: 90_003,
-			Attributes: json.RawMessage(`{"genkit:state":"interrupted"}`)},
-	}
-	// Older traces of one span each. Few of them, so that the statistics see one trace holding
-	// nearly every span, where PostgreSQL would rather scan the table than walk the key.
-	for i := range 3 {
-		spans = append(spans, store.Span{TraceID: fmt.Sprintf("%032x", 0xc0000+i), SpanID: "00000000000000a1", Name: "flow",
-			StartTime: int64(1 + i), EndTime: int64(2 + i)})
-	}
-	for i := range 2000 {
-		sp := store.Span{TraceID: big, SpanID: fmt.Sprintf("%016x", i+1), Name: "tool", StartTime: int64(10_000 + i), EndTime: int64(10_010 + i),
-			Attributes: json.RawMessage(`{"genkit:type":"action","genkit:output":"not interrupted"}`)}
-		if i > 0 {
-			sp.ParentSpanID = ptr(fmt.Sprintf("%016x", 1))
-		}
-		spans = append(spans, sp)
-	}
-	_, err = s.SpanIngest(ctx, spans)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `ANALYZE spans`)
-	require.NoError(t, err)
-	counters := func() (probes, fetched int64) {
-		t.Helper()
-		_, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
-		require.NoError(t, err)
-		require.NoError(t, pool.QueryRow(ctx, `SELECT
-			(SELECT COALESCE(idx_scan, 0) FROM pg_stat_user_indexes WHERE indexrelname = 'spans_interrupted_idx'),
-			(SELECT COALESCE(idx_tup_fetch, 0) + COALESCE(seq_tup_read, 0) FROM pg_stat_user_tables WHERE relname = 'spans')`).Scan(&probes, &fetched))
-		return probes, fetched
-	}
-	probes0, fetched0 := counters()
-	items, _, err := s.TraceList(ctx, store.TraceListParams{Limit: 2})
-	require.NoError(t, err)
-	require.Len(t, items, 2)
-	interrupted := map[string]bool{}
-	for _, it := range items {
-		interrupted[it.TraceID] = it.Interrupted
-	}
-	require.Equal(t, map[string]bool{big: false, stopped: true}, interrupted)
-	probes1, fetched1 := counters()
-	require.Greater(t, probes1, probes0, "the check probed spans_interrupted_idx")
-	require.Less(t, fetched1-fetched0, int64(100), "the big trace's 2,000 spans were not read")
 }
