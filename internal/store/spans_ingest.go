@@ -196,7 +196,9 @@ func compareSpanKeys(a, b Span) int {
 // traceFoldSQL folds one batch's per-trace aggregate (EXCLUDED) into a stored summary row (t): the
 // root's name, times and status once a root has arrived, else the span-wide extremes; span_count
 // adds the batch's new spans, and the failed, interrupted and resuming counts add what the batch
-// changed (its new spans', less the replaced copies'). Folding a batch in parts gives the same row as folding it whole (bar
+// changed (its new spans', less the replaced copies'). The usage totals and the service, session
+// and thread fold as TraceUsageFold folds them, so that a batch can bring its usage along (the fast
+// path's new spans do); a batch that brings none leaves them as they are. Folding a batch in parts gives the same row as folding it whole (bar
 // the root fields of a trace with two roots), which is what lets the fast path fold its new spans
 // and its merged spans separately.
 const traceFoldSQL = `
@@ -219,6 +221,16 @@ const traceFoldSQL = `
 		error_spans       = t.error_spans + EXCLUDED.error_spans,
 		interrupted_spans = t.interrupted_spans + EXCLUDED.interrupted_spans,
 		resume_spans      = t.resume_spans + EXCLUDED.resume_spans,
+		model         = CASE WHEN t.model = '' THEN EXCLUDED.model ELSE t.model END,
+		model_calls   = t.model_calls + EXCLUDED.model_calls,
+		input_tokens  = t.input_tokens + EXCLUDED.input_tokens,
+		output_tokens = t.output_tokens + EXCLUDED.output_tokens,
+		tool_calls    = t.tool_calls + EXCLUDED.tool_calls,
+		tool_errors   = t.tool_errors + EXCLUDED.tool_errors,
+		service       = CASE WHEN t.service = '' THEN EXCLUDED.service ELSE t.service END,
+		session       = COALESCE(t.session, EXCLUDED.session),
+		thread        = COALESCE(t.thread, CASE WHEN COALESCE(t.session, EXCLUDED.session, '') = COALESCE(EXCLUDED.session, '')
+			THEN EXCLUDED.thread END),
 		run_id     = COALESCE(t.run_id, EXCLUDED.run_id),
 		updated_at = now()
 `
@@ -441,32 +453,41 @@ const spanExistingSQL = `SELECT k.trace_id, k.span_id
 	FROM unnest($1::text[], $2::text[]) AS k(trace_id, span_id)
 	JOIN spans sp ON sp.trace_id = k.trace_id AND sp.span_id = k.span_id`
 
-// traceFoldArraysSQL folds per-trace aggregates computed in Go (traceAggregates) into traces.
+// traceFoldArraysSQL folds per-trace aggregates computed in Go (traceAggregates), usage and
+// service included, into traces: one row write per trace. It is an upsert, never a join, so that no
+// plan of it scans traces: TraceUsageFold's UPDATE ... FROM unnest, prepared while traces was
+// small, kept a hash join over a sequential scan of traces, and a fresh store's ingest slowed with
+// every trace stored until autovacuum analyzed the table.
 var traceFoldArraysSQL = `
 INSERT INTO traces AS t (trace_id, display_name, root_span_id, start_time_unix_nano,
 	end_time_unix_nano, status_code, span_count, source, updated_at, last_end_time_unix_nano,
-	error_spans, interrupted_spans, resume_spans)
+	error_spans, interrupted_spans, resume_spans, model, model_calls, input_tokens, output_tokens,
+	tool_calls, tool_errors, service, session, thread)
 SELECT trace_id, left(COALESCE(root_name, ''), ` + displayNameMaxSQL + `), root_span_id, COALESCE(root_start, any_start, 0),
 	CASE WHEN root_span_id IS NOT NULL THEN root_end ELSE any_end END,
 	COALESCE(root_status, 0), new_spans, source, now(), COALESCE(any_end, 0),
-	error_spans, interrupted_spans, resume_spans
+	error_spans, interrupted_spans, resume_spans, model, model_calls, input_tokens, output_tokens,
+	tool_calls, tool_errors, service, NULLIF(session, ''), NULLIF(thread, '')
 FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int2[], $7::int8[],
-	$8::int8[], $9::int4[], $10::text[], $11::int4[], $12::int4[], $13::int4[])
+	$8::int8[], $9::int4[], $10::text[], $11::int4[], $12::int4[], $13::int4[], $14::text[],
+	$15::int4[], $16::int8[], $17::int8[], $18::int4[], $19::int4[], $20::text[], $21::text[], $22::text[])
 	AS a(trace_id, root_span_id, root_name, root_start, root_end, root_status, any_start, any_end,
-		new_spans, source, error_spans, interrupted_spans, resume_spans)
+		new_spans, source, error_spans, interrupted_spans, resume_spans, model, model_calls,
+		input_tokens, output_tokens, tool_calls, tool_errors, service, session, thread)
 ORDER BY trace_id` + traceFoldSQL
 
 // spanIngestFast stores a batch the way a raw COPY does: it looks up which spans are already
-// stored, COPYs the new ones straight into spans, folds their summary (computed here, in Go) into
-// traces, and merges only the stored ones through spanArraysSQL. A batch of new spans, the common
-// case, thus costs the database little more than the COPY. spans must be deduplicated and sorted,
+// stored, COPYs the new ones straight into spans, folds their summary and usage (computed here, in
+// Go) into traces in one upsert, and merges only the stored ones through spanArraysSQL. A batch of
+// new spans, the common case, thus costs the database little more than the COPY and one row write
+// per trace. spans must be deduplicated and sorted,
 // and carry no run ids (which COPY cannot check). A concurrent ingest of the same new span makes
 // the COPY fail with a unique violation; the caller then merges instead.
 //
 // It takes four round trips, which under load matter as much as the work (a lone writer waits
-// for a core on each): the BEGIN with the lookup, the COPY's two, and the fold, the usage fold,
-// the merge and the COMMIT together (a fifth when stored spans were merged and usage is given:
-// their merge says which ended, before their usage is folded). The transaction commits without
+// for a core on each): the BEGIN with the lookup, the COPY's two, and the fold, the merge and the
+// COMMIT together (a fifth when stored spans were merged and usage is given: their merge says
+// which ended, before their usage is folded by TraceUsageFold's statements). The transaction commits without
 // waiting for its WAL flush (asyncCommit).
 func (s *Store) spanIngestFast(ctx context.Context, spans []Span, usage UsageFunc) (res SpanIngestResult, err error) {
 	err = s.pipelinedTx(ctx, func(conn *pgx.Conn) error {
@@ -520,34 +541,35 @@ func spanIngestFastOn(ctx context.Context, conn *pgx.Conn, spans []Span, usage U
 				res.Ended = append(res.Ended, SpanKey{fresh[i].TraceID, fresh[i].SpanID})
 			}
 		}
-		end.Queue(traceFoldArraysSQL, traceAggregates(fresh)...)
+		// With no stored span, what ended is known now, and the totals fold with the summaries,
+		// in the same row write.
+		var shares []SpanUsage
+		var services []TraceService
+		if len(stored) == 0 && usage != nil {
+			shares, services = usage(res.Ended)
+		}
+		args, restShares, restServices := traceAggregates(fresh, shares, services)
+		end.Queue(traceFoldArraysSQL, args...)
+		queueUsageFold(end, restShares, restServices)
 	}
 	var merged SpanIngestResult
 	if len(stored) > 0 {
 		end.Queue(spanArraysSQL, spanArraysArgs(stored)...).QueryRow(func(row pgx.Row) error { return scanMerge(row, &merged) })
 	}
-	// With no stored span, what ended is known now, and the totals go with the COMMIT; otherwise
-	// the merge's answer says it, and they take a round trip of their own.
-	fold := func(b *pgx.Batch) {
-		if usage != nil {
-			shares, services := usage(res.Ended)
-			queueUsageFold(b, shares, services)
-		}
-	}
+	// With stored spans, the merge's answer says which ended, and the totals take a round trip
+	// of their own.
 	addMerged := func() {
 		merged.Skipped = int64(len(stored)) - merged.Inserted - merged.Updated
 		res.add(merged)
 	}
-	switch {
-	case len(stored) == 0:
-		fold(end)
-	case usage != nil:
+	if len(stored) > 0 && usage != nil {
 		if err := conn.SendBatch(ctx, end).Close(); err != nil {
 			return SpanIngestResult{}, fmt.Errorf("fold trace summaries: %w", err)
 		}
 		addMerged()
 		end = &pgx.Batch{}
-		fold(end)
+		shares, services := usage(res.Ended)
+		queueUsageFold(end, shares, services)
 	}
 	end.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, end).Close(); err != nil {
@@ -560,8 +582,10 @@ func spanIngestFastOn(ctx context.Context, conn *pgx.Conn, spans []Span, usage U
 }
 
 // traceAggregates computes, for spans sorted by trace, the per-trace aggregate that spanMergeSQL's
-// agg computes in SQL, as the arguments of traceFoldArraysSQL.
-func traceAggregates(spans []Span) []any {
+// agg computes in SQL, with the usage shares and services of those traces summed in, as the
+// arguments of traceFoldArraysSQL. It answers apart the shares and services of other traces, for
+// TraceUsageFold.
+func traceAggregates(spans []Span, shares []SpanUsage, services []TraceService) (args []any, restShares []SpanUsage, restServices []TraceService) {
 	var (
 		traceIDs, sources    []string
 		rootIDs, rootNames   []*string
@@ -620,8 +644,41 @@ func traceAggregates(spans []Span) []any {
 			rootStatuses[j] = &sp.StatusCode
 		}
 	}
+	n := len(traceIDs)
+	at := func(traceID string) (int, bool) { return slices.BinarySearch(traceIDs, traceID) }
+	var (
+		models, svcNames, sessions, threads = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		modelCalls, toolCalls, toolErrors   = make([]int32, n), make([]int32, n), make([]int32, n)
+		inputTokens, outputTokens           = make([]int64, n), make([]int64, n)
+		served                              = make([]bool, n)
+	)
+	for _, u := range shares {
+		if _, ok := at(u.TraceID); !ok {
+			restShares = append(restShares, u)
+		}
+	}
+	if len(restShares) < len(shares) {
+		sums := sumUsage(shares)
+		for i, id := range sums.traceIDs {
+			if j, ok := at(id); ok {
+				models[j], modelCalls[j], inputTokens[j], outputTokens[j] = sums.models[i], sums.modelCalls[i], sums.inputTokens[i], sums.outputTokens[i]
+				toolCalls[j], toolErrors[j] = sums.toolCalls[i], sums.toolErrors[i]
+			}
+		}
+	}
+	for _, sv := range services {
+		j, ok := at(sv.TraceID)
+		switch {
+		case !ok:
+			restServices = append(restServices, sv)
+		case !served[j]: // the first of a trace's, as TraceUsageFold's join would pick one
+			served[j] = true
+			svcNames[j], sessions[j], threads[j] = sv.Service, sv.Session, sv.Thread
+		}
+	}
 	return []any{traceIDs, rootIDs, rootNames, rootStarts, rootEnds, rootStatuses, anyStarts, anyEnds,
-		counts, sources, errs, stops, resumes}
+		counts, sources, errs, stops, resumes, models, modelCalls, inputTokens, outputTokens, toolCalls,
+		toolErrors, svcNames, sessions, threads}, restShares, restServices
 }
 
 // spanIngestCopy stages spans with COPY in a temporary table dropped at commit, then merges them.

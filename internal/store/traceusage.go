@@ -101,9 +101,23 @@ func queueUsageFold(batch *pgx.Batch, usage []SpanUsage, services []TraceService
 }
 
 // usageByTrace sums shares per trace, in trace order (the order concurrent folds lock rows in),
-// as traceUsageFoldSQL's arguments; a trace's model is that of its earliest model call that names
-// one.
+// as traceUsageFoldSQL's arguments.
 func usageByTrace(usage []SpanUsage) []any {
+	u := sumUsage(usage)
+	return []any{u.traceIDs, u.models, u.modelCalls, u.inputTokens, u.outputTokens, u.toolCalls, u.toolErrors}
+}
+
+// traceUsageSums are shares summed per trace, a column each, in trace order.
+type traceUsageSums struct {
+	traceIDs, models          []string
+	modelCalls, toolCalls     []int32
+	toolErrors                []int32
+	inputTokens, outputTokens []int64
+}
+
+// sumUsage sums shares per trace; a trace's model is that of its earliest model call that names
+// one.
+func sumUsage(usage []SpanUsage) traceUsageSums {
 	usage = slices.Clone(usage)
 	slices.SortStableFunc(usage, func(a, b SpanUsage) int {
 		if c := strings.Compare(a.TraceID, b.TraceID); c != 0 {
@@ -111,35 +125,30 @@ func usageByTrace(usage []SpanUsage) []any {
 		}
 		return cmp.Compare(a.StartTime, b.StartTime)
 	})
-	var (
-		traceIDs, models       []string
-		modelCalls, toolCalls  []int32
-		toolErrors             []int32
-		inputTokens, outTokens []int64
-	)
+	var s traceUsageSums
 	for _, u := range usage {
-		n := len(traceIDs)
-		if n == 0 || traceIDs[n-1] != u.TraceID {
-			traceIDs, models = append(traceIDs, u.TraceID), append(models, "")
-			modelCalls, toolCalls, toolErrors = append(modelCalls, 0), append(toolCalls, 0), append(toolErrors, 0)
-			inputTokens, outTokens = append(inputTokens, 0), append(outTokens, 0)
+		n := len(s.traceIDs)
+		if n == 0 || s.traceIDs[n-1] != u.TraceID {
+			s.traceIDs, s.models = append(s.traceIDs, u.TraceID), append(s.models, "")
+			s.modelCalls, s.toolCalls, s.toolErrors = append(s.modelCalls, 0), append(s.toolCalls, 0), append(s.toolErrors, 0)
+			s.inputTokens, s.outputTokens = append(s.inputTokens, 0), append(s.outputTokens, 0)
 			n++
 		}
 		j := n - 1
 		switch u.Kind {
 		case "model":
-			modelCalls[j]++
-			inputTokens[j] += u.InputTokens
-			outTokens[j] += u.OutputTokens
-			if models[j] == "" {
-				models[j] = u.Model
+			s.modelCalls[j]++
+			s.inputTokens[j] += u.InputTokens
+			s.outputTokens[j] += u.OutputTokens
+			if s.models[j] == "" {
+				s.models[j] = u.Model
 			}
 		case "tool":
-			toolCalls[j]++
+			s.toolCalls[j]++
 			if u.Failed {
-				toolErrors[j]++
+				s.toolErrors[j]++
 			}
 		}
 	}
-	return []any{traceIDs, models, modelCalls, inputTokens, outTokens, toolCalls, toolErrors}
+	return s
 }

@@ -1,0 +1,139 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loupe-dev/loupe/internal/store"
+	"github.com/loupe-dev/loupe/internal/store/storetest"
+)
+
+// TestTheFastPathFoldsUsageAsTraceUsageFoldDoes: a batch of new spans writes its traces'
+// summaries, usage and services included, in one upsert; batch after batch, the rows it leaves
+// are those that COPY staging followed by TraceUsageFold's updates leaves: the model first named,
+// the sums, the first service, the first session and the first thread.
+func TestTheFastPathFoldsUsageAsTraceUsageFoldDoes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := storetest.NewPool(t)
+	s := store.New(pool)
+	// Each batch: 20 new ended spans of trace a and of trace b; what the services say of a.
+	batches := []store.TraceService{
+		{Service: "svc", Thread: "t1"},
+		{Service: "svc2", Session: "s1", Thread: "t2"},
+		{Session: "s2", Thread: "t3"},
+		{Service: "svc3", Session: "s1", Thread: "t4"},
+	}
+	ingest := func(prefix string, fold func(context.Context, []store.Span, store.UsageFunc) (store.SpanIngestResult, error)) {
+		a, b := prefix+"000000000000000000000000000000a", prefix+"000000000000000000000000000000b"
+		for i, sv := range batches {
+			var spans []store.Span
+			for _, trace := range []string{a, b} {
+				for j := range 20 {
+					n := i*20 + j + 1
+					sp := store.Span{TraceID: trace, SpanID: fmt.Sprintf("%016x", n), Name: "s", StartTime: int64(1000 - n), EndTime: 2000}
+					if n != 1 {
+						sp.ParentSpanID = ptr(fmt.Sprintf("%016x", 1))
+					}
+					spans = append(spans, sp)
+				}
+			}
+			usage := func(ended []store.SpanKey) ([]store.SpanUsage, []store.TraceService) {
+				var shares []store.SpanUsage
+				for _, k := range ended {
+					if k.TraceID != a {
+						continue
+					}
+					n, err := strconv.ParseInt(k.SpanID, 16, 64)
+					require.NoError(t, err)
+					u := store.SpanUsage{TraceID: k.TraceID, SpanID: k.SpanID, StartTime: 1000 - n}
+					switch n % 3 {
+					case 0:
+						u.Kind, u.Model, u.InputTokens, u.OutputTokens = "model", fmt.Sprintf("m%d", n%2), n, 2*n
+						if n%4 == 0 {
+							u.Model = "" // a call that names no model
+						}
+					case 1:
+						u.Kind, u.Failed = "tool", n%2 == 0
+					default:
+						continue
+					}
+					shares = append(shares, u)
+				}
+				sv := sv
+				sv.TraceID = a
+				return shares, []store.TraceService{sv, {TraceID: b, Service: "other"}}
+			}
+			_, err := fold(ctx, spans, usage)
+			require.NoError(t, err)
+		}
+	}
+	ingest("1", s.SpanIngestFold)     // new spans on the fast path: one upsert a batch
+	ingest("2", s.SpanIngestCopyFold) // COPY staging, then TraceUsageFold's updates
+	rows := func(prefix string) []string {
+		var out []string
+		for _, suffix := range []string{"a", "b"} {
+			var row string
+			require.NoError(t, pool.QueryRow(ctx, `SELECT concat_ws('|', display_name, root_span_id, start_time_unix_nano,
+				end_time_unix_nano, status_code, span_count, source, service, model, model_calls, input_tokens,
+				output_tokens, tool_calls, tool_errors, session, thread, last_end_time_unix_nano, error_spans)
+				FROM traces WHERE trace_id = $1`, prefix+"000000000000000000000000000000"+suffix).Scan(&row))
+			out = append(out, row)
+		}
+		return out
+	}
+	fast := rows("1")
+	require.Equal(t, rows("2"), fast)
+	require.Contains(t, fast[0], "|svc|", "the first service named")
+	require.Contains(t, fast[0], "|s1|t1|", "the first session named, and the first thread")
+}
+
+// TestIngestOfNewSpansNeverScansTraces ingests batch after batch of new spans with their usage and
+// services on one connection, and checks from PostgreSQL's counters that traces was never read
+// sequentially. TraceUsageFold's UPDATE ... FROM unnest, prepared while traces was small, kept a
+// hash join over a sequential scan of traces: in a fresh store, ingest slowed with every trace
+// stored until autovacuum analyzed the table.
+func TestIngestOfNewSpansNeverScansTraces(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := storetest.NewPool(t).Config()
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s := store.New(pool)
+	scans := func() int64 {
+		t.Helper()
+		_, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
+		require.NoError(t, err)
+		var n int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT COALESCE(seq_scan, 0) FROM pg_stat_user_tables WHERE relname = 'traces'`).Scan(&n))
+		return n
+	}
+	before := scans()
+	for i := range 30 {
+		traceID := fmt.Sprintf("%032x", 0xf000+i)
+		spans := make([]store.Span, 20)
+		for j := range spans {
+			spans[j] = store.Span{TraceID: traceID, SpanID: fmt.Sprintf("%016x", j+1), Name: "s", StartTime: 1, EndTime: 2}
+			if j > 0 {
+				spans[j].ParentSpanID = ptr(fmt.Sprintf("%016x", 1))
+			}
+		}
+		_, err := s.SpanIngestFold(ctx, spans, func(ended []store.SpanKey) ([]store.SpanUsage, []store.TraceService) {
+			return []store.SpanUsage{{TraceID: traceID, SpanID: ended[1].SpanID, Kind: "model", Model: "m", InputTokens: 3}},
+				[]store.TraceService{{TraceID: traceID, Service: "svc"}}
+		})
+		require.NoError(t, err)
+	}
+	require.Equal(t, before, scans(), "ingest read traces sequentially")
+	tr, err := s.TraceGet(ctx, fmt.Sprintf("%032x", 0xf000+29))
+	require.NoError(t, err)
+	require.Equal(t, 1, tr.ModelCalls)
+	require.Equal(t, "svc", tr.Service)
+}
