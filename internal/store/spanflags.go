@@ -30,6 +30,15 @@ func spanFlags(sp *Span) int16 {
 	return f
 }
 
+// spanFlagsOf works out the flags of each span.
+func spanFlagsOf(spans []Span) []int16 {
+	flags := make([]int16, len(spans))
+	for i := range spans {
+		flags[i] = spanFlags(&spans[i])
+	}
+	return flags
+}
+
 // attrInterrupted reports whether attrs, a JSON object, has genkit:state "interrupted". Like
 // PostgreSQL's ->> on json, the last of repeated keys counts.
 func attrInterrupted(attrs []byte) bool {

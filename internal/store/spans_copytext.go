@@ -13,8 +13,11 @@ import (
 // row of interfaces, no per-value encode plan. Profiled under OTLP ingest, pgx's CopyFrom spent
 // a seventh of the server's CPU boxing and encoding rows; every value here is text or an integer,
 // which PostgreSQL parses from text as cheaply as from binary (json is text either way). It runs
-// in conn's open transaction.
-func copySpans(ctx context.Context, conn *pgconn.PgConn, table string, spans []Span) (int64, error) {
+// in conn's open transaction. flags are the spans' flags (spanFlags), worked out here when nil.
+func copySpans(ctx context.Context, conn *pgconn.PgConn, table string, spans []Span, flags []int16) (int64, error) {
+	if flags == nil {
+		flags = spanFlagsOf(spans)
+	}
 	size := 0
 	for i := range spans {
 		sp := &spans[i]
@@ -23,7 +26,7 @@ func copySpans(ctx context.Context, conn *pgconn.PgConn, table string, spans []S
 	}
 	buf := make([]byte, 0, size+size/16)
 	for i := range spans {
-		buf = appendSpanCopyRow(buf, &spans[i])
+		buf = appendSpanCopyRow(buf, &spans[i], flags[i])
 	}
 	tag, err := conn.CopyFrom(ctx, bytes.NewReader(buf),
 		"COPY "+pgx.Identifier{table}.Sanitize()+" ("+spanColumns+") FROM STDIN")
@@ -34,7 +37,7 @@ func copySpans(ctx context.Context, conn *pgconn.PgConn, table string, spans []S
 }
 
 // appendSpanCopyRow appends sp as one line of COPY's text format, in spanColumns' order.
-func appendSpanCopyRow(b []byte, sp *Span) []byte {
+func appendSpanCopyRow(b []byte, sp *Span, flags int16) []byte {
 	b = appendCopyText(b, sp.TraceID)
 	b = append(b, '\t')
 	b = appendCopyText(b, sp.SpanID)
@@ -77,7 +80,7 @@ func appendSpanCopyRow(b []byte, sp *Span) []byte {
 		b = append(b, sp.RunID.String()...)
 	}
 	b = append(b, '\t')
-	b = strconv.AppendInt(b, int64(spanFlags(sp)), 10)
+	b = strconv.AppendInt(b, int64(flags), 10)
 	return append(b, '\n')
 }
 

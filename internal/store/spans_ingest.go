@@ -531,7 +531,8 @@ func spanIngestFastOn(ctx context.Context, conn *pgx.Conn, spans []Span, usage U
 	}
 	end := &pgx.Batch{}
 	if len(fresh) > 0 {
-		n, err := copySpans(ctx, conn.PgConn(), "spans", fresh)
+		flags := spanFlagsOf(fresh) // worked out once: the COPY and the summaries both need them
+		n, err := copySpans(ctx, conn.PgConn(), "spans", fresh, flags)
 		if err != nil {
 			return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
 		}
@@ -548,7 +549,7 @@ func spanIngestFastOn(ctx context.Context, conn *pgx.Conn, spans []Span, usage U
 		if len(stored) == 0 && usage != nil {
 			shares, services = usage(res.Ended)
 		}
-		args, restShares, restServices := traceAggregates(fresh, shares, services)
+		args, restShares, restServices := traceAggregates(fresh, flags, shares, services)
 		end.Queue(traceFoldArraysSQL, args...)
 		queueUsageFold(end, restShares, restServices)
 	}
@@ -582,10 +583,10 @@ func spanIngestFastOn(ctx context.Context, conn *pgx.Conn, spans []Span, usage U
 }
 
 // traceAggregates computes, for spans sorted by trace, the per-trace aggregate that spanMergeSQL's
-// agg computes in SQL, with the usage shares and services of those traces summed in, as the
-// arguments of traceFoldArraysSQL. It answers apart the shares and services of other traces, for
-// TraceUsageFold.
-func traceAggregates(spans []Span, shares []SpanUsage, services []TraceService) (args []any, restShares []SpanUsage, restServices []TraceService) {
+// agg computes in SQL (flags are the spans' flags), with the usage shares and services of those
+// traces summed in, as the arguments of traceFoldArraysSQL. It answers apart the shares and
+// services of other traces, for TraceUsageFold.
+func traceAggregates(spans []Span, flags []int16, shares []SpanUsage, services []TraceService) (args []any, restShares []SpanUsage, restServices []TraceService) {
 	var (
 		traceIDs, sources    []string
 		rootIDs, rootNames   []*string
@@ -612,7 +613,7 @@ func traceAggregates(spans []Span, shares []SpanUsage, services []TraceService) 
 		if sp.StatusCode == StatusError {
 			errs[j]++
 		}
-		if f := spanFlags(sp); f != 0 {
+		if f := flags[i]; f != 0 {
 			if f&spanFlagInterrupted != 0 {
 				stops[j]++
 			}
@@ -688,7 +689,7 @@ func (s *Store) spanIngestCopy(ctx context.Context, spans []Span) (SpanIngestRes
 		(LIKE spans INCLUDING DEFAULTS) ON COMMIT DROP`); err != nil {
 		return SpanIngestResult{}, fmt.Errorf("create staging table: %w", err)
 	}
-	if _, err := copySpans(ctx, s.Tx().Conn().PgConn(), "spans_stage", spans); err != nil {
+	if _, err := copySpans(ctx, s.Tx().Conn().PgConn(), "spans_stage", spans, nil); err != nil {
 		return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
 	}
 	var res SpanIngestResult
