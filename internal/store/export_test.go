@@ -29,6 +29,9 @@ func (s *Store) SpanCopyRaw(ctx context.Context, spans []Span) (int64, error) {
 
 var spanCopyColumns = strings.Fields(strings.ReplaceAll(spanColumns, ",", " "))
 
+// SpanCopyFieldsAndColumns are the fields copySpans writes a row with, and the columns it names.
+var SpanCopyFieldsAndColumns = [2]int{spanCopyFields, len(spanCopyColumns)}
+
 // spanCopySource feeds spans to pgx's CopyFrom (binary COPY), as the raw baseline does.
 func spanCopySource(spans []Span) pgx.CopyFromSource {
 	return pgx.CopyFromSlice(len(spans), func(i int) ([]any, error) {

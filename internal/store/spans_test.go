@@ -302,6 +302,7 @@ func TestSpanSkeletonsReadNoPayloads(t *testing.T) {
 // ids), and an empty string stays an empty string while a missing parent stays NULL.
 func TestSpanIngestCopiesAwkwardTextExactly(t *testing.T) {
 	t.Parallel()
+	require.Equal(t, store.SpanCopyFieldsAndColumns[1], store.SpanCopyFieldsAndColumns[0], "a COPY row has a field per column")
 	ctx := context.Background()
 	s := storetest.New(t)
 	awkward := []string{`\N`, "a\tb\nc\rd\\e", `\\N`, "", `C:\temp\new`, "é 漢字 🙂", "tab\t"}
