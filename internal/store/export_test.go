@@ -14,7 +14,7 @@ import (
 func (s *Store) SpanCopyRaw(ctx context.Context, spans []Span) (int64, error) {
 	var n int64
 	err := s.WithTx(ctx, func(tx *Store) error {
-		if _, err := tx.db.Exec(ctx, asyncCommit); err != nil {
+		if _, err := tx.db.Exec(ctx, ingestSettings); err != nil {
 			return err
 		}
 		var err error

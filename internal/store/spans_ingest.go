@@ -104,7 +104,7 @@ func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool, us
 		case forceCopy || len(spans) >= copyThreshold:
 			err = s.WithTx(ctx, func(tx *Store) error {
 				if s.Tx() == nil {
-					if _, err := tx.db.Exec(ctx, asyncCommit); err != nil {
+					if _, err := tx.db.Exec(ctx, ingestSettings); err != nil {
 						return err
 					}
 				}
@@ -134,14 +134,19 @@ func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool, us
 	return res, nil
 }
 
-// asyncCommit makes an ingest transaction commit without waiting for its WAL flush. Spans are
-// telemetry: a PostgreSQL crash may lose the last few hundred milliseconds of acknowledged spans
-// (at most three wal_writer_delay periods) but never corrupts anything, and in exchange a commit
-// costs no fsync, which is what lets one hot trace take thousands of single-span POSTs a second.
-// Runs, interrupts and everything else keep full durability. It is not applied when the caller
-// passes its own transaction. It is set_config rather than SET LOCAL, which works the same in the
-// implicit transaction of a pipelined batch but logs a warning there on every ingest.
-const asyncCommit = `SELECT set_config('synchronous_commit', 'off', true)`
+// ingestSettings sets up an ingest transaction. It commits without waiting for its WAL flush:
+// spans are telemetry, a PostgreSQL crash may lose the last few hundred milliseconds of
+// acknowledged spans (at most three wal_writer_delay periods) but never corrupts anything, and in
+// exchange a commit costs no fsync, which is what lets one hot trace take thousands of single-span
+// POSTs a second. Runs, interrupts and everything else keep full durability. And it plans without
+// sequential scans: every ingest statement reads spans, traces and runs by key, but pgx prepares
+// them, and PostgreSQL keeps a generic plan made from the statistics of the moment it settles on
+// one; on a fresh store that is a sequential scan of each (empty then), kept until autovacuum
+// analyzes them, so that every group would read every span stored so far
+// (TestIngestOfSmallGroupsNeverScansATable). Neither applies when the caller passes its own
+// transaction. It is set_config rather than SET LOCAL, which works the same in the implicit
+// transaction of a pipelined batch but logs a warning there on every ingest.
+const ingestSettings = `SELECT set_config('synchronous_commit', 'off', true), set_config('enable_seqscan', 'off', true)`
 
 // isUniqueViolation reports a duplicate key, which the fast path meets only when it races another
 // ingest of the same span.
@@ -338,7 +343,7 @@ func (s *Store) spanIngestArrays(ctx context.Context, spans []Span) (SpanIngestR
 	} else {
 		// One round trip, one implicit transaction: the SET LOCAL applies to the ingest only.
 		b := &pgx.Batch{}
-		b.Queue(asyncCommit)
+		b.Queue(ingestSettings)
 		b.Queue(spanArraysSQL, args...).QueryRow(scan)
 		if err := s.db.SendBatch(ctx, b).Close(); err != nil {
 			return SpanIngestResult{}, err
@@ -368,7 +373,7 @@ func (s *Store) spanIngestArraysFold(ctx context.Context, spans []Span, usage Us
 	err := s.pipelinedTx(ctx, func(conn *pgx.Conn) error {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
-		b.Queue(asyncCommit)
+		b.Queue(ingestSettings)
 		b.Queue(spanArraysSQL, spanArraysArgs(spans)...).QueryRow(func(row pgx.Row) error { return scanMerge(row, &res) })
 		if err := conn.SendBatch(ctx, b).Close(); err != nil {
 			return err
@@ -488,7 +493,7 @@ ORDER BY trace_id` + traceFoldSQL
 // for a core on each): the BEGIN with the lookup, the COPY's two, and the fold, the merge and the
 // COMMIT together (a fifth when stored spans were merged and usage is given: their merge says
 // which ended, before their usage is folded by TraceUsageFold's statements). The transaction commits without
-// waiting for its WAL flush (asyncCommit).
+// waiting for its WAL flush (ingestSettings).
 func (s *Store) spanIngestFast(ctx context.Context, spans []Span, usage UsageFunc) (res SpanIngestResult, err error) {
 	err = s.pipelinedTx(ctx, func(conn *pgx.Conn) error {
 		res, err = spanIngestFastOn(ctx, conn, spans, usage)
@@ -506,7 +511,7 @@ func spanIngestFastOn(ctx context.Context, conn *pgx.Conn, spans []Span, usage U
 	existing := map[SpanKey]struct{}{}
 	begin := &pgx.Batch{}
 	begin.Queue("BEGIN")
-	begin.Queue(asyncCommit)
+	begin.Queue(ingestSettings)
 	begin.Queue(spanExistingSQL, traceIDs, spanIDs).Query(func(rows pgx.Rows) error {
 		var k SpanKey
 		_, err := pgx.ForEachRow(rows, []any{&k.TraceID, &k.SpanID}, func() error {

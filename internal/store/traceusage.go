@@ -68,7 +68,7 @@ func (s *Store) TraceUsageFold(ctx context.Context, usage []SpanUsage, services 
 	}
 	batch := &pgx.Batch{}
 	if s.Tx() == nil {
-		batch.Queue(asyncCommit) // telemetry, as SpanIngest commits it
+		batch.Queue(ingestSettings) // telemetry, as SpanIngest commits it, planned by key
 	}
 	queueUsageFold(batch, usage, services)
 	var err error
