@@ -61,8 +61,10 @@ func (s *Store) SpanIngestCopy(ctx context.Context, spans []Span) (SpanIngestRes
 	return s.spanIngest(ctx, spans, true, nil)
 }
 
-// UsageFunc gives the shares and services to fold (see TraceUsageFold) for the spans an ingest
-// stored ended for the first time.
+// UsageFunc gives the shares and services to fold (see TraceUsageFold) for an ingest's spans. It
+// is given the keys of the spans that carry an end; the ingest folds, in the statement that stores
+// them, the share of each span it stores ended for the first time (SpanIngestResult.Ended), and
+// the services of the traces it changes. A share for any other key is dropped.
 type UsageFunc func(ended []SpanKey) ([]SpanUsage, []TraceService)
 
 // SpanIngestCopyFold is SpanIngestCopy that also folds usage(ended) into the traces' totals in
@@ -72,11 +74,9 @@ func (s *Store) SpanIngestCopyFold(ctx context.Context, spans []Span, usage Usag
 	return s.spanIngest(ctx, spans, true, usage)
 }
 
-// SpanIngestFold is SpanIngest that also folds usage(ended) into the traces' totals (see
-// TraceUsageFold) in the same transaction: one commit per ingest instead of two, and no reader
-// sees the spans without their totals. usage must answer nothing for keys none of which is a
-// span it has a share or a service for: given every ended span's key, an empty answer means that
-// nothing can be folded, and the ingest takes a single round trip when it can.
+// SpanIngestFold is SpanIngest that also folds usage into the traces' totals (see UsageFunc) in
+// the same transaction, and the same statement: one commit and one round trip per ingest, and no
+// reader sees the spans without their totals.
 func (s *Store) SpanIngestFold(ctx context.Context, spans []Span, usage UsageFunc) (SpanIngestResult, error) {
 	return s.spanIngest(ctx, spans, false, usage)
 }
@@ -108,21 +108,11 @@ func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool, us
 						return err
 					}
 				}
-				if res, err = tx.spanIngestCopy(ctx, spans); err != nil || usage == nil {
-					return err
-				}
-				shares, services := usage(res.Ended)
-				return tx.TraceUsageFold(ctx, shares, services)
+				res, err = tx.spanIngestCopy(ctx, spans, usage)
+				return err
 			})
-		case usage != nil && s.Tx() == nil && mayFold(spans, usage):
-			res, err = s.spanIngestArraysFold(ctx, spans, usage)
 		default:
-			res, err = s.spanIngestArrays(ctx, spans)
-			if err == nil && usage != nil && s.Tx() != nil {
-				if shares, services := usage(res.Ended); len(shares) > 0 || len(services) > 0 {
-					err = s.TraceUsageFold(ctx, shares, services)
-				}
-			}
+			res, err = s.spanIngestArrays(ctx, spans, usage)
 		}
 		if !retryable(err) || s.Tx() != nil {
 			break
@@ -241,12 +231,19 @@ const traceFoldSQL = `
 `
 
 // spanMergeSQL upserts the rows of the relation src into spans, then folds what changed into
-// traces. %s is the source relation, with the columns of spanColumns. It answers the spans
-// inserted and updated, the traces folded, and the keys of the spans stored ended for the first
-// time (see SpanIngestResult.Ended), read against the statement's snapshot of spans (old), which
-// is also where the replaced copies' status and flags are taken back from the trace's counts.
+// traces, usage included. %[1]s is the source relation, with the columns of spanColumns; from
+// parameter %[2]d on come the usage shares (spanMergeShareArgs: trace, span, model, start time,
+// model calls, input and output tokens, tool calls and errors, a column array each) and the
+// traces' services (trace, service, session, thread). A share is folded only when its span is
+// stored ended for the first time by this statement (ended), so that a span's share counts once
+// however often it is sent; the services fold into the traces this statement changes. It answers
+// the spans inserted and updated, the traces folded, and the keys of the spans stored ended for
+// the first time (see SpanIngestResult.Ended), read against the statement's snapshot of spans
+// (old), which is also where the replaced copies' status and flags are taken back from the
+// trace's counts. One statement, one round trip: the usage used to take a second, after the
+// merge had said which spans ended, and the realtime load's lone writer waited on both.
 var spanMergeSQL = `
-WITH src AS (%s),
+WITH src AS (%[1]s),
 old AS (
 	SELECT sp.trace_id, sp.span_id, sp.end_time_unix_nano, sp.status_code, sp.flags
 	FROM spans sp JOIN src s ON sp.trace_id = s.trace_id AND sp.span_id = s.span_id
@@ -278,6 +275,11 @@ up AS (
 	RETURNING sp.trace_id, sp.span_id, sp.parent_span_id, sp.name, sp.start_time_unix_nano,
 		sp.end_time_unix_nano, sp.status_code, sp.source, sp.run_id, (sp.xmax = 0) AS inserted, sp.flags
 ),
+ended AS (
+	SELECT up.trace_id, up.span_id FROM up
+	LEFT JOIN old o ON o.trace_id = up.trace_id AND o.span_id = up.span_id
+	WHERE up.end_time_unix_nano <> 0 AND (o.trace_id IS NULL OR o.end_time_unix_nano = 0)
+),
 agg AS (
 	SELECT u.trace_id,
 		max(u.span_id) FILTER (WHERE u.parent_span_id IS NULL)              AS root_span_id,
@@ -296,26 +298,83 @@ agg AS (
 	FROM up u LEFT JOIN old o ON o.trace_id = u.trace_id AND o.span_id = u.span_id
 	GROUP BY u.trace_id
 ),
+us AS (
+	SELECT sh.trace_id,
+		(array_agg(sh.model ORDER BY sh.start_time, sh.n) FILTER (WHERE sh.model <> ''))[1] AS model,
+		sum(sh.model_calls) AS model_calls, sum(sh.input_tokens) AS input_tokens,
+		sum(sh.output_tokens) AS output_tokens, sum(sh.tool_calls) AS tool_calls,
+		sum(sh.tool_errors) AS tool_errors
+	FROM unnest($%[2]d::text[], $%[3]d::text[], $%[4]d::text[], $%[5]d::int8[], $%[6]d::int4[],
+		$%[7]d::int8[], $%[8]d::int8[], $%[9]d::int4[], $%[10]d::int4[]) WITH ORDINALITY
+		AS sh(trace_id, span_id, model, start_time, model_calls, input_tokens, output_tokens,
+			tool_calls, tool_errors, n)
+	JOIN ended e ON e.trace_id = sh.trace_id AND e.span_id = sh.span_id
+	GROUP BY sh.trace_id
+),
+sv AS (
+	SELECT * FROM unnest($%[11]d::text[], $%[12]d::text[], $%[13]d::text[], $%[14]d::text[])
+		AS sv(trace_id, service, session, thread)
+),
 tr AS (
 	INSERT INTO traces AS t (trace_id, display_name, root_span_id, start_time_unix_nano,
 		end_time_unix_nano, status_code, span_count, source, run_id, updated_at, last_end_time_unix_nano,
-		error_spans, interrupted_spans, resume_spans)
-	SELECT trace_id, left(COALESCE(root_name, ''), ` + displayNameMaxSQL + `), root_span_id, COALESCE(root_start, any_start, 0),
-		CASE WHEN root_span_id IS NOT NULL THEN root_end ELSE any_end END,
-		COALESCE(root_status, 0), new_spans, source, run_id, now(), COALESCE(any_end, 0),
-		error_spans, interrupted_spans, resume_spans
-	FROM agg ORDER BY trace_id
+		error_spans, interrupted_spans, resume_spans, model, model_calls, input_tokens, output_tokens,
+		tool_calls, tool_errors, service, session, thread)
+	SELECT a.trace_id, left(COALESCE(a.root_name, ''), ` + displayNameMaxSQL + `), a.root_span_id,
+		COALESCE(a.root_start, a.any_start, 0),
+		CASE WHEN a.root_span_id IS NOT NULL THEN a.root_end ELSE a.any_end END,
+		COALESCE(a.root_status, 0), a.new_spans, a.source, a.run_id, now(), COALESCE(a.any_end, 0),
+		a.error_spans, a.interrupted_spans, a.resume_spans, COALESCE(us.model, ''),
+		COALESCE(us.model_calls, 0), COALESCE(us.input_tokens, 0), COALESCE(us.output_tokens, 0),
+		COALESCE(us.tool_calls, 0), COALESCE(us.tool_errors, 0), COALESCE(sv.service, ''),
+		NULLIF(sv.session, ''), NULLIF(sv.thread, '')
+	FROM agg a LEFT JOIN us ON us.trace_id = a.trace_id LEFT JOIN sv ON sv.trace_id = a.trace_id
+	ORDER BY a.trace_id
 ` + traceFoldSQL + `	RETURNING 1
-),
-ended AS (
-	SELECT up.trace_id, up.span_id FROM up
-	LEFT JOIN old o ON o.trace_id = up.trace_id AND o.span_id = up.span_id
-	WHERE up.end_time_unix_nano <> 0 AND (o.trace_id IS NULL OR o.end_time_unix_nano = 0)
 )
 SELECT (SELECT count(*) FROM up WHERE inserted), (SELECT count(*) FROM up WHERE NOT inserted),
 	(SELECT count(*) FROM tr),
 	ARRAY(SELECT trace_id FROM ended ORDER BY trace_id, span_id),
 	ARRAY(SELECT span_id FROM ended ORDER BY trace_id, span_id)`
+
+// spanMergeSQLFor is spanMergeSQL with src as its source, whose own parameters number params.
+func spanMergeSQLFor(src string, params int) string {
+	p := params + 1
+	return fmt.Sprintf(spanMergeSQL, src, p, p+1, p+2, p+3, p+4, p+5, p+6, p+7, p+8, p+9, p+10, p+11, p+12)
+}
+
+// spanMergeShareArgs are spanMergeSQL's usage parameters: the shares, and the services, the first
+// of each trace's (as TraceUsageFold's join would pick one).
+func spanMergeShareArgs(shares []SpanUsage, services []TraceService) []any {
+	n := len(shares)
+	traceIDs, spanIDs, models := make([]string, n), make([]string, n), make([]string, n)
+	starts, inputs, outputs := make([]int64, n), make([]int64, n), make([]int64, n)
+	modelCalls, toolCalls, toolErrors := make([]int32, n), make([]int32, n), make([]int32, n)
+	for i, u := range shares {
+		traceIDs[i], spanIDs[i], starts[i] = u.TraceID, u.SpanID, u.StartTime
+		switch u.Kind {
+		case "model":
+			modelCalls[i], models[i], inputs[i], outputs[i] = 1, u.Model, u.InputTokens, u.OutputTokens
+		case "tool":
+			toolCalls[i] = 1
+			if u.Failed {
+				toolErrors[i] = 1
+			}
+		}
+	}
+	var svTraces, names, sessions, threads []string
+	seen := make(map[string]struct{}, len(services))
+	for _, sv := range services {
+		if _, ok := seen[sv.TraceID]; ok {
+			continue
+		}
+		seen[sv.TraceID] = struct{}{}
+		svTraces, names = append(svTraces, sv.TraceID), append(names, sv.Service)
+		sessions, threads = append(sessions, sv.Session), append(threads, sv.Thread)
+	}
+	return []any{traceIDs, spanIDs, models, starts, modelCalls, inputs, outputs, toolCalls, toolErrors,
+		svTraces, names, sessions, threads}
+}
 
 const spanArraysSource = `SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
 	$5::int2[], $6::int8[], $7::int8[], $8::int2[], $9::text[], $10::text[], $11::text[], $12::text[],
@@ -325,23 +384,23 @@ const spanArraysSource = `SELECT * FROM unnest($1::text[], $2::text[], $3::text[
 		scope_version, source, run_id, flags)`
 
 // spanArraysSQL casts the JSON columns, sent as text so that pgx needs no json[] encoding.
-var spanArraysSQL = fmt.Sprintf(spanMergeSQL, `SELECT trace_id, span_id, parent_span_id, name, kind,
+var spanArraysSQL = spanMergeSQLFor(`SELECT trace_id, span_id, parent_span_id, name, kind,
 	start_time_unix_nano, end_time_unix_nano, status_code, status_message,
 	attributes_text::json AS attributes, events_text::json AS events, links_text::json AS links,
-	resource_text::json AS resource, scope, scope_version, source, run_id, flags FROM (`+spanArraysSource+`) a`)
+	resource_text::json AS resource, scope, scope_version, source, run_id, flags FROM (`+spanArraysSource+`) a`, 18)
 
-var spanCopySQL = fmt.Sprintf(spanMergeSQL, `SELECT * FROM spans_stage`)
+var spanCopySQL = spanMergeSQLFor(`SELECT * FROM spans_stage`, 0)
 
-func (s *Store) spanIngestArrays(ctx context.Context, spans []Span) (SpanIngestResult, error) {
+func (s *Store) spanIngestArrays(ctx context.Context, spans []Span, usage UsageFunc) (SpanIngestResult, error) {
 	var res SpanIngestResult
-	args := spanArraysArgs(spans)
+	args := append(spanArraysArgs(spans), spanMergeShareArgs(endedUsage(spans, usage))...)
 	scan := func(row pgx.Row) error { return scanMerge(row, &res) }
 	if s.Tx() != nil {
 		if err := scan(s.db.QueryRow(ctx, spanArraysSQL, args...)); err != nil {
 			return SpanIngestResult{}, err
 		}
 	} else {
-		// One round trip, one implicit transaction: the SET LOCAL applies to the ingest only.
+		// One round trip, one implicit transaction: the settings apply to the ingest only.
 		b := &pgx.Batch{}
 		b.Queue(ingestSettings)
 		b.Queue(spanArraysSQL, args...).QueryRow(scan)
@@ -353,42 +412,20 @@ func (s *Store) spanIngestArrays(ctx context.Context, spans []Span) (SpanIngestR
 	return res, nil
 }
 
-// mayFold reports whether usage has anything to fold for spans, whichever of them are stored
-// ended for the first time.
-func mayFold(spans []Span, usage UsageFunc) bool {
+// endedUsage asks usage for the shares and services of the spans that carry an end: those an ingest
+// may store ended for the first time (spanMergeSQL folds the shares of those it does). A nil usage
+// has none.
+func endedUsage(spans []Span, usage UsageFunc) ([]SpanUsage, []TraceService) {
+	if usage == nil {
+		return nil, nil
+	}
 	var ended []SpanKey
 	for i := range spans {
 		if spans[i].EndTime != 0 {
 			ended = append(ended, SpanKey{spans[i].TraceID, spans[i].SpanID})
 		}
 	}
-	shares, services := usage(ended)
-	return len(shares) > 0 || len(services) > 0
-}
-
-// spanIngestArraysFold is spanIngestArrays and the usage fold in one transaction, in two round
-// trips: the merge (whose answer says which spans ended), then the fold and the COMMIT.
-func (s *Store) spanIngestArraysFold(ctx context.Context, spans []Span, usage UsageFunc) (SpanIngestResult, error) {
-	var res SpanIngestResult
-	err := s.pipelinedTx(ctx, func(conn *pgx.Conn) error {
-		b := &pgx.Batch{}
-		b.Queue("BEGIN")
-		b.Queue(ingestSettings)
-		b.Queue(spanArraysSQL, spanArraysArgs(spans)...).QueryRow(func(row pgx.Row) error { return scanMerge(row, &res) })
-		if err := conn.SendBatch(ctx, b).Close(); err != nil {
-			return err
-		}
-		end := &pgx.Batch{}
-		shares, services := usage(res.Ended)
-		queueUsageFold(end, shares, services)
-		end.Queue("COMMIT")
-		return conn.SendBatch(ctx, end).Close()
-	})
-	if err != nil {
-		return SpanIngestResult{}, err
-	}
-	res.Skipped = int64(len(spans)) - res.Inserted - res.Updated
-	return res, nil
+	return usage(ended)
 }
 
 // pipelinedTx runs fn on a connection of its own, in which fn sends BEGIN and COMMIT itself
@@ -490,9 +527,8 @@ ORDER BY trace_id` + traceFoldSQL
 // the COPY fail with a unique violation; the caller then merges instead.
 //
 // It takes four round trips, which under load matter as much as the work (a lone writer waits
-// for a core on each): the BEGIN with the lookup, the COPY's two, and the fold, the merge and the
-// COMMIT together (a fifth when stored spans were merged and usage is given: their merge says
-// which ended, before their usage is folded by TraceUsageFold's statements). The transaction commits without
+// for a core on each): the BEGIN with the lookup, the COPY's two, and the fold, the merge (which
+// folds the stored spans' usage itself) and the COMMIT together. The transaction commits without
 // waiting for its WAL flush (ingestSettings).
 func (s *Store) spanIngestFast(ctx context.Context, spans []Span, usage UsageFunc) (res SpanIngestResult, err error) {
 	err = s.pipelinedTx(ctx, func(conn *pgx.Conn) error {
@@ -534,6 +570,21 @@ func spanIngestFastOn(ctx context.Context, conn *pgx.Conn, spans []Span, usage U
 			}
 		}
 	}
+	// The shares of the new spans fold with their traces' summaries, in the same row write; those
+	// of the stored ones with their merge, which folds them only if it stores them ended for the
+	// first time.
+	shares, services := endedUsage(spans, usage)
+	freshShares, storedShares := shares, []SpanUsage(nil)
+	if len(stored) > 0 && len(shares) > 0 {
+		freshShares = make([]SpanUsage, 0, len(shares))
+		for _, u := range shares {
+			if _, ok := existing[SpanKey{u.TraceID, u.SpanID}]; ok {
+				storedShares = append(storedShares, u)
+			} else {
+				freshShares = append(freshShares, u)
+			}
+		}
+	}
 	end := &pgx.Batch{}
 	if len(fresh) > 0 {
 		flags := spanFlagsOf(fresh) // worked out once: the COPY and the summaries both need them
@@ -547,42 +598,27 @@ func spanIngestFastOn(ctx context.Context, conn *pgx.Conn, spans []Span, usage U
 				res.Ended = append(res.Ended, SpanKey{fresh[i].TraceID, fresh[i].SpanID})
 			}
 		}
-		// With no stored span, what ended is known now, and the totals fold with the summaries,
-		// in the same row write.
-		var shares []SpanUsage
-		var services []TraceService
-		if len(stored) == 0 && usage != nil {
-			shares, services = usage(res.Ended)
-		}
-		args, restShares, restServices := traceAggregates(fresh, flags, shares, services)
+		var restShares []SpanUsage
+		var args []any
+		args, restShares, services = traceAggregates(fresh, flags, freshShares, services)
 		end.Queue(traceFoldArraysSQL, args...)
-		queueUsageFold(end, restShares, restServices)
+		if len(stored) == 0 {
+			queueUsageFold(end, restShares, services)
+		}
 	}
 	var merged SpanIngestResult
 	if len(stored) > 0 {
-		end.Queue(spanArraysSQL, spanArraysArgs(stored)...).QueryRow(func(row pgx.Row) error { return scanMerge(row, &merged) })
-	}
-	// With stored spans, the merge's answer says which ended, and the totals take a round trip
-	// of their own.
-	addMerged := func() {
-		merged.Skipped = int64(len(stored)) - merged.Inserted - merged.Updated
-		res.add(merged)
-	}
-	if len(stored) > 0 && usage != nil {
-		if err := conn.SendBatch(ctx, end).Close(); err != nil {
-			return SpanIngestResult{}, fmt.Errorf("fold trace summaries: %w", err)
-		}
-		addMerged()
-		end = &pgx.Batch{}
-		shares, services := usage(res.Ended)
-		queueUsageFold(end, shares, services)
+		// The services of traces that have no new span fold with the merge.
+		args := append(spanArraysArgs(stored), spanMergeShareArgs(storedShares, services)...)
+		end.Queue(spanArraysSQL, args...).QueryRow(func(row pgx.Row) error { return scanMerge(row, &merged) })
 	}
 	end.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, end).Close(); err != nil {
 		return SpanIngestResult{}, fmt.Errorf("fold trace summaries and commit: %w", err)
 	}
-	if len(stored) > 0 && usage == nil {
-		addMerged()
+	if len(stored) > 0 {
+		merged.Skipped = int64(len(stored)) - merged.Inserted - merged.Updated
+		res.add(merged)
 	}
 	return res, nil
 }
@@ -689,7 +725,7 @@ func traceAggregates(spans []Span, flags []int16, shares []SpanUsage, services [
 
 // spanIngestCopy stages spans with COPY in a temporary table dropped at commit, then merges them.
 // It must run in a transaction.
-func (s *Store) spanIngestCopy(ctx context.Context, spans []Span) (SpanIngestResult, error) {
+func (s *Store) spanIngestCopy(ctx context.Context, spans []Span, usage UsageFunc) (SpanIngestResult, error) {
 	if _, err := s.db.Exec(ctx, `CREATE TEMPORARY TABLE spans_stage
 		(LIKE spans INCLUDING DEFAULTS) ON COMMIT DROP`); err != nil {
 		return SpanIngestResult{}, fmt.Errorf("create staging table: %w", err)
@@ -698,7 +734,7 @@ func (s *Store) spanIngestCopy(ctx context.Context, spans []Span) (SpanIngestRes
 		return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
 	}
 	var res SpanIngestResult
-	if err := scanMerge(s.db.QueryRow(ctx, spanCopySQL), &res); err != nil {
+	if err := scanMerge(s.db.QueryRow(ctx, spanCopySQL, spanMergeShareArgs(endedUsage(spans, usage))...), &res); err != nil {
 		return SpanIngestResult{}, err
 	}
 	res.Skipped = int64(len(spans)) - res.Inserted - res.Updated

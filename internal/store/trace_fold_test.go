@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -15,8 +16,9 @@ import (
 )
 
 // TestTheFastPathFoldsUsageAsTraceUsageFoldDoes: a batch of new spans writes its traces'
-// summaries, usage and services included, in one upsert; batch after batch, the rows it leaves
-// are those that COPY staging followed by TraceUsageFold's updates leaves: the model first named,
+// summaries, usage and services included, in one upsert computed in Go; batch after batch, the
+// rows it leaves are those that the merge statement leaves, which folds them in SQL (COPY staging,
+// and the arrays of small groups): the model first named,
 // the sums, the first service, the first session and the first thread.
 func TestTheFastPathFoldsUsageAsTraceUsageFoldDoes(t *testing.T) {
 	t.Parallel()
@@ -75,7 +77,17 @@ func TestTheFastPathFoldsUsageAsTraceUsageFoldDoes(t *testing.T) {
 		}
 	}
 	ingest("1", s.SpanIngestFold)     // new spans on the fast path: one upsert a batch
-	ingest("2", s.SpanIngestCopyFold) // COPY staging, then TraceUsageFold's updates
+	ingest("2", s.SpanIngestCopyFold) // COPY staging, then the merge, which folds in SQL
+	ingest("3", func(ctx context.Context, spans []store.Span, usage store.UsageFunc) (store.SpanIngestResult, error) {
+		for len(spans) > 0 { // small groups take the arrays merge, which folds in SQL too
+			n := min(len(spans), 10)
+			if _, err := s.SpanIngestFold(ctx, spans[:n], usage); err != nil {
+				return store.SpanIngestResult{}, err
+			}
+			spans = spans[n:]
+		}
+		return store.SpanIngestResult{}, nil
+	})
 	rows := func(prefix string) []string {
 		var out []string
 		for _, suffix := range []string{"a", "b"} {
@@ -90,6 +102,17 @@ func TestTheFastPathFoldsUsageAsTraceUsageFoldDoes(t *testing.T) {
 	}
 	fast := rows("1")
 	require.Equal(t, rows("2"), fast)
+	// In groups of ten, the model is the earliest call's of the first group that names one.
+	withoutModel := func(rows []string) []string {
+		out := make([]string, len(rows))
+		for i, r := range rows {
+			f := strings.Split(r, "|")
+			f[8] = ""
+			out[i] = strings.Join(f, "|")
+		}
+		return out
+	}
+	require.Equal(t, withoutModel(rows("3")), withoutModel(fast))
 	require.Contains(t, fast[0], "|svc|", "the first service named")
 	require.Contains(t, fast[0], "|s1|t1|", "the first session named, and the first thread")
 }
