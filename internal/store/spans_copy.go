@@ -15,9 +15,10 @@ import (
 // CopyFrom spent a seventh of the server's CPU boxing and encoding rows; then, with the text
 // format written by hand, PostgreSQL spent an eighth of its time splitting and unescaping the
 // lines, and the server a twentieth escaping them. Every value here is text, json (sent as its
-// text in either format), an integer or a uuid. It runs in conn's open transaction. flags are
-// the spans' flags (spanFlags), worked out here when nil.
-func copySpans(ctx context.Context, conn *pgconn.PgConn, table string, spans []Span, flags []int16) (int64, error) {
+// text in either format), an integer or a uuid. It runs in conn's open transaction, or in the one
+// that before (statements sent ahead of the COPY in the same query, "" for none) begins. flags
+// are the spans' flags (spanFlags), worked out here when nil.
+func copySpans(ctx context.Context, conn *pgconn.PgConn, before, table string, spans []Span, flags []int16) (int64, error) {
 	if flags == nil {
 		flags = spanFlagsOf(spans)
 	}
@@ -34,7 +35,7 @@ func copySpans(ctx context.Context, conn *pgconn.PgConn, table string, spans []S
 	}
 	buf = binary.BigEndian.AppendUint16(buf, 0xffff) // the trailer: a field count of -1
 	tag, err := conn.CopyFrom(ctx, bytes.NewReader(buf),
-		"COPY "+pgx.Identifier{table}.Sanitize()+" ("+spanColumns+") FROM STDIN (FORMAT binary)")
+		before+"COPY "+pgx.Identifier{table}.Sanitize()+" ("+spanColumns+") FROM STDIN (FORMAT binary)")
 	if err != nil {
 		return 0, err
 	}

@@ -91,14 +91,21 @@ func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool, us
 		err error
 	)
 	fast := !forceCopy && s.Tx() == nil && len(spans) >= fastThreshold && !slices.ContainsFunc(spans, hasRunID)
+	lookUp := fast && (s.known == nil || s.known.anyKnown(spans))
 	for attempt := 0; attempt < 3; attempt++ {
 		switch {
 		case fast:
-			res, err = s.spanIngestFast(ctx, spans, usage)
+			res, err = s.spanIngestFast(ctx, spans, usage, lookUp)
 			if isUniqueViolation(err) {
-				// A concurrent ingest stored one of our new spans between the check and the COPY:
-				// merge everything instead.
-				fast = false
+				if !lookUp {
+					// Stored before all the same (by another process, or before a restart): look
+					// them up this time.
+					lookUp = true
+				} else {
+					// A concurrent ingest stored one of our new spans between the check and the
+					// COPY: merge everything instead.
+					fast = false
+				}
 				continue
 			}
 		case forceCopy || len(spans) >= copyThreshold:
@@ -120,6 +127,9 @@ func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool, us
 	}
 	if err != nil {
 		return SpanIngestResult{}, fmt.Errorf("ingest %d spans: %w", len(spans), err)
+	}
+	if s.known != nil {
+		s.known.add(spans)
 	}
 	return res, nil
 }
@@ -526,38 +536,45 @@ ORDER BY trace_id` + traceFoldSQL
 // and carry no run ids (which COPY cannot check). A concurrent ingest of the same new span makes
 // the COPY fail with a unique violation; the caller then merges instead.
 //
-// It takes four round trips, which under load matter as much as the work (a lone writer waits
-// for a core on each): the BEGIN with the lookup, the COPY's two, and the fold, the merge (which
-// folds the stored spans' usage itself) and the COMMIT together. The transaction commits without
+// It takes three round trips, which under load matter as much as the work (a lone writer waits
+// for a core on each): the BEGIN with the lookup, the COPY, and the fold, the merge (which folds
+// the stored spans' usage itself) and the COMMIT together. Without lookUp (the batch's traces are
+// new to this process, see knownTraces) every span is taken as new, and the BEGIN goes with the
+// COPY: two round trips, and no index probe per span; a span stored all the same fails the COPY
+// on its unique key, and the caller looks the batch up then. The transaction commits without
 // waiting for its WAL flush (ingestSettings).
-func (s *Store) spanIngestFast(ctx context.Context, spans []Span, usage UsageFunc) (res SpanIngestResult, err error) {
+func (s *Store) spanIngestFast(ctx context.Context, spans []Span, usage UsageFunc, lookUp bool) (res SpanIngestResult, err error) {
 	err = s.pipelinedTx(ctx, func(conn *pgx.Conn) error {
-		res, err = spanIngestFastOn(ctx, conn, spans, usage)
+		res, err = spanIngestFastOn(ctx, conn, spans, usage, lookUp)
 		return err
 	})
 	return res, err
 }
 
-func spanIngestFastOn(ctx context.Context, conn *pgx.Conn, spans []Span, usage UsageFunc) (SpanIngestResult, error) {
+func spanIngestFastOn(ctx context.Context, conn *pgx.Conn, spans []Span, usage UsageFunc, lookUp bool) (SpanIngestResult, error) {
 	var res SpanIngestResult
-	traceIDs, spanIDs := make([]string, len(spans)), make([]string, len(spans))
-	for i := range spans {
-		traceIDs[i], spanIDs[i] = spans[i].TraceID, spans[i].SpanID
-	}
 	existing := map[SpanKey]struct{}{}
-	begin := &pgx.Batch{}
-	begin.Queue("BEGIN")
-	begin.Queue(ingestSettings)
-	begin.Queue(spanExistingSQL, traceIDs, spanIDs).Query(func(rows pgx.Rows) error {
-		var k SpanKey
-		_, err := pgx.ForEachRow(rows, []any{&k.TraceID, &k.SpanID}, func() error {
-			existing[k] = struct{}{}
-			return nil
+	copyBefore := "BEGIN; " + ingestSettings + "; "
+	if lookUp {
+		copyBefore = ""
+		traceIDs, spanIDs := make([]string, len(spans)), make([]string, len(spans))
+		for i := range spans {
+			traceIDs[i], spanIDs[i] = spans[i].TraceID, spans[i].SpanID
+		}
+		begin := &pgx.Batch{}
+		begin.Queue("BEGIN")
+		begin.Queue(ingestSettings)
+		begin.Queue(spanExistingSQL, traceIDs, spanIDs).Query(func(rows pgx.Rows) error {
+			var k SpanKey
+			_, err := pgx.ForEachRow(rows, []any{&k.TraceID, &k.SpanID}, func() error {
+				existing[k] = struct{}{}
+				return nil
+			})
+			return err
 		})
-		return err
-	})
-	if err := conn.SendBatch(ctx, begin).Close(); err != nil {
-		return SpanIngestResult{}, fmt.Errorf("look up stored spans: %w", err)
+		if err := conn.SendBatch(ctx, begin).Close(); err != nil {
+			return SpanIngestResult{}, fmt.Errorf("look up stored spans: %w", err)
+		}
 	}
 	fresh, stored := spans, []Span(nil)
 	if len(existing) > 0 {
@@ -588,7 +605,7 @@ func spanIngestFastOn(ctx context.Context, conn *pgx.Conn, spans []Span, usage U
 	end := &pgx.Batch{}
 	if len(fresh) > 0 {
 		flags := spanFlagsOf(fresh) // worked out once: the COPY and the summaries both need them
-		n, err := copySpans(ctx, conn.PgConn(), "spans", fresh, flags)
+		n, err := copySpans(ctx, conn.PgConn(), copyBefore, "spans", fresh, flags)
 		if err != nil {
 			return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
 		}
@@ -730,7 +747,7 @@ func (s *Store) spanIngestCopy(ctx context.Context, spans []Span, usage UsageFun
 		(LIKE spans INCLUDING DEFAULTS) ON COMMIT DROP`); err != nil {
 		return SpanIngestResult{}, fmt.Errorf("create staging table: %w", err)
 	}
-	if _, err := copySpans(ctx, s.Tx().Conn().PgConn(), "spans_stage", spans, nil); err != nil {
+	if _, err := copySpans(ctx, s.Tx().Conn().PgConn(), "", "spans_stage", spans, nil); err != nil {
 		return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
 	}
 	var res SpanIngestResult

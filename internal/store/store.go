@@ -27,13 +27,14 @@ type DBTX interface {
 
 // Store is Loupe's data access layer.
 type Store struct {
-	pool *pgxpool.Pool
-	db   DBTX
+	pool  *pgxpool.Pool
+	db    DBTX
+	known *knownTraces // the traces this process ingested lately (see spanIngestFast)
 }
 
 // New returns a Store over pool.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, db: pool}
+	return &Store{pool: pool, db: pool, known: &knownTraces{}}
 }
 
 // Pool is the underlying pool, for the few callers (River, health checks) that need it.
@@ -55,7 +56,7 @@ func (s *Store) WithTx(ctx context.Context, fn func(tx *Store) error) error {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if err := fn(&Store{pool: s.pool, db: tx}); err != nil {
+	if err := fn(&Store{pool: s.pool, db: tx, known: s.known}); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -221,3 +221,62 @@ func TestIngestOfSmallGroupsNeverScansATable(t *testing.T) {
 	require.Equal(t, 120, tr.SpanCount)
 	require.Equal(t, 120, tr.ModelCalls)
 }
+
+// TestABatchOfNewTracesIsNotLookedUp: the fast path looks up which spans of a batch are stored
+// (an index probe a span, and a round trip) only for traces this process has ingested lately; a
+// batch of new traces goes straight to the COPY. A trace stored by another process (here, another
+// Store) fails that COPY on its unique key, and is then looked up and merged: nothing is lost or
+// counted twice.
+func TestABatchOfNewTracesIsNotLookedUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := storetest.NewPool(t).Config()
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	probes := func() int64 {
+		t.Helper()
+		_, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
+		require.NoError(t, err)
+		var n int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT COALESCE(idx_scan, 0) FROM pg_stat_user_tables WHERE relname = 'spans'`).Scan(&n))
+		return n
+	}
+	batch := func(traceID string, from, n int, end int64) []store.Span {
+		spans := make([]store.Span, n)
+		for i := range spans {
+			spans[i] = store.Span{TraceID: traceID, SpanID: fmt.Sprintf("%016x", from+i), Name: "s", StartTime: 1, EndTime: end,
+				ParentSpanID: ptr(fmt.Sprintf("%016x", 999))}
+		}
+		return spans
+	}
+	const traceID = "0000000000000000000000000000c001"
+	a := store.New(pool)
+	before := probes()
+	res, err := a.SpanIngest(ctx, batch(traceID, 1, 20, 0)) // running spans of a new trace
+	require.NoError(t, err)
+	require.EqualValues(t, 20, res.Inserted)
+	require.Equal(t, before, probes(), "a new trace's batch probed spans")
+
+	before = probes()
+	res, err = a.SpanIngest(ctx, batch(traceID, 11, 20, 5)) // 10 of them end, 10 new: a known trace
+	require.NoError(t, err)
+	require.Equal(t, store.SpanIngestResult{Inserted: 10, Updated: 10, Ended: res.Ended}, res)
+	require.Len(t, res.Ended, 20)
+	require.Greater(t, probes(), before, "a known trace's batch was not looked up")
+
+	b := store.New(pool) // another process, which has not seen the trace
+	res, err = b.SpanIngest(ctx, batch(traceID, 21, 20, 7)) // 10 stored (ended at 5), 10 new
+	require.NoError(t, err)
+	require.EqualValues(t, 10, res.Inserted)
+	require.EqualValues(t, 10, res.Updated)
+	tr, err := b.TraceGet(ctx, traceID)
+	require.NoError(t, err)
+	require.Equal(t, 40, tr.SpanCount)
+	var stored, ended int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE end_time_unix_nano = 7)
+		FROM spans WHERE trace_id = $1`, traceID).Scan(&stored, &ended))
+	require.Equal(t, 40, stored)
+	require.Equal(t, 20, ended)
+}
