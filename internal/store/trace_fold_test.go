@@ -266,7 +266,7 @@ func TestABatchOfNewTracesIsNotLookedUp(t *testing.T) {
 	require.Len(t, res.Ended, 20)
 	require.Greater(t, probes(), before, "a known trace's batch was not looked up")
 
-	b := store.New(pool) // another process, which has not seen the trace
+	b := store.New(pool)                                    // another process, which has not seen the trace
 	res, err = b.SpanIngest(ctx, batch(traceID, 21, 20, 7)) // 10 stored (ended at 5), 10 new
 	require.NoError(t, err)
 	require.EqualValues(t, 10, res.Inserted)
