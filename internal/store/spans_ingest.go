@@ -422,9 +422,9 @@ func (s *Store) spanIngestArrays(ctx context.Context, spans []Span, usage UsageF
 	return res, nil
 }
 
-// endedUsage asks usage for the shares and services of the spans that carry an end: those an ingest
-// may store ended for the first time (spanMergeSQL folds the shares of those it does). A nil usage
-// has none.
+// endedUsage asks usage for the shares and services of the spans that carry an end: those an
+// ingest may store ended for the first time (spanMergeSQL folds the shares of those it does). A
+// nil usage has none. A span's share counts once, however often the batch holds it.
 func endedUsage(spans []Span, usage UsageFunc) ([]SpanUsage, []TraceService) {
 	if usage == nil {
 		return nil, nil
@@ -435,7 +435,20 @@ func endedUsage(spans []Span, usage UsageFunc) ([]SpanUsage, []TraceService) {
 			ended = append(ended, SpanKey{spans[i].TraceID, spans[i].SpanID})
 		}
 	}
-	return usage(ended)
+	shares, services := usage(ended)
+	if len(shares) > 1 {
+		seen := make(map[SpanKey]struct{}, len(shares))
+		kept := shares[:0:0]
+		for _, u := range shares {
+			k := SpanKey{u.TraceID, u.SpanID}
+			if _, ok := seen[k]; !ok {
+				seen[k] = struct{}{}
+				kept = append(kept, u)
+			}
+		}
+		shares = kept
+	}
+	return shares, services
 }
 
 // pipelinedTx runs fn on a connection of its own, in which fn sends BEGIN and COMMIT itself

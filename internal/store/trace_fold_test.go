@@ -280,3 +280,30 @@ func TestABatchOfNewTracesIsNotLookedUp(t *testing.T) {
 	require.Equal(t, 40, stored)
 	require.Equal(t, 20, ended)
 }
+
+// TestAShareGivenTwiceCountsOnce: a span twice in one batch (an exporter's retry grouped with its
+// first try) may come with its share twice, from a usage function that reads each copy; on each
+// path the span counts once.
+func TestAShareGivenTwiceCountsOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	for i, n := range []int{4, 40, 300} { // the arrays merge, the fast path, COPY staging
+		traceID := fmt.Sprintf("0000000000000000000000000000d%03d", i)
+		spans := make([]store.Span, n)
+		var shares []store.SpanUsage
+		for j := range spans {
+			spans[j] = store.Span{TraceID: traceID, SpanID: fmt.Sprintf("%016x", j+1), Name: "s", StartTime: 1, EndTime: 2}
+			u := store.SpanUsage{TraceID: traceID, SpanID: spans[j].SpanID, Kind: "tool"}
+			shares = append(shares, u, u)
+		}
+		_, err := s.SpanIngestFold(ctx, append(spans, spans...), func([]store.SpanKey) ([]store.SpanUsage, []store.TraceService) {
+			return shares, nil
+		})
+		require.NoError(t, err)
+		tr, err := s.TraceGet(ctx, traceID)
+		require.NoError(t, err)
+		require.Equal(t, n, tr.ToolCalls, "%d spans", n)
+		require.Equal(t, n, tr.SpanCount, "%d spans", n)
+	}
+}
