@@ -20,37 +20,38 @@ type knownTraces struct {
 func (k *knownTraces) anyKnown(spans []Span) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	last := ""
-	for i := range spans {
-		id := spans[i].TraceID
-		if id == last {
-			continue
-		}
-		last = id
-		if _, ok := k.cur[id]; ok {
-			return true
-		}
-		if _, ok := k.prev[id]; ok {
-			return true
-		}
-	}
-	return false
+	known := false
+	eachTrace(spans, func(id string) bool {
+		_, inCur := k.cur[id]
+		_, inPrev := k.prev[id]
+		known = inCur || inPrev
+		return !known
+	})
+	return known
 }
 
 // add remembers spans' traces.
 func (k *knownTraces) add(spans []Span) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	last := ""
-	for i := range spans {
-		id := spans[i].TraceID
-		if id == last {
-			continue
-		}
-		last = id
+	eachTrace(spans, func(id string) bool {
 		if k.cur == nil || len(k.cur) >= knownTraceLimit {
 			k.prev, k.cur = k.cur, make(map[string]struct{}, 1024)
 		}
 		k.cur[id] = struct{}{}
+		return true
+	})
+}
+
+// eachTrace calls fn with the trace id of each run of spans of one trace (once per trace when
+// spans are sorted, as ingest sorts them), until fn returns false.
+func eachTrace(spans []Span, fn func(id string) bool) {
+	for i := range spans {
+		if i > 0 && spans[i].TraceID == spans[i-1].TraceID {
+			continue
+		}
+		if !fn(spans[i].TraceID) {
+			return
+		}
 	}
 }

@@ -181,14 +181,7 @@ func TestSpanFlagsAgreeWithTheMigrationsSQL(t *testing.T) {
 func TestTheListReadsNoSpans(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	// One connection, so that pg_stat_force_next_flush flushes the list's counters before they
-	// are read.
-	cfg := storetest.NewPool(t).Config()
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	s := store.New(pool)
+	pool, s := oneConnStore(t)
 	const big, stopped, failed = "000000000000000000000000000000b1", "000000000000000000000000000000b2", "000000000000000000000000000000b3"
 	spans := []store.Span{
 		{TraceID: stopped, SpanID: "00000000000000b2", Name: "flow", StartTime: 90_000, EndTime: 90_009},
@@ -206,18 +199,12 @@ func TestTheListReadsNoSpans(t *testing.T) {
 		}
 		spans = append(spans, sp)
 	}
-	_, err = s.SpanIngest(ctx, spans)
+	_, err := s.SpanIngest(ctx, spans)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `ANALYZE spans`)
 	require.NoError(t, err)
 	reads := func() int64 {
-		t.Helper()
-		_, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
-		require.NoError(t, err)
-		var n int64
-		require.NoError(t, pool.QueryRow(ctx, `SELECT COALESCE(seq_scan, 0) + COALESCE(idx_scan, 0)
-			FROM pg_stat_user_tables WHERE relname = 'spans'`).Scan(&n))
-		return n
+		return tableReads(t, pool, "COALESCE(seq_scan, 0) + COALESCE(idx_scan, 0)", "spans")["spans"]
 	}
 	before := reads()
 	list := func(filters ...store.TraceFilter) map[string]store.Trace {

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe/internal/store"
@@ -125,20 +123,8 @@ func TestTheFastPathFoldsUsageAsTraceUsageFoldDoes(t *testing.T) {
 func TestIngestOfNewSpansNeverScansTraces(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg := storetest.NewPool(t).Config()
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	s := store.New(pool)
-	scans := func() int64 {
-		t.Helper()
-		_, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
-		require.NoError(t, err)
-		var n int64
-		require.NoError(t, pool.QueryRow(ctx, `SELECT COALESCE(seq_scan, 0) FROM pg_stat_user_tables WHERE relname = 'traces'`).Scan(&n))
-		return n
-	}
+	pool, s := oneConnStore(t)
+	scans := func() int64 { return tableReads(t, pool, "COALESCE(seq_scan, 0)", "traces")["traces"] }
 	before := scans()
 	for i := range 30 {
 		traceID := fmt.Sprintf("%032x", 0xf000+i)
@@ -171,26 +157,9 @@ func TestIngestOfNewSpansNeverScansTraces(t *testing.T) {
 func TestIngestOfSmallGroupsNeverScansATable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg := storetest.NewPool(t).Config()
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	s := store.New(pool)
+	pool, s := oneConnStore(t)
 	scans := func() map[string]int64 {
-		t.Helper()
-		_, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
-		require.NoError(t, err)
-		rows, err := pool.Query(ctx, `SELECT relname, COALESCE(seq_scan, 0) FROM pg_stat_user_tables
-			WHERE relname IN ('spans', 'traces', 'runs')`)
-		require.NoError(t, err)
-		n := map[string]int64{}
-		var name string
-		var count int64
-		_, err = pgx.ForEachRow(rows, []any{&name, &count}, func() error { n[name] = count; return nil })
-		require.NoError(t, err)
-		require.Len(t, n, 3)
-		return n
+		return tableReads(t, pool, "COALESCE(seq_scan, 0)", "spans", "traces", "runs")
 	}
 	before := scans()
 	const traceID = "0000000000000000000000000000e001"
@@ -230,19 +199,8 @@ func TestIngestOfSmallGroupsNeverScansATable(t *testing.T) {
 func TestABatchOfNewTracesIsNotLookedUp(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg := storetest.NewPool(t).Config()
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	probes := func() int64 {
-		t.Helper()
-		_, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
-		require.NoError(t, err)
-		var n int64
-		require.NoError(t, pool.QueryRow(ctx, `SELECT COALESCE(idx_scan, 0) FROM pg_stat_user_tables WHERE relname = 'spans'`).Scan(&n))
-		return n
-	}
+	pool, a := oneConnStore(t)
+	probes := func() int64 { return tableReads(t, pool, "COALESCE(idx_scan, 0)", "spans")["spans"] }
 	batch := func(traceID string, from, n int, end int64) []store.Span {
 		spans := make([]store.Span, n)
 		for i := range spans {
@@ -252,7 +210,6 @@ func TestABatchOfNewTracesIsNotLookedUp(t *testing.T) {
 		return spans
 	}
 	const traceID = "0000000000000000000000000000c001"
-	a := store.New(pool)
 	before := probes()
 	res, err := a.SpanIngest(ctx, batch(traceID, 1, 20, 0)) // running spans of a new trace
 	require.NoError(t, err)
@@ -266,7 +223,8 @@ func TestABatchOfNewTracesIsNotLookedUp(t *testing.T) {
 	require.Len(t, res.Ended, 20)
 	require.Greater(t, probes(), before, "a known trace's batch was not looked up")
 
-	b := store.New(pool)                                    // another process, which has not seen the trace
+	// Another process, which has not seen the trace.
+	b := store.New(pool)
 	res, err = b.SpanIngest(ctx, batch(traceID, 21, 20, 7)) // 10 stored (ended at 5), 10 new
 	require.NoError(t, err)
 	require.EqualValues(t, 10, res.Inserted)
