@@ -92,7 +92,9 @@ func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool, us
 	)
 	fast := !forceCopy && s.Tx() == nil && len(spans) >= fastThreshold && !slices.ContainsFunc(spans, hasRunID)
 	lookUp := fast && (s.known == nil || s.known.anyKnown(spans))
-	for attempt := 0; attempt < 3; attempt++ {
+	// Up to two tries of the fast path (without the lookup, then with it) and two of a merge (a
+	// deadlock with a concurrent ingest is tried once more).
+	for attempt := 0; attempt < 4; attempt++ {
 		switch {
 		case fast:
 			res, err = s.spanIngestFast(ctx, spans, usage, lookUp)
