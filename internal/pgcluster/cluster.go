@@ -198,8 +198,8 @@ func (c *Cluster) spawn(ctx context.Context) (<-chan struct{}, error) {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = c.pgData
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		// Ctrl-C reaches devui, which then stops postgres in order; the group also holds the
-		// server's own processes, for endGroup after a crash.
+		// Ctrl-C reaches devui, which then stops postgres in order (not its children, which
+		// are groups of their own: see clusterProcesses).
 		Setpgid:    true,
 		Pdeathsig:  syscall.SIGINT,
 		Credential: c.runAs.credential(),

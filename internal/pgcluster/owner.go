@@ -121,9 +121,9 @@ func (c *Cluster) postmasterPID() int {
 // endLeftover ends a postmaster that no live devui owns any more. Its owner's death set off a fast
 // shutdown (the child's Pdeathsig), which is waited for, asked for again in case the signal was
 // lost; a server that does not finish it within 30 seconds is ended as a crashed one is
-// (endGroup). It returns once nothing of it runs.
+// (endCluster). It returns once nothing of it runs.
 func (c *Cluster) endLeftover(ctx context.Context, pid int) error {
-	gone := func() bool { return !isPostgres(pid) && !groupAlive(pid) }
+	gone := func() bool { return !isPostgres(pid) && len(clusterProcesses(c.pgData, pid)) == 0 }
 	_ = syscall.Kill(pid, syscall.SIGINT)
 	for deadline := time.Now().Add(30 * time.Second); !gone() && time.Now().Before(deadline); {
 		select {
@@ -133,7 +133,7 @@ func (c *Cluster) endLeftover(ctx context.Context, pid int) error {
 		}
 	}
 	if !gone() {
-		endGroup(ctx, pid)
+		endCluster(ctx, c.pgData, pid)
 	}
 	if !gone() {
 		return fmt.Errorf("pgcluster: the PostgreSQL (pid %d) left by a devui that died does not exit", pid)

@@ -166,7 +166,7 @@ func (c *Cluster) supervise(ctx context.Context, exited <-chan struct{}) {
 				"exit", cmd.ProcessState.String(), "pid", cmd.Process.Pid, "log", c.logFile, "log_tail", lastLines(c.logTail(), 5))
 			// What is left of it (backends, checkpointer) keeps its shared memory, and a new
 			// postmaster refuses to start beside it.
-			endGroup(ctx, cmd.Process.Pid)
+			endCluster(ctx, c.pgData, cmd.Process.Pid)
 		}
 		var (
 			lastErr error
@@ -259,16 +259,23 @@ func (c *Cluster) restart(ctx context.Context) (exited <-chan struct{}, att atta
 	return exited, att, nil
 }
 
-// endGroup ends the processes left in a dead postmaster's process group (its pid, by Setpgid),
-// immediate shutdown first, and waits for them, at most ten seconds or until ctx ends.
-func endGroup(ctx context.Context, pgid int) {
+// endCluster ends what is left of a dead postmaster's server (pid postmaster, data directory
+// pgData): its children, found by clusterProcesses, immediate shutdown first, then SIGKILL, and
+// waits for them, at most ten seconds or until ctx ends. A child that outlives its postmaster keeps
+// the server's shared memory, and a new postmaster refuses to start beside it ("pre-existing shared
+// memory block is still in use"): most notice the death at their next wait and exit, but a query
+// busy on the CPU runs on to its end.
+func endCluster(ctx context.Context, pgData string, postmaster int) {
 	for _, sig := range []syscall.Signal{syscall.SIGQUIT, syscall.SIGKILL} {
-		if !groupAlive(pgid) {
+		pids := clusterProcesses(pgData, postmaster)
+		if len(pids) == 0 {
 			return
 		}
-		_ = syscall.Kill(-pgid, sig)
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, sig)
+		}
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-			if !groupAlive(pgid) {
+			if len(clusterProcesses(pgData, postmaster)) == 0 {
 				return
 			}
 			select {
@@ -280,35 +287,58 @@ func endGroup(ctx context.Context, pgid int) {
 	}
 }
 
-// groupAlive reports whether a process group has a member that is not a zombie. Zombies are
-// counted out because nobody may reap them (devui as a container's pid 1), and they hold nothing.
-func groupAlive(pgid int) bool {
-	if syscall.Kill(-pgid, 0) != nil {
-		return false
-	}
+// clusterProcesses lists the live processes of the server whose data directory is pgData: each
+// process named postgres that runs in that directory (the postmaster makes it its working
+// directory, and its children inherit it), and postmaster itself, zombies left out (nobody may reap
+// them, devui being a container's pid 1, and they hold nothing). Neither the postmaster's parentage
+// nor its process group finds its children: PostgreSQL makes each one a session and process group
+// of its own (setsid), and once the postmaster is dead they are orphans. Without /proc (macOS) it
+// is postmaster alone, if signal 0 reaches it.
+func clusterProcesses(pgData string, postmaster int) []int {
 	stats, err := filepath.Glob("/proc/[0-9]*/stat")
 	if err != nil || len(stats) == 0 {
-		return true // no /proc (macOS): the signal is all we know
+		if postmaster > 0 && syscall.Kill(postmaster, 0) == nil {
+			return []int{postmaster}
+		}
+		return nil
 	}
+	dir, err := filepath.Abs(pgData)
+	if err != nil {
+		dir = pgData
+	}
+	if resolved, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = resolved
+	}
+	var pids []int
 	for _, path := range stats {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid pgrp …; comm may hold spaces and parentheses.
-		i := bytes.LastIndexByte(data, ')')
-		if i < 0 {
+		// pid (comm) state …; comm may hold spaces and parentheses.
+		open, closing := bytes.IndexByte(data, '('), bytes.LastIndexByte(data, ')')
+		if open < 0 || closing < open {
 			continue
 		}
-		fields := strings.Fields(string(data[i+1:]))
-		if len(fields) < 3 || fields[0] == "Z" || fields[0] == "X" {
+		fields := strings.Fields(string(data[closing+1:]))
+		if len(fields) < 1 || fields[0] == "Z" || fields[0] == "X" {
 			continue
 		}
-		if g, err := strconv.Atoi(fields[2]); err == nil && g == pgid {
-			return true
+		pid, err := strconv.Atoi(strings.TrimSpace(string(data[:open])))
+		if err != nil {
+			continue
 		}
+		if pid != postmaster {
+			if string(data[open+1:closing]) != "postgres" {
+				continue
+			}
+			if cwd, err := os.Readlink(filepath.Join(filepath.Dir(path), "cwd")); err != nil || cwd != dir {
+				continue
+			}
+		}
+		pids = append(pids, pid)
 	}
-	return false
+	return pids
 }
 
 // lastLines returns the last n lines of s.

@@ -2,10 +2,12 @@ package pgcluster
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -69,7 +71,7 @@ func TestSupervisorRestartsAKilledPostgres(t *testing.T) {
 	require.True(t, down)
 	require.Contains(t, reason, "down since ")
 	require.Contains(t, reason, "restarting (attempt 1)")
-	require.Eventually(t, func() bool { return !groupAlive(pid) }, 15*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return len(clusterProcesses(c.pgData, pid)) == 0 }, 15*time.Second, 20*time.Millisecond,
 		"the dead server's backends are ended, so that a new one can start")
 
 	release()
@@ -160,4 +162,44 @@ func TestSupervisorGivesUp(t *testing.T) {
 	require.True(t, h.Down)
 	require.True(t, h.GaveUp)
 	require.Contains(t, h.String(), "gave up restarting after 2 attempts: pgcluster: postgres exited during start-up")
+}
+
+// TestSupervisorEndsABackendThatOutlivesItsPostmaster: a backend busy on the CPU does not notice
+// its postmaster's death until its query ends, and keeps the server's shared memory, so that a new
+// postmaster refuses to start beside it. PostgreSQL makes each backend a process group of its
+// own, so ending the postmaster's group missed it, and each restart failed until the query ended.
+// The supervisor ends it, and the server is back within seconds.
+func TestSupervisorEndsABackendThatOutlivesItsPostmaster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newTestCluster(t)
+	c.policy.firstDelay = 10 * time.Millisecond
+	require.NoError(t, c.Start(ctx))
+	defer c.Stop()
+	conn, err := pgx.Connect(ctx, c.URL())
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var backend int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend))
+	busy := make(chan error, 1)
+	go func() {
+		// Minutes of CPU, with no wait at which the backend would see its postmaster gone.
+		_, err := conn.Exec(context.Background(), `SELECT count(*) FROM generate_series(1, 100000000000)`)
+		busy <- err
+	}()
+	require.Eventually(t, func() bool {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", backend))
+		return err == nil && strings.Contains(string(stat), ") R ")
+	}, 10*time.Second, 10*time.Millisecond, "the backend runs its query")
+	time.Sleep(200 * time.Millisecond)
+	pid := killPostmaster(t, c)
+	require.Eventually(t, func() bool { h := c.Health(); return !h.Down && h.Restarts == 1 }, 30*time.Second, 20*time.Millisecond,
+		"the server is back")
+	require.NotContains(t, clusterProcesses(c.pgData, pid), backend, "the busy backend is ended")
+	select {
+	case err := <-busy:
+		require.Error(t, err, "the busy query's connection is gone")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the busy query's connection was not ended")
+	}
 }
