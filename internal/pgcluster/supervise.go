@@ -260,32 +260,42 @@ func (c *Cluster) restart(ctx context.Context) (exited <-chan struct{}, att atta
 }
 
 // endCluster ends what is left of a dead postmaster's server (pid postmaster, data directory
-// pgData): its children, found by clusterProcesses, immediate shutdown first, then SIGKILL, and
-// waits for them, at most ten seconds or until ctx ends. A child that outlives its postmaster keeps
-// the server's shared memory, and a new postmaster refuses to start beside it ("pre-existing shared
-// memory block is still in use"): most notice the death at their next wait and exit, but a query
-// busy on the CPU runs on to its end.
+// pgData): its children, found by clusterProcesses. A child that outlives its postmaster keeps the
+// server's shared memory, and a new postmaster refuses to start beside it ("pre-existing shared
+// memory block is still in use"). Most notice the death at their next wait and exit, telling
+// their clients why (SQLSTATE 57P01), which is what lets the clients' logs tell an outage from a
+// failure; they are given orphanGrace for it. What is left then (a query busy on the CPU runs on
+// to its end) is ended, immediate shutdown first, then SIGKILL, at most ten seconds more, or until
+// ctx ends.
 func endCluster(ctx context.Context, pgData string, postmaster int) {
-	for _, sig := range []syscall.Signal{syscall.SIGQUIT, syscall.SIGKILL} {
-		pids := clusterProcesses(pgData, postmaster)
-		if len(pids) == 0 {
-			return
-		}
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, sig)
-		}
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+	wait := func(d time.Duration) bool {
+		for deadline := time.Now().Add(d); time.Now().Before(deadline); {
 			if len(clusterProcesses(pgData, postmaster)) == 0 {
-				return
+				return true
 			}
 			select {
 			case <-ctx.Done():
-				return
+				return true
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
+		return false
+	}
+	if wait(orphanGrace) {
+		return
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGQUIT, syscall.SIGKILL} {
+		for _, pid := range clusterProcesses(pgData, postmaster) {
+			_ = syscall.Kill(pid, sig)
+		}
+		if wait(5 * time.Second) {
+			return
+		}
 	}
 }
+
+// orphanGrace is how long a dead postmaster's children are given to exit on their own.
+const orphanGrace = 2 * time.Second
 
 // clusterProcesses lists the live processes of the server whose data directory is pgData: each
 // process named postgres that runs in that directory (the postmaster makes it its working
