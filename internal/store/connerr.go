@@ -24,7 +24,29 @@ func IsConnectionLost(err error) bool {
 	if errors.Is(err, pgconn.ErrConnClosed) {
 		return true
 	}
+	var lost *connectionLostError
+	if errors.As(err, &lost) {
+		return true
+	}
 	// pgconn marks the errors of a connection's I/O with SafeToRetry, and a timeout too.
 	var ioErr interface{ SafeToRetry() bool }
 	return errors.As(err, &ioErr) && !pgconn.Timeout(err)
+}
+
+// connectionLostError is an error after which its connection was closed: pgconn's CopyFrom answers
+// a connection cut mid-COPY with the socket's own error (an unexpected EOF, a reset, a closed
+// connection), none of pgconn's types, which IsConnectionLost could not tell from any other
+// program's I/O error (a browser gone, a request body cut short).
+type connectionLostError struct{ err error }
+
+func (e *connectionLostError) Error() string { return e.err.Error() }
+func (e *connectionLostError) Unwrap() error { return e.err }
+
+// markConnectionLost wraps err as a lost connection when conn was closed by it.
+func markConnectionLost(err error, conn *pgconn.PgConn) error {
+	var pgErr *pgconn.PgError
+	if err == nil || errors.As(err, &pgErr) || !conn.IsClosed() {
+		return err
+	}
+	return &connectionLostError{err}
 }

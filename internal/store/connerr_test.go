@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"context"
+	"io"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -45,6 +47,44 @@ func TestIsConnectionLost(t *testing.T) {
 	_, err = victim.Exec(ctx, "SELECT 1")
 	require.Error(t, err)
 	require.True(t, store.IsConnectionLost(err), "a connection the server ended: %v", err)
+
+	// A COPY whose connection is cut mid-stream, with no word from the server: pgconn's CopyFrom
+	// answers with the socket's own error (an unexpected EOF, a reset), none of pgconn's types;
+	// ingest's COPY says the connection is lost (a span exporter logged it as a failure of its own).
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	proxy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer proxy.Close()
+	target := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	cut := make(chan struct{})
+	go func() {
+		client, err := proxy.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", target)
+		if err != nil {
+			client.Close()
+			return
+		}
+		go func() { _, _ = io.Copy(server, client) }()
+		go func() { _, _ = io.Copy(client, server) }()
+		<-cut
+		client.Close()
+		server.Close()
+	}()
+	cfg.Host, cfg.Port = "127.0.0.1", uint16(proxy.Addr().(*net.TCPAddr).Port)
+	copier, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer copier.Close(ctx)
+	_, err = copier.Exec(ctx, "CREATE TEMP TABLE c (LIKE spans)")
+	require.NoError(t, err)
+	close(cut)
+	spans := []store.Span{{TraceID: "0af7651916cd43dd8448eb211c80319c", SpanID: "b7ad6b7169203331", Name: "s", StartTime: 1}}
+	err = store.CopySpans(ctx, copier.PgConn(), "c", spans)
+	require.Error(t, err)
+	require.True(t, store.IsConnectionLost(err), "a COPY whose connection was cut: %v (%T)", err, err)
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // SpanCopyRaw copies spans straight into the spans table with COPY: no merge, no traces summary,
@@ -41,4 +42,10 @@ func spanCopySource(spans []Span) pgx.CopyFromSource {
 			jsonOr(sp.Events, "[]"), jsonOr(sp.Links, "[]"), jsonOr(sp.Resource, "{}"), sp.Scope,
 			sp.ScopeVersion, sourceOr(sp.Source), sp.RunID, spanFlags(sp)}, nil
 	})
+}
+
+// CopySpans runs ingest's COPY of spans into table on conn.
+func CopySpans(ctx context.Context, conn *pgconn.PgConn, table string, spans []Span) error {
+	_, err := copySpans(ctx, conn, "", table, spans, nil)
+	return err
 }

@@ -37,7 +37,7 @@ func copySpans(ctx context.Context, conn *pgconn.PgConn, before, table string, s
 	tag, err := conn.CopyFrom(ctx, bytes.NewReader(buf),
 		before+"COPY "+pgx.Identifier{table}.Sanitize()+" ("+spanColumns+") FROM STDIN (FORMAT binary)")
 	if err != nil {
-		return 0, err
+		return 0, markConnectionLost(err, conn)
 	}
 	return tag.RowsAffected(), nil
 }
