@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -268,9 +269,16 @@ func (c *Cluster) restart(ctx context.Context) (exited <-chan struct{}, att atta
 // to its end) is ended, immediate shutdown first, then SIGKILL, at most ten seconds more, or until
 // ctx ends.
 func endCluster(ctx context.Context, pgData string, postmaster int) {
+	// Only what runs now: a server started on the directory meanwhile (by another devui) is not
+	// the dead one's.
+	left := clusterProcesses(pgData, postmaster)
+	alive := func() []int {
+		now := clusterProcesses(pgData, postmaster)
+		return slices.DeleteFunc(now, func(pid int) bool { return !slices.Contains(left, pid) })
+	}
 	wait := func(d time.Duration) bool {
 		for deadline := time.Now().Add(d); time.Now().Before(deadline); {
-			if len(clusterProcesses(pgData, postmaster)) == 0 {
+			if len(alive()) == 0 {
 				return true
 			}
 			select {
@@ -285,7 +293,7 @@ func endCluster(ctx context.Context, pgData string, postmaster int) {
 		return
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGQUIT, syscall.SIGKILL} {
-		for _, pid := range clusterProcesses(pgData, postmaster) {
+		for _, pid := range alive() {
 			_ = syscall.Kill(pid, sig)
 		}
 		if wait(5 * time.Second) {
@@ -299,8 +307,8 @@ const orphanGrace = 2 * time.Second
 
 // clusterProcesses lists the live processes of the server whose data directory is pgData: each
 // process named postgres that runs in that directory (the postmaster makes it its working
-// directory, and its children inherit it), and postmaster itself, zombies left out (nobody may reap
-// them, devui being a container's pid 1, and they hold nothing). Neither the postmaster's parentage
+// directory, and its children inherit it; a pid reused by another program is not one of them),
+// zombies left out (nobody may reap them, devui being a container's pid 1, and they hold nothing). Neither the postmaster's parentage
 // nor its process group finds its children: PostgreSQL makes each one a session and process group
 // of its own (setsid), and once the postmaster is dead they are orphans. Without /proc (macOS) it
 // is postmaster alone, if signal 0 reaches it.
@@ -338,13 +346,11 @@ func clusterProcesses(pgData string, postmaster int) []int {
 		if err != nil {
 			continue
 		}
-		if pid != postmaster {
-			if string(data[open+1:closing]) != "postgres" {
-				continue
-			}
-			if cwd, err := os.Readlink(filepath.Join(filepath.Dir(path), "cwd")); err != nil || cwd != dir {
-				continue
-			}
+		if string(data[open+1:closing]) != "postgres" {
+			continue
+		}
+		if cwd, err := os.Readlink(filepath.Join(filepath.Dir(path), "cwd")); err != nil || cwd != dir {
+			continue
 		}
 		pids = append(pids, pid)
 	}
