@@ -64,6 +64,9 @@ func (h *outageLog) Handle(ctx context.Context, r slog.Record) error {
 	case lost:
 		h.state.lost(cause)
 	case answeredUnavailable(r) && h.state.inOutage(0):
+	// A bare socket error (a backend ended without a word: pgx says "unexpected EOF") while the
+	// database is known to be down is the outage's too.
+	case cause != "" && lostConnectionText(cause) && h.state.inOutage(0):
 	case h.river && strings.HasSuffix(r.Message, riverGaveUp) && h.state.inOutage(riverGaveUpAfter):
 	case h.river && strings.Contains(r.Message, riverSteppedDown) && h.state.inOutage(riverGaveUpAfter):
 	default:

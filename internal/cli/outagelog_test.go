@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -209,4 +210,23 @@ func TestOutageLogAnnouncesAnOutageNoSupervisorReports(t *testing.T) {
 		s.state.announce()
 		require.Contains(t, s.out.String(), `level=WARN msg="lost the connection to the database`)
 	})
+}
+
+// TestOutageLogMovesABareEOFToDebugOnlyInAnOutage: a backend ended without a word leaves its
+// client a bare socket error ("unexpected EOF"), which says nothing of the database by its type.
+// While the supervisor reports the database down it is the outage's, and goes to debug level;
+// otherwise it is an error like any other.
+func TestOutageLogMovesABareEOFToDebugOnlyInAnOutage(t *testing.T) {
+	t.Parallel()
+	s := newOutageLogSetup(t)
+	s.state.watch(s.monitor)
+	s.log.Warn("span export failed; will retry", "err", fmt.Errorf("ingest 38 spans: %w", io.ErrUnexpectedEOF))
+	s.monitor.down.Store(true)
+	s.log.Warn("span export failed; will retry", "err", fmt.Errorf("ingest 38 spans: %w", io.ErrUnexpectedEOF))
+	s.log.Error("request failed", "err", errors.New("list runs: unexpected EOF"))
+	lines := strings.Split(strings.TrimSpace(s.out.String()), "\n")
+	require.Len(t, lines, 3, s.out.String())
+	require.Contains(t, lines[0], `level=WARN msg="span export failed; will retry"`)
+	require.Contains(t, lines[1], `level=DEBUG msg="span export failed; will retry"`)
+	require.Contains(t, lines[2], `level=DEBUG msg="request failed"`)
 }
