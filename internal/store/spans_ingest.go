@@ -113,7 +113,7 @@ func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool, us
 		case forceCopy || len(spans) >= copyThreshold:
 			err = s.WithTx(ctx, func(tx *Store) error {
 				if s.Tx() == nil {
-					if _, err := tx.db.Exec(ctx, ingestSettings); err != nil {
+					if _, err := tx.db.Exec(ctx, asyncCommit); err != nil {
 						return err
 					}
 				}
@@ -149,6 +149,12 @@ func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool, us
 // transaction. It is set_config rather than SET LOCAL, which works the same in the implicit
 // transaction of a pipelined batch but logs a warning there on every ingest.
 const ingestSettings = `SELECT set_config('synchronous_commit', 'off', true), set_config('enable_seqscan', 'off', true)`
+
+// asyncCommit is ingestSettings without the planner setting, for the merge of a batch staged in a
+// temporary table (COPY staging): that table has neither an index nor statistics, and with
+// sequential scans off PostgreSQL planned the merge's join of it with spans so badly that one
+// batch of 20 spans ran for minutes against 20,000 stored (bench-smoke's BenchmarkSpanIngest).
+const asyncCommit = `SELECT set_config('synchronous_commit', 'off', true)`
 
 // isUniqueViolation reports a duplicate key, which the fast path meets only when it races another
 // ingest of the same span.
