@@ -18,7 +18,8 @@
 # BenchmarkRunPageInChromium10k runs at 1,000 spans here (LOUPE_BENCH_SPANS), not 10,000, and the
 # runs-list benchmarks (the store's BenchmarkRunListSortedByTokens100k, the server's
 # BenchmarkRunsPageSortedByTokens100k) at 2,000 runs (LOUPE_BENCH_RUNS), not 100,000, and
-# BenchmarkRunPageSmallRunAmong1MSpans beside 1,000 other spans (LOUPE_BENCH_OTHER_SPANS), not 1,000,000.
+# BenchmarkRunPageSmallRunAmong1MSpans beside 1,000 other spans (LOUPE_BENCH_OTHER_SPANS), not 1,000,000,
+# and BenchmarkSpans10M at 20,000 spans (LOUPE_BENCH_RETENTION_SPANS), not 10,000,000.
 #
 # Usage (from the repo root):   bench/smoke.sh      (make bench-smoke; part of make ci)
 set -euo pipefail
@@ -51,7 +52,7 @@ cleanup() {
 trap cleanup EXIT
 
 echo "==> Go benchmarks, once each" >&2
-LOUPE_BENCH_RUNS=2000 LOUPE_BENCH_SPANS=1000 LOUPE_BENCH_OTHER_SPANS=1000 go test -count=1 -run '^$' -bench . -benchtime 1x ./...
+LOUPE_BENCH_RUNS=2000 LOUPE_BENCH_SPANS=1000 LOUPE_BENCH_OTHER_SPANS=1000 LOUPE_BENCH_RETENTION_SPANS=20000 go test -count=1 -run '^$' -bench . -benchtime 1x ./...
 
 echo "==> bench/genkitpeer benchmarks, once each" >&2
 (cd bench/genkitpeer && go test -count=1 -run '^$' -bench . -benchtime 1x .)

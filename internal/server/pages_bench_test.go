@@ -64,12 +64,17 @@ func runPageLoop(b *testing.B, srv *Server, runID uuid.UUID, warm bool) {
 // seedTrace stores a run with a trace of n spans: 8 per turn (generate, model, 6 tools).
 func seedTrace(b testing.TB, st *store.Store, n int) uuid.UUID {
 	b.Helper()
+	return seedTraceAt(b, st, n, 1_700_000_000_000_000_000)
+}
+
+// seedTraceAt is seedTrace with its root starting at t0, Unix nanoseconds.
+func seedTraceAt(b testing.TB, st *store.Store, n int, t0 int64) uuid.UUID {
+	b.Helper()
 	ctx := context.Background()
 	run, err := st.RunCreate(ctx, store.RunCreateParams{Action: "/flow/researchAgent", Input: json.RawMessage(`{"topic":"bench"}`)})
 	require.NoError(b, err)
 	traceID := strings.ReplaceAll(uuid.NewString(), "-", "")
 	spans := make([]store.Span, 0, n)
-	t0 := int64(1_700_000_000_000_000_000)
 	id := func(i int) string { return fmt.Sprintf("%016x", i+1) }
 	add := func(parent string, name string, attrs map[string]any, start, end int64) string {
 		s := store.Span{TraceID: traceID, SpanID: id(len(spans)), Name: name, StartTime: start, EndTime: end,

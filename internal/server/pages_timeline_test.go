@@ -222,10 +222,13 @@ func TestBrowserTimelineFoldsReviewerWait(t *testing.T) {
 // taken that much longer to answer.
 func shiftSpansAfter(t *testing.T, b *bundle, traceID string, cut int64, d time.Duration) {
 	t.Helper()
-	tag, err := b.store.Pool().Exec(context.Background(), `UPDATE spans
+	// The summary's last span start moves too: a trace's spans are read within its bounds.
+	tag, err := b.store.Pool().Exec(context.Background(), `WITH moved AS (UPDATE spans
 		SET start_time_unix_nano = start_time_unix_nano + $3,
 		    end_time_unix_nano = CASE WHEN end_time_unix_nano = 0 THEN 0 ELSE end_time_unix_nano + $3 END
-		WHERE trace_id = $1 AND start_time_unix_nano > $2`, traceID, cut, int64(d))
+		WHERE trace_id = $1 AND start_time_unix_nano > $2 RETURNING start_time_unix_nano)
+		UPDATE traces SET span_start_max_unix_nano = GREATEST(span_start_max_unix_nano, (SELECT max(start_time_unix_nano) FROM moved))
+		WHERE trace_id = $1 AND EXISTS (SELECT 1 FROM moved)`, traceID, cut, int64(d))
 	require.NoError(t, err)
 	require.Positive(t, tag.RowsAffected())
 }

@@ -75,8 +75,10 @@ func BenchmarkTraceListWithA10kSpanTrace(b *testing.B) {
 		FROM generate_series(1, 200) g`)
 	require.NoError(b, err)
 	_, err = tb.store.Pool().Exec(ctx, `
-		INSERT INTO traces (trace_id, display_name, root_span_id, start_time_unix_nano, end_time_unix_nano, span_count, source)
-		SELECT trace_id, 'flow', span_id, start_time_unix_nano, end_time_unix_nano, 1, 'otlp' FROM spans`)
+		INSERT INTO traces (trace_id, display_name, root_span_id, start_time_unix_nano, end_time_unix_nano, span_count, source,
+			span_start_min_unix_nano, span_start_max_unix_nano)
+		SELECT trace_id, 'flow', span_id, start_time_unix_nano, end_time_unix_nano, 1, 'otlp',
+			start_time_unix_nano, start_time_unix_nano FROM spans`)
 	require.NoError(b, err)
 	seedTrace(b, tb.store, 10_000)
 	_, err = tb.store.Pool().Exec(ctx, `ANALYZE spans; ANALYZE traces`)

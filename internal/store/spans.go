@@ -80,7 +80,11 @@ const spanColumns = spanReadColumns + `, flags`
 // Rows come back in primary-key order and are sorted here: sorting megabytes of wide rows in
 // PostgreSQL would spill past work_mem, and a 10,000-span trace must load in well under 50 ms.
 func (s *Store) SpansByTrace(ctx context.Context, traceID string, sizeHint int) ([]Span, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+spanReadColumns+` FROM spans WHERE trace_id = $1`, traceID)
+	lo, hi, err := s.spanStartsOf(ctx, traceID)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.db.Query(ctx, `SELECT `+spanReadColumns+` FROM spans WHERE trace_id = $1`+spanStartsBetween(2), traceID, lo, hi)
 	if err != nil {
 		return nil, fmt.Errorf("spans of trace %s: %w", traceID, err)
 	}
@@ -206,6 +210,10 @@ type SpanSkeleton struct {
 // SpanSkeletonsByTrace returns every span of a trace without its payloads, in start order, as
 // SpansByTrace does. The attributes are looked into only when they hold the word "interrupted".
 func (s *Store) SpanSkeletonsByTrace(ctx context.Context, traceID string, sizeHint int) ([]SpanSkeleton, error) {
+	lo, hi, err := s.spanStartsOf(ctx, traceID)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.db.Query(ctx, `SELECT trace_id, span_id, parent_span_id, name, kind,
 		start_time_unix_nano, end_time_unix_nano, status_code, status_message,
 		NULL::json, NULL::json, NULL::json, NULL::json, scope, scope_version, source, run_id,
@@ -213,7 +221,7 @@ func (s *Store) SpanSkeletonsByTrace(ctx context.Context, traceID string, sizeHi
 			octet_length(resource::text))::int8,
 		CASE WHEN strpos(attributes::text, 'interrupted') > 0 AND json_typeof(attributes) = 'object'
 			THEN coalesce(attributes->>'genkit:state' = 'interrupted', false) ELSE false END
-		FROM spans WHERE trace_id = $1`, traceID)
+		FROM spans WHERE trace_id = $1`+spanStartsBetween(2), traceID, lo, hi)
 	if err != nil {
 		return nil, fmt.Errorf("span skeletons of trace %s: %w", traceID, err)
 	}
@@ -273,7 +281,11 @@ func scanSpan(row pgx.CollectableRow) (Span, error) {
 	return sp, err
 }
 
-// SpansGet returns the spans with the given keys that exist, in no particular order.
+// minInt64SQL and maxInt64SQL are int8's bounds, all span start times (spanStartsOrAll).
+const minInt64SQL, maxInt64SQL = `(-9223372036854775807 - 1)`, `9223372036854775807`
+
+// SpansGet returns the spans with the given keys that exist, in no particular order, each read
+// in its trace's days only, bounded by its summary's span start times (pruned as it runs).
 func (s *Store) SpansGet(ctx context.Context, keys []SpanKey) ([]Span, error) {
 	if len(keys) == 0 {
 		return nil, nil
@@ -282,8 +294,14 @@ func (s *Store) SpansGet(ctx context.Context, keys []SpanKey) ([]Span, error) {
 	for i, k := range keys {
 		traceIDs[i], spanIDs[i] = k.TraceID, k.SpanID
 	}
-	rows, err := s.db.Query(ctx, `SELECT `+spanReadColumns+` FROM spans
-		WHERE (trace_id, span_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, traceIDs, spanIDs)
+	rows, err := s.db.Query(ctx, `SELECT d.* FROM (SELECT DISTINCT * FROM unnest($1::text[], $2::text[])) AS s(trace_id, span_id)
+		JOIN traces t ON t.trace_id = s.trace_id
+		CROSS JOIN LATERAL (SELECT `+spanReadColumns+` FROM spans c
+			WHERE c.trace_id = s.trace_id AND c.span_id = s.span_id
+				AND c.start_time_unix_nano BETWEEN
+					CASE WHEN t.span_start_max_unix_nano = 0 THEN `+minInt64SQL+` ELSE t.span_start_min_unix_nano END
+					AND CASE WHEN t.span_start_max_unix_nano = 0 THEN `+maxInt64SQL+` ELSE t.span_start_max_unix_nano END
+			OFFSET 0) d`, traceIDs, spanIDs)
 	if err != nil {
 		return nil, fmt.Errorf("get %d spans: %w", len(keys), err)
 	}
@@ -332,6 +350,10 @@ type SpanTurnFacts struct {
 
 // SpanTurnFactsByTrace returns the turn-relevant facts of every span of a trace, in start order.
 func (s *Store) SpanTurnFactsByTrace(ctx context.Context, traceID string) ([]SpanTurnFacts, error) {
+	lo, hi, err := s.spanStartsOf(ctx, traceID)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.db.Query(ctx, `
 		SELECT s.span_id, s.parent_span_id, s.name, s.start_time_unix_nano, s.end_time_unix_nano,
 			s.status_code, a."loupe.turn.index" AS turn_index, a."genkit:name" AS genkit_name,
@@ -349,7 +371,7 @@ func (s *Store) SpanTurnFactsByTrace(ctx context.Context, traceID string) ([]Spa
 				"gen_ai.tool.name" text, "gen_ai.usage.input_tokens" text, "gen_ai.usage.output_tokens" text,
 				"genkit:output" text, "gen_ai.response.model" text, "gen_ai.response.finish_reasons" text,
 				"gen_ai.tool.call.id" text)
-		WHERE s.trace_id = $1`, traceID)
+		WHERE s.trace_id = $1 AND s.start_time_unix_nano BETWEEN $2 AND $3`, traceID, lo, hi)
 	if err != nil {
 		return nil, fmt.Errorf("turn facts of trace %s: %w", traceID, err)
 	}

@@ -15,14 +15,18 @@ const SpanSearchLimit = 1000
 // case, at most SpanSearchLimit of them. Attributes are matched as their stored JSON text, so a
 // quote inside a value reads as \" there.
 func (s *Store) SpanSearch(ctx context.Context, traceID, text string) ([]string, error) {
+	lo, hi, err := s.spanStartsOf(ctx, traceID)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.db.Query(ctx, `
 		SELECT span_id FROM spans
 		WHERE trace_id = $1 AND (strpos(lower(name), lower($2)) > 0
 			OR strpos(lower(status_message), lower($2)) > 0
 			OR strpos(lower(attributes::text), lower($2)) > 0
-			OR strpos(lower(events::text), lower($2)) > 0)
+			OR strpos(lower(events::text), lower($2)) > 0)`+spanStartsBetween(4)+`
 		ORDER BY start_time_unix_nano, span_id
-		LIMIT $3`, traceID, text, SpanSearchLimit)
+		LIMIT $3`, traceID, text, SpanSearchLimit, lo, hi)
 	if err != nil {
 		return nil, fmt.Errorf("search spans of trace %s: %w", traceID, err)
 	}
@@ -45,10 +49,14 @@ func (s *Store) SpanToolInputs(ctx context.Context, traceID string, spanIDs []st
 	if len(spanIDs) == 0 {
 		return out, nil
 	}
+	lo, hi, err := s.spanStartsOf(ctx, traceID)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.db.Query(ctx, `
 		SELECT span_id, left(COALESCE(attributes->>'gen_ai.tool.call.arguments', attributes->>'genkit:input'), $3)
 		FROM spans
-		WHERE trace_id = $1 AND span_id = ANY($2) AND json_typeof(attributes) = 'object'`, traceID, spanIDs, toolInputMax)
+		WHERE trace_id = $1 AND span_id = ANY($2) AND json_typeof(attributes) = 'object'`+spanStartsBetween(4), traceID, spanIDs, toolInputMax, lo, hi)
 	if err != nil {
 		return nil, fmt.Errorf("tool inputs of trace %s: %w", traceID, err)
 	}

@@ -26,13 +26,17 @@ func oneConnStore(t *testing.T) (*pgxpool.Pool, *store.Store) {
 }
 
 // tableReads reads one of pg_stat_user_tables' counters (seq_scan, idx_scan, or an expression of
-// them) for each of tables.
+// them) for each of tables, summed over its partitions if it has any.
 func tableReads(t *testing.T, pool *pgxpool.Pool, counter string, tables ...string) map[string]int64 {
 	t.Helper()
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
 	require.NoError(t, err)
-	rows, err := pool.Query(ctx, `SELECT relname, `+counter+` FROM pg_stat_user_tables WHERE relname = ANY($1)`, tables)
+	// A partitioned table's reads are its partitions' (spans, migration 00060).
+	rows, err := pool.Query(ctx, `SELECT COALESCE(p.relname, s.relname)::text, sum(COALESCE(`+counter+`, 0))::int8
+		FROM pg_stat_user_tables s LEFT JOIN pg_inherits i ON i.inhrelid = s.relid
+			LEFT JOIN pg_class p ON p.oid = i.inhparent
+		WHERE COALESCE(p.relname, s.relname) = ANY($1) GROUP BY 1`, tables)
 	require.NoError(t, err)
 	n := map[string]int64{}
 	var name string

@@ -13,6 +13,13 @@ import (
 
 // RetentionConfig says how long traces are kept. Both rules may be set; a trace goes when either
 // says so. Traces of a run that is interrupted, or that a replay or fork refers to, are always kept.
+//
+// spans is partitioned by the UTC day its spans started on. A pass first creates the partitions of
+// today and the next AheadDays days. By age, a trace goes when its root started before the horizon
+// (now - MaxAge), whole: its summary and its spans in days that stay are deleted by rows, then
+// every day partition that ended before the horizon is dropped, keeping (in spans_default) the
+// spans of the traces that stay, so a kept trace that straddles into an expired day stays whole.
+// The span cap deletes rows.
 type RetentionConfig struct {
 	MaxAge   time.Duration // delete traces that started longer ago; 0 keeps them
 	MaxSpans int64         // keep at most this many spans, newest traces first; 0 means no cap
@@ -21,6 +28,8 @@ type RetentionConfig struct {
 	BatchTraces int
 	// Pause between batches (default 20 ms), to leave room for ingest.
 	Pause time.Duration
+	// AheadDays is how many days' partitions past today each pass makes sure exist (default 2).
+	AheadDays int
 }
 
 // Retention deletes old traces periodically. Start and Stop follow the house lifecycle contract.
@@ -46,6 +55,9 @@ func NewRetention(st *store.Store, cfg RetentionConfig, metrics *Metrics, log *s
 	if cfg.Pause <= 0 {
 		cfg.Pause = 20 * time.Millisecond
 	}
+	if cfg.AheadDays <= 0 {
+		cfg.AheadDays = 2
+	}
 	if metrics == nil {
 		metrics = NewMetrics()
 	}
@@ -55,14 +67,34 @@ func NewRetention(st *store.Store, cfg RetentionConfig, metrics *Metrics, log *s
 	return &Retention{store: st, cfg: cfg, metrics: metrics, log: log}
 }
 
-// RunOnce deletes every trace the rules select, batch by batch, and returns the totals.
+// RunOnce creates the coming days' span partitions, deletes every trace the rules select, batch by
+// batch, drops the expired days' partitions, and returns the traces and spans deleted.
 func (r *Retention) RunOnce(ctx context.Context) (traces, spans int64, err error) {
+	now := time.Now()
+	if _, err := r.store.SpanPartitionsEnsure(ctx, now, now.Add(time.Duration(r.cfg.AheadDays)*store.SpanPartitionDay)); err != nil {
+		r.metrics.retentionErrs.Inc()
+		return 0, 0, fmt.Errorf("retention: %w", err)
+	}
 	if r.cfg.MaxAge <= 0 && r.cfg.MaxSpans <= 0 {
 		return 0, 0, nil
 	}
 	p := store.TraceDeleteParams{Limit: r.cfg.BatchTraces}
+	var expired []store.SpanPartition
 	if r.cfg.MaxAge > 0 {
-		p.OlderThan = time.Now().Add(-r.cfg.MaxAge).UnixNano()
+		p.OlderThan = now.Add(-r.cfg.MaxAge).UnixNano()
+		parts, err := r.store.SpanPartitions(ctx)
+		if err != nil {
+			r.metrics.retentionErrs.Inc()
+			return 0, 0, fmt.Errorf("retention: %w", err)
+		}
+		for _, part := range parts {
+			if part.To <= p.OlderThan {
+				expired = append(expired, part)
+			}
+		}
+		if len(expired) > 0 {
+			p.DropFrom, p.DropTo = expired[0].From, expired[len(expired)-1].To
+		}
 	}
 	if r.cfg.MaxSpans > 0 {
 		// Once per pass: deleting older traces does not move it, and traces that arrive during
@@ -90,7 +122,7 @@ func (r *Retention) RunOnce(ctx context.Context) (traces, spans int64, err error
 		r.metrics.retention.WithLabelValues("traces").Add(float64(t))
 		r.metrics.retention.WithLabelValues("spans").Add(float64(s))
 		if t == 0 {
-			return traces, spans, nil
+			break
 		}
 		select {
 		case <-ctx.Done():
@@ -98,6 +130,23 @@ func (r *Retention) RunOnce(ctx context.Context) (traces, spans int64, err error
 		case <-time.After(r.cfg.Pause):
 		}
 	}
+	// Every expired trace is gone now, so the traces still summarized with a span in an expired
+	// day are the ones kept: SpanPartitionDrop keeps their spans.
+	for _, part := range expired {
+		kept, err := r.store.SpanPartitionDrop(ctx, part)
+		if errors.Is(err, store.ErrSpanPartitionBusy) {
+			// Its expired traces are gone already; the next pass drops it.
+			r.log.Warn("span partition busy: dropping it on the next pass", "partition", part.Name, "err", err)
+			continue
+		}
+		if err != nil {
+			r.metrics.retentionErrs.Inc()
+			return traces, spans, fmt.Errorf("retention: %w", err)
+		}
+		r.metrics.retention.WithLabelValues("partitions").Inc()
+		r.log.Info("span partition dropped", "partition", part.Name, "kept_spans", kept)
+	}
+	return traces, spans, nil
 }
 
 // Start runs a pass now and then every Interval, until Stop.

@@ -72,3 +72,142 @@ func TestRetentionDeletesByAgeAndBySpanCapInBatches(t *testing.T) {
 	require.Contains(t, body, `loupe_trace_retention_deleted_total{kind="traces"} 22`)
 	require.Contains(t, body, `loupe_trace_retention_deleted_total{kind="spans"} 66`)
 }
+
+// spansOf counts a trace's spans by the table that holds them.
+func spansOf(t *testing.T, st *store.Store, traceID string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	rows, err := st.Pool().Query(context.Background(), `SELECT tableoid::regclass::text, count(*) FROM spans
+		WHERE trace_id = $1 GROUP BY 1`, traceID)
+	require.NoError(t, err)
+	for rows.Next() {
+		var name string
+		var n int
+		require.NoError(t, rows.Scan(&name, &n))
+		out[name] = n
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// TestRetentionDropsExpiredDayPartitionsAndKeepsStraddlingTracesWhole expires, by age, the day
+// three days back (day -3) and half of day -2. It checks that day -3's partition is dropped
+// (pg_inherits, pg_class) and day -2's is not; that an expired trace whose spans straddle into day
+// -2 goes whole (its day -2 span deleted by row); and that a kept trace with a span in day -3 (a
+// span started before its root: clock skew) and an interrupted run's trace rooted in day -3 stay
+// whole, their day -3 spans moved to spans_default.
+func TestRetentionDropsExpiredDayPartitionsAndKeepsStraddlingTracesWhole(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := storetest.New(t)
+	midnight := time.Now().UTC().Truncate(24 * time.Hour)
+	d3, d2 := midnight.Add(-3*24*time.Hour), midnight.Add(-2*24*time.Hour)
+	_, err := st.SpanPartitionsEnsure(ctx, d3, midnight)
+	require.NoError(t, err)
+	name3, name2 := "spans_"+d3.Format("20060102"), "spans_"+d2.Format("20060102")
+	horizon := d2.Add(12 * time.Hour)
+
+	run, err := st.RunCreate(ctx, store.RunCreateParams{Action: "/flow/x"})
+	require.NoError(t, err)
+	_, err = st.Pool().Exec(ctx, `UPDATE runs SET status = 'interrupted' WHERE id = $1`, run.ID)
+	require.NoError(t, err)
+
+	const (
+		oldTrace      = "000000000000000000000000000000a1" // day -3 only: expired
+		oldStraddle   = "000000000000000000000000000000a2" // rooted in day -3, a child in day -2: expired
+		keptStraddle  = "000000000000000000000000000000a3" // rooted after the horizon, a child in day -3: kept
+		interrupted   = "000000000000000000000000000000a4" // an interrupted run's, rooted in day -3: kept
+		youngInDay2   = "000000000000000000000000000000a5" // day -2 after the horizon: kept
+		expiredInDay2 = "000000000000000000000000000000a6" // day -2 before the horizon: expired, by rows
+	)
+	var spans []store.Span
+	n := 0
+	add := func(traceID string, root bool, at time.Time, runID bool) {
+		n++
+		sp := store.Span{TraceID: traceID, SpanID: fmt.Sprintf("%016x", 0xb000+n), Name: "s",
+			StartTime: at.UnixNano(), EndTime: at.Add(time.Second).UnixNano(), Source: store.SpanSourceOTLP}
+		if !root {
+			parent := "ffffffffffffffff"
+			sp.ParentSpanID = &parent
+		}
+		if runID {
+			sp.RunID = &run.ID
+		}
+		spans = append(spans, sp)
+	}
+	add(oldTrace, true, d3.Add(time.Hour), false)
+	add(oldTrace, false, d3.Add(2*time.Hour), false)
+	add(oldStraddle, true, d2.Add(-time.Hour), false)
+	add(oldStraddle, false, d2.Add(time.Hour), false)
+	add(keptStraddle, true, horizon.Add(time.Hour), false)
+	add(keptStraddle, false, d2.Add(-time.Minute), false)
+	add(interrupted, true, d3.Add(3*time.Hour), true)
+	add(interrupted, false, d3.Add(4*time.Hour), true)
+	add(youngInDay2, true, horizon.Add(2*time.Hour), false)
+	add(expiredInDay2, true, d2.Add(3*time.Hour), false)
+	_, err = st.SpanIngest(ctx, spans)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{name3: 1, name2: 1}, spansOf(t, st, oldStraddle), "the trace straddles two partitions")
+
+	metrics := trace.NewMetrics()
+	ret := trace.NewRetention(st, trace.RetentionConfig{MaxAge: time.Since(horizon), BatchTraces: 2, Pause: time.Millisecond}, metrics, nil)
+	traces, deleted, err := ret.RunOnce(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, traces, "oldTrace, oldStraddle, expiredInDay2")
+	require.EqualValues(t, 5, deleted)
+
+	var inherits, classes int
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'spans'::regclass AND c.relname = $1),
+		(SELECT count(*) FROM pg_class WHERE relname = $1)`, name3).Scan(&inherits, &classes))
+	require.Zero(t, inherits, "day -3's partition is no longer a partition of spans")
+	require.Zero(t, classes, "and no longer a table")
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = 'spans'::regclass AND c.relname = $1`, name2).Scan(&inherits))
+	require.Equal(t, 1, inherits, "day -2 ends after the horizon: its partition stays")
+
+	require.Empty(t, spansOf(t, st, oldTrace))
+	require.Empty(t, spansOf(t, st, oldStraddle), "an expired straddling trace goes whole")
+	require.Empty(t, spansOf(t, st, expiredInDay2))
+	require.Equal(t, map[string]int{"spans_default": 1, name2: 1}, spansOf(t, st, keptStraddle), "a kept straddling trace stays whole")
+	require.Equal(t, map[string]int{"spans_default": 2}, spansOf(t, st, interrupted), "an interrupted run's trace stays whole")
+	require.Equal(t, map[string]int{name2: 1}, spansOf(t, st, youngInDay2))
+	for _, id := range []string{keptStraddle, interrupted, youngInDay2} {
+		_, err := st.TraceGet(ctx, id)
+		require.NoError(t, err, "trace %s keeps its summary", id)
+	}
+	require.Contains(t, gather(t, metrics), `loupe_trace_retention_deleted_total{kind="partitions"} 1`)
+
+	traces, _, err = ret.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, traces, "a second pass finds nothing more")
+	require.Equal(t, map[string]int{"spans_default": 2}, spansOf(t, st, interrupted), "and keeps the kept spans")
+}
+
+// TestRetentionCreatesTheComingDaysPartitionsWithoutRules checks that a pass with neither rule
+// still creates today's partition and the next AheadDays days'.
+func TestRetentionCreatesTheComingDaysPartitionsWithoutRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := storetest.New(t)
+	_, err := st.Pool().Exec(ctx, `DO $$ DECLARE r record; BEGIN
+		FOR r IN SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+			WHERE i.inhparent = 'spans'::regclass AND c.relname <> 'spans_default' LOOP
+			EXECUTE format('DROP TABLE %I', r.relname);
+		END LOOP; END $$`)
+	require.NoError(t, err)
+	_, _, err = trace.NewRetention(st, trace.RetentionConfig{AheadDays: 3}, nil, nil).RunOnce(ctx)
+	require.NoError(t, err)
+	parts, err := st.SpanPartitions(ctx)
+	require.NoError(t, err)
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	var names []string
+	for _, p := range parts {
+		names = append(names, p.Name)
+	}
+	want := []string{}
+	for i := range 4 {
+		want = append(want, "spans_"+today.Add(time.Duration(i)*24*time.Hour).Format("20060102"))
+	}
+	require.Equal(t, want, names)
+}
