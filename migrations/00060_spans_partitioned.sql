@@ -54,38 +54,50 @@ CREATE TABLE spans (
 CREATE INDEX spans_run_idx ON spans (run_id) WHERE run_id IS NOT NULL;
 CREATE TABLE spans_default PARTITION OF spans DEFAULT;
 
--- spans_partition_create creates the partition of one UTC day unless it exists, and reports
--- whether it did. It moves the day's rows out of spans_default into the new table before
--- attaching it, which PostgreSQL would otherwise refuse. An advisory lock serializes two
--- processes creating partitions at once.
+-- spans_partition_create creates the partition of spans that started in [lo, hi) (Unix
+-- nanoseconds), named spans_YYYYMMDD after the UTC day of lo, unless one of that name exists or
+-- the range overlaps another partition's, and reports whether it did. The caller picks the range
+-- (a UTC day, or a month clipped against its neighbours: store.SpanPartitionsEnsure). It moves
+-- the range's rows out of spans_default into the new table before attaching it, which PostgreSQL
+-- would otherwise refuse. An advisory lock serializes two processes creating partitions at once.
 -- +goose StatementBegin
-CREATE FUNCTION spans_partition_create(day date) RETURNS boolean LANGUAGE plpgsql AS $$
+CREATE FUNCTION spans_partition_create(lo bigint, hi bigint) RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
-    part text := 'spans_' || to_char(day, 'YYYYMMDD');
-    lo   bigint := (day - date '1970-01-01')::bigint * 86400000000000;
-    hi   bigint := lo + 86400000000000;
+    part text := 'spans_' || to_char(to_timestamp(lo / 1000000000) AT TIME ZONE 'UTC', 'YYYYMMDD');
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('loupe.spans_partition_create'));
-    IF to_regclass(part) IS NOT NULL THEN
+    IF to_regclass(part) IS NOT NULL OR lo >= hi THEN
         RETURN false;
     END IF;
-    EXECUTE format('CREATE TABLE %I (LIKE spans INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', part);
-    EXECUTE format('WITH moved AS (DELETE FROM spans_default WHERE start_time_unix_nano >= %s AND start_time_unix_nano < %s RETURNING *) INSERT INTO %I SELECT * FROM moved', lo, hi, part);
-    EXECUTE format('ALTER TABLE spans ATTACH PARTITION %I FOR VALUES FROM (%s) TO (%s)', part, lo, hi);
+    BEGIN
+        EXECUTE format('CREATE TABLE %I (LIKE spans INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', part);
+        EXECUTE format('WITH moved AS (DELETE FROM spans_default WHERE start_time_unix_nano >= %s AND start_time_unix_nano < %s RETURNING *) INSERT INTO %I SELECT * FROM moved', lo, hi, part);
+        EXECUTE format('ALTER TABLE spans ATTACH PARTITION %I FOR VALUES FROM (%s) TO (%s)', part, lo, hi);
+    EXCEPTION WHEN invalid_object_definition THEN
+        -- Another process made a partition that overlaps the range since the caller looked.
+        RETURN false;
+    END;
     RETURN true;
 END
 $$;
 -- +goose StatementEnd
 
--- A partition for every day of the last 400 that holds spans, and for today and the next two;
--- older spans (and any far in the future) go to spans_default, which retention empties by rows.
-SELECT spans_partition_create(date '1970-01-01' + d)
+-- A partition for today and the next two days, and one a month for the older spans of the last
+-- 400 days (the month of today's ending where today's begins); spans older still (and any far in
+-- the future) go to spans_default, which retention empties by rows. Months, not days, so that an
+-- install that kept a year of traces starts with tens of partitions, not hundreds: every partition
+-- kept costs each ingest statement a lock (README, "What many partitions cost").
+SELECT spans_partition_create(d * 86400000000000, (d + 1) * 86400000000000)
+FROM (SELECT (current_date - date '1970-01-01') + g AS d FROM generate_series(0, 2) g) days ORDER BY d;
+SELECT spans_partition_create(
+    (m - date '1970-01-01')::bigint * 86400000000000,
+    (LEAST((m + interval '1 month')::date, current_date) - date '1970-01-01')::bigint * 86400000000000)
 FROM (
-    SELECT DISTINCT (start_time_unix_nano / 86400000000000)::int AS d FROM spans_unpartitioned
+    SELECT DISTINCT date_trunc('month', to_timestamp(start_time_unix_nano / 1000000000) AT TIME ZONE 'UTC')::date AS m
+    FROM spans_unpartitioned
     WHERE start_time_unix_nano >= extract(epoch FROM now() - interval '400 days')::bigint * 1000000000
-        AND start_time_unix_nano < extract(epoch FROM now() + interval '3 days')::bigint * 1000000000
-    UNION SELECT (current_date - date '1970-01-01') + g FROM generate_series(0, 2) g
-) days ORDER BY d;
+        AND start_time_unix_nano < (current_date - date '1970-01-01')::bigint * 86400000000000
+) months ORDER BY m;
 
 INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, start_time_unix_nano,
     end_time_unix_nano, status_code, status_message, attributes, events, links, resource, scope,
@@ -149,5 +161,5 @@ CREATE TABLE spans (
 );
 INSERT INTO spans SELECT * FROM spans_partitioned ON CONFLICT (trace_id, span_id) DO NOTHING;
 DROP TABLE spans_partitioned;
-DROP FUNCTION spans_partition_create(date);
+DROP FUNCTION spans_partition_create(bigint, bigint);
 CREATE INDEX spans_run_idx ON spans (run_id) WHERE run_id IS NOT NULL;

@@ -37,7 +37,7 @@ func seedDaysOfSpans(ctx context.Context, b *testing.B, st *store.Store, n int) 
 	b.Helper()
 	today := time.Now().UTC().Truncate(store.SpanPartitionDay)
 	first := today.Add(-(retentionDays - 1) * store.SpanPartitionDay)
-	_, err := st.SpanPartitionsEnsure(ctx, first, today.Add(2*store.SpanPartitionDay))
+	_, err := st.SpanPartitionsEnsure(ctx, first, today.Add(2*store.SpanPartitionDay), store.SpanPartitionsDaily)
 	require.NoError(b, err)
 	// A day that expires in production was vacuumed long before: autovacuum is kept off the
 	// freshly filled partitions, where it would hold up the drops being measured.

@@ -75,18 +75,58 @@ func (s *Store) SpanPartitions(ctx context.Context) ([]SpanPartition, error) {
 	return parts, nil
 }
 
-// SpanPartitionsEnsure creates the partitions of the UTC days from from's to to's, both included,
-// that do not exist yet, and returns how many it created. A day's spans that had gone to
-// spans_default move into its new partition.
-func (s *Store) SpanPartitionsEnsure(ctx context.Context, from, to time.Time) (int, error) {
+// SpanPartitionWidth is how much time a new partition of spans covers.
+type SpanPartitionWidth int
+
+const (
+	// SpanPartitionsDaily makes a partition a UTC day: retention by age drops whole days.
+	SpanPartitionsDaily SpanPartitionWidth = iota
+	// SpanPartitionsMonthly makes a partition a UTC month, for a store that keeps its traces: a
+	// year kept is 12 partitions, not 365 (each costs every ingest statement a lock).
+	SpanPartitionsMonthly
+)
+
+// SpanPartitionsEnsure makes sure a partition covers each UTC day from from's to to's, both
+// included, creating the missing ones width wide, clipped so as not to overlap a partition that
+// exists (a day partition beside a month, after the retention setting changed), and returns how
+// many it created. A range's spans that had gone to spans_default move into its new partition.
+func (s *Store) SpanPartitionsEnsure(ctx context.Context, from, to time.Time, width SpanPartitionWidth) (int, error) {
+	parts, err := s.SpanPartitions(ctx)
+	if err != nil {
+		return 0, err
+	}
 	created := 0
 	for day := from.UTC().Truncate(SpanPartitionDay); !day.After(to.UTC()); day = day.Add(SpanPartitionDay) {
+		t := day.UnixNano()
+		lo, hi := t, day.Add(SpanPartitionDay).UnixNano()
+		if width == SpanPartitionsMonthly {
+			first := time.Date(day.Year(), day.Month(), 1, 0, 0, 0, 0, time.UTC)
+			lo, hi = first.UnixNano(), first.AddDate(0, 1, 0).UnixNano()
+		}
+		covered := false
+		for _, p := range parts {
+			switch {
+			case p.From <= t && t < p.To:
+				covered = true
+			case p.To <= t:
+				lo = max(lo, p.To)
+			case p.From > t:
+				hi = min(hi, p.From)
+			}
+		}
+		if covered {
+			continue
+		}
 		var ok bool
-		if err := s.db.QueryRow(ctx, `SELECT spans_partition_create($1::date)`, day.Format(time.DateOnly)).Scan(&ok); err != nil {
+		if err := s.db.QueryRow(ctx, `SELECT spans_partition_create($1, $2)`, lo, hi).Scan(&ok); err != nil {
 			return created, fmt.Errorf("create span partition of %s: %w", day.Format(time.DateOnly), err)
 		}
 		if ok {
 			created++
+		}
+		// Listed again: this one, or one another process made meanwhile.
+		if parts, err = s.SpanPartitions(ctx); err != nil {
+			return created, err
 		}
 	}
 	return created, nil

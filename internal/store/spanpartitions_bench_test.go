@@ -24,7 +24,7 @@ func BenchmarkSpanIngestPartitions(b *testing.B) {
 	for _, days := range []int{3, 400} {
 		st := storetest.New(b)
 		now := time.Now()
-		_, err := st.SpanPartitionsEnsure(ctx, now.Add(-time.Duration(days-3)*store.SpanPartitionDay), now)
+		_, err := st.SpanPartitionsEnsure(ctx, now.Add(-time.Duration(days-3)*store.SpanPartitionDay), now, store.SpanPartitionsDaily)
 		require.NoError(b, err)
 		for _, mode := range []string{"new20", "realtime4"} {
 			b.Run(fmt.Sprintf("partitions=%d/%s", days, mode), func(b *testing.B) {

@@ -52,13 +52,13 @@ func TestSpanIngestIntoADayWithNoPartitionLandsInDefaultAndMovesWhenThePartition
 	require.Equal(t, []string{"00000000000000a1"}, endedIDs(res))
 	require.Equal(t, []string{"spans_default"}, partitionOf(t, s, testTraceID, "00000000000000a1"))
 
-	created, err := s.SpanPartitionsEnsure(ctx, day, day)
+	created, err := s.SpanPartitionsEnsure(ctx, day, day, store.SpanPartitionsDaily)
 	require.NoError(t, err)
 	require.Equal(t, 1, created)
 	require.True(t, isPartition(t, s, "spans_20310304"))
 	require.Equal(t, []string{"spans_20310304"}, partitionOf(t, s, testTraceID, "00000000000000a1"),
 		"the day's span moved out of spans_default into the new partition")
-	created, err = s.SpanPartitionsEnsure(ctx, day, day)
+	created, err = s.SpanPartitionsEnsure(ctx, day, day, store.SpanPartitionsDaily)
 	require.NoError(t, err)
 	require.Zero(t, created, "a second call finds the partition")
 
@@ -80,7 +80,7 @@ func TestSpanIngestMergesAStartAndItsEndAcrossAPartitionBoundary(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.New(t)
 	day := time.Date(2031, 5, 6, 0, 0, 0, 0, time.UTC)
-	_, err := s.SpanPartitionsEnsure(ctx, day, day.Add(24*time.Hour))
+	_, err := s.SpanPartitionsEnsure(ctx, day, day.Add(24*time.Hour), store.SpanPartitionsDaily)
 	require.NoError(t, err)
 	start := day.Add(24*time.Hour - time.Millisecond).UnixNano() // a millisecond before midnight
 	end := day.Add(24*time.Hour + time.Second).UnixNano()        // ends the next day
@@ -144,7 +144,7 @@ func TestSpanPartitionDropKeepsTheSpansOfTracesStillSummarized(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.New(t)
 	day := time.Date(2031, 7, 8, 0, 0, 0, 0, time.UTC)
-	_, err := s.SpanPartitionsEnsure(ctx, day, day.Add(24*time.Hour))
+	_, err := s.SpanPartitionsEnsure(ctx, day, day.Add(24*time.Hour), store.SpanPartitionsDaily)
 	require.NoError(t, err)
 	at := func(d time.Duration) int64 { return day.Add(d).UnixNano() }
 	const gone, kept = "0000000000000000000000000000000a", "0000000000000000000000000000000b"
@@ -236,9 +236,23 @@ func TestMigration00060KeepsTheSpansOfAnExistingDatabase(t *testing.T) {
 		byTable[name] = n
 	}
 	require.NoError(t, rows.Err())
+	// The older spans of the last 400 days go to a partition a month, ending where today's begins.
+	parts, err := store.New(pool).SpanPartitions(ctx)
+	require.NoError(t, err)
+	var oldPart store.SpanPartition
+	for _, p := range parts {
+		if p.From <= old.UnixNano() && old.UnixNano() < p.To {
+			oldPart = p
+		}
+	}
+	oldMonth := time.Date(old.Year(), old.Month(), 1, 0, 0, 0, 0, time.UTC)
+	require.Equal(t, "spans_"+oldMonth.Format("20060102"), oldPart.Name, "%+v", parts)
+	require.Equal(t, oldMonth.UnixNano(), oldPart.From)
+	require.Equal(t, min(oldMonth.AddDate(0, 1, 0).UnixNano(), now.Truncate(24*time.Hour).UnixNano()), oldPart.To,
+		"a month, or less where today's partition begins")
 	require.Equal(t, 100, byTable["spans_default"], "spans older than 400 days go to spans_default: %v", byTable)
-	require.Equal(t, 100, byTable["spans_"+old.Format("20060102")], "the others to their day's partition: %v", byTable)
-	require.Equal(t, 100, count-byTable["spans_default"]-byTable["spans_"+old.Format("20060102")],
+	require.Equal(t, 100, byTable[oldPart.Name], "the others to their month's partition: %v", byTable)
+	require.Equal(t, 100, count-byTable["spans_default"]-byTable[oldPart.Name],
 		"today's to today's (or, past midnight, tomorrow's): %v", byTable)
 	var unset int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM traces t WHERE span_start_min_unix_nano <>
@@ -288,7 +302,7 @@ func TestATraceIsReadOnlyInThePartitionsOfItsSpans(t *testing.T) {
 	t.Cleanup(pool.Close)
 	s := store.New(pool)
 	day := time.Date(2031, 7, 1, 0, 0, 0, 0, time.UTC)
-	_, err = s.SpanPartitionsEnsure(ctx, day, day.Add(3*24*time.Hour))
+	_, err = s.SpanPartitionsEnsure(ctx, day, day.Add(3*24*time.Hour), store.SpanPartitionsDaily)
 	require.NoError(t, err)
 	at := func(d int) int64 { return day.Add(time.Duration(d)*24*time.Hour + time.Hour).UnixNano() }
 	other := "ffffffffffffffffffffffffffffffff"
@@ -366,4 +380,44 @@ func TestATraceIsReadOnlyInThePartitionsOfItsSpans(t *testing.T) {
 	tr, err = s.TraceGet(ctx, other)
 	require.NoError(t, err)
 	require.Equal(t, 2, tr.SpanCount)
+}
+
+// TestSpanPartitionsMonthlyAreClippedAgainstTheDaysThatExist: a store that keeps its traces makes
+// a partition a month; where day partitions exist already (retention was on before), the months
+// around them are clipped to fit, so that ranges never overlap and every day is covered once.
+func TestSpanPartitionsMonthlyAreClippedAgainstTheDaysThatExist(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	day := func(m time.Month, d int) time.Time { return time.Date(2032, m, d, 0, 0, 0, 0, time.UTC) }
+	created, err := s.SpanPartitionsEnsure(ctx, day(7, 10), day(7, 11), store.SpanPartitionsDaily)
+	require.NoError(t, err)
+	require.Equal(t, 2, created)
+
+	created, err = s.SpanPartitionsEnsure(ctx, day(7, 1), day(8, 2), store.SpanPartitionsMonthly)
+	require.NoError(t, err)
+	require.Equal(t, 3, created, "July before the days, July after them, and August")
+	parts, err := s.SpanPartitions(ctx)
+	require.NoError(t, err)
+	got := map[string][2]time.Time{}
+	for _, p := range parts {
+		if from := time.Unix(0, p.From).UTC(); from.Year() == 2032 {
+			got[p.Name] = [2]time.Time{from, time.Unix(0, p.To).UTC()}
+		}
+	}
+	require.Equal(t, map[string][2]time.Time{
+		"spans_20320701": {day(7, 1), day(7, 10)},
+		"spans_20320710": {day(7, 10), day(7, 11)},
+		"spans_20320711": {day(7, 11), day(7, 12)},
+		"spans_20320712": {day(7, 12), day(8, 1)},
+		"spans_20320801": {day(8, 1), day(9, 1)},
+	}, got)
+
+	created, err = s.SpanPartitionsEnsure(ctx, day(7, 1), day(8, 31), store.SpanPartitionsMonthly)
+	require.NoError(t, err)
+	require.Zero(t, created, "every day is covered")
+	sp := testSpan("00000000000000c1", "", day(7, 20).UnixNano(), day(7, 20).UnixNano()+5)
+	_, err = s.SpanIngest(ctx, []store.Span{sp})
+	require.NoError(t, err)
+	require.Equal(t, []string{"spans_20320712"}, partitionOf(t, s, testTraceID, "00000000000000c1"))
 }

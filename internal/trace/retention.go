@@ -14,10 +14,11 @@ import (
 // RetentionConfig says how long traces are kept. Both rules may be set; a trace goes when either
 // says so. Traces of a run that is interrupted, or that a replay or fork refers to, are always kept.
 //
-// spans is partitioned by the UTC day its spans started on. A pass first creates the partitions of
-// today and the next AheadDays days. By age, a trace goes when its root started before the horizon
+// spans is partitioned by the time its spans started. A pass first makes sure partitions cover
+// today and the next AheadDays days: a UTC day each with MaxAge, a UTC month each without (traces
+// kept, partitions few). By age, a trace goes when its root started before the horizon
 // (now - MaxAge), whole: its summary and its spans in days that stay are deleted by rows, then
-// every day partition that ended before the horizon is dropped, keeping (in spans_default) the
+// every partition that ended before the horizon is dropped, keeping (in spans_default) the
 // spans of the traces that stay, so a kept trace that straddles into an expired day stays whole.
 // The span cap deletes rows.
 type RetentionConfig struct {
@@ -71,7 +72,13 @@ func NewRetention(st *store.Store, cfg RetentionConfig, metrics *Metrics, log *s
 // batch, drops the expired days' partitions, and returns the traces and spans deleted.
 func (r *Retention) RunOnce(ctx context.Context) (traces, spans int64, err error) {
 	now := time.Now()
-	if _, err := r.store.SpanPartitionsEnsure(ctx, now, now.Add(time.Duration(r.cfg.AheadDays)*store.SpanPartitionDay)); err != nil {
+	// Days when retention drops them by age; months when traces are kept, so that the partitions
+	// stay few (README, "What many partitions cost").
+	width := store.SpanPartitionsMonthly
+	if r.cfg.MaxAge > 0 {
+		width = store.SpanPartitionsDaily
+	}
+	if _, err := r.store.SpanPartitionsEnsure(ctx, now, now.Add(time.Duration(r.cfg.AheadDays)*store.SpanPartitionDay), width); err != nil {
 		r.metrics.retentionErrs.Inc()
 		return 0, 0, fmt.Errorf("retention: %w", err)
 	}

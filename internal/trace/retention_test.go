@@ -102,7 +102,7 @@ func TestRetentionDropsExpiredDayPartitionsAndKeepsStraddlingTracesWhole(t *test
 	st := storetest.New(t)
 	midnight := time.Now().UTC().Truncate(24 * time.Hour)
 	d3, d2 := midnight.Add(-3*24*time.Hour), midnight.Add(-2*24*time.Hour)
-	_, err := st.SpanPartitionsEnsure(ctx, d3, midnight)
+	_, err := st.SpanPartitionsEnsure(ctx, d3, midnight, store.SpanPartitionsDaily)
 	require.NoError(t, err)
 	name3, name2 := "spans_"+d3.Format("20060102"), "spans_"+d2.Format("20060102")
 	horizon := d2.Add(12 * time.Hour)
@@ -184,30 +184,49 @@ func TestRetentionDropsExpiredDayPartitionsAndKeepsStraddlingTracesWhole(t *test
 	require.Equal(t, map[string]int{"spans_default": 2}, spansOf(t, st, interrupted), "and keeps the kept spans")
 }
 
-// TestRetentionCreatesTheComingDaysPartitionsWithoutRules checks that a pass with neither rule
-// still creates today's partition and the next AheadDays days'.
-func TestRetentionCreatesTheComingDaysPartitionsWithoutRules(t *testing.T) {
+// TestRetentionCreatesTheComingDaysPartitions checks that a pass makes partitions cover today and
+// the next AheadDays days: a month each when traces are kept (no rule at all), a day each when they
+// expire by age.
+func TestRetentionCreatesTheComingDaysPartitions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t)
-	_, err := st.Pool().Exec(ctx, `DO $$ DECLARE r record; BEGIN
-		FOR r IN SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-			WHERE i.inhparent = 'spans'::regclass AND c.relname <> 'spans_default' LOOP
-			EXECUTE format('DROP TABLE %I', r.relname);
-		END LOOP; END $$`)
-	require.NoError(t, err)
-	_, _, err = trace.NewRetention(st, trace.RetentionConfig{AheadDays: 3}, nil, nil).RunOnce(ctx)
-	require.NoError(t, err)
-	parts, err := st.SpanPartitions(ctx)
-	require.NoError(t, err)
+	dropAll := func() {
+		t.Helper()
+		_, err := st.Pool().Exec(ctx, `DO $$ DECLARE r record; BEGIN
+			FOR r IN SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+				WHERE i.inhparent = 'spans'::regclass AND c.relname <> 'spans_default' LOOP
+				EXECUTE format('DROP TABLE %I', r.relname);
+			END LOOP; END $$`)
+		require.NoError(t, err)
+	}
+	names := func() []string {
+		t.Helper()
+		parts, err := st.SpanPartitions(ctx)
+		require.NoError(t, err)
+		var names []string
+		for _, p := range parts {
+			names = append(names, p.Name)
+		}
+		return names
+	}
 	today := time.Now().UTC().Truncate(24 * time.Hour)
-	var names []string
-	for _, p := range parts {
-		names = append(names, p.Name)
+
+	dropAll()
+	_, _, err := trace.NewRetention(st, trace.RetentionConfig{AheadDays: 3}, nil, nil).RunOnce(ctx)
+	require.NoError(t, err)
+	months := []string{"spans_" + today.AddDate(0, 0, 1-today.Day()).Format("20060102")}
+	if last := today.AddDate(0, 0, 3); last.Month() != today.Month() {
+		months = append(months, "spans_"+last.AddDate(0, 0, 1-last.Day()).Format("20060102"))
 	}
-	want := []string{}
+	require.Equal(t, months, names(), "traces kept: a partition a month")
+
+	dropAll()
+	_, _, err = trace.NewRetention(st, trace.RetentionConfig{AheadDays: 3, MaxAge: 30 * 24 * time.Hour}, nil, nil).RunOnce(ctx)
+	require.NoError(t, err)
+	days := []string{}
 	for i := range 4 {
-		want = append(want, "spans_"+today.Add(time.Duration(i)*24*time.Hour).Format("20060102"))
+		days = append(days, "spans_"+today.Add(time.Duration(i)*24*time.Hour).Format("20060102"))
 	}
-	require.Equal(t, want, names)
+	require.Equal(t, days, names(), "traces expire by age: a partition a day")
 }
