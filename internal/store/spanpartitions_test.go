@@ -421,3 +421,28 @@ func TestSpanPartitionsMonthlyAreClippedAgainstTheDaysThatExist(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"spans_20320712"}, partitionOf(t, s, testTraceID, "00000000000000c1"))
 }
+
+// TestAMergeIntoAPartitionDroppedSinceGoesThroughSpans: a small group's merge writes the one
+// partition that holds it, from the partitions the store listed; when that partition has been
+// dropped since (another replica's retention pass), the merge fails as an undefined table, and is
+// tried again through spans, which routes it to spans_default: nothing is lost.
+func TestAMergeIntoAPartitionDroppedSinceGoesThroughSpans(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	day := time.Date(2033, 1, 5, 0, 0, 0, 0, time.UTC)
+	_, err := s.SpanPartitionsEnsure(ctx, day, day, store.SpanPartitionsDaily)
+	require.NoError(t, err)
+	start := day.Add(12 * time.Hour).UnixNano()
+	res, err := s.SpanIngest(ctx, []store.Span{testSpan("00000000000000d1", "", start, 0)})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Inserted)
+	require.Equal(t, []string{"spans_20330105"}, partitionOf(t, s, testTraceID, "00000000000000d1"))
+
+	_, err = s.Pool().Exec(ctx, `DROP TABLE spans_20330105`)
+	require.NoError(t, err)
+	res, err = s.SpanIngest(ctx, []store.Span{testSpan("00000000000000d2", "00000000000000d1", start+1, start+2)})
+	require.NoError(t, err, "the merge is tried again through spans")
+	require.EqualValues(t, 1, res.Inserted)
+	require.Equal(t, []string{"spans_default"}, partitionOf(t, s, testTraceID, "00000000000000d2"))
+}

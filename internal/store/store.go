@@ -29,12 +29,13 @@ type DBTX interface {
 type Store struct {
 	pool  *pgxpool.Pool
 	db    DBTX
-	known *knownTraces // the traces this process ingested lately (see spanIngestFast)
+	known *knownTraces        // the traces this process ingested lately (see spanIngestFast)
+	parts *spanPartitionCache // the partitions of spans, for the merge (see spanMergeSQLOn)
 }
 
 // New returns a Store over pool.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, db: pool, known: &knownTraces{}}
+	return &Store{pool: pool, db: pool, known: &knownTraces{}, parts: &spanPartitionCache{}}
 }
 
 // Pool is the underlying pool, for the few callers (River, health checks) that need it.
@@ -56,7 +57,7 @@ func (s *Store) WithTx(ctx context.Context, fn func(tx *Store) error) error {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if err := fn(&Store{pool: s.pool, db: tx, known: s.known}); err != nil {
+	if err := fn(&Store{pool: s.pool, db: tx, known: s.known, parts: s.parts}); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
