@@ -137,8 +137,8 @@ func TestBrowserActionsPageShowsEachGenkitAppUnderItsName(t *testing.T) {
 	base := serveGenkitProject(t, dir)
 	waitListed(t, base, "north:/flow/echo", "north:/prompt/transferPrompt", "south:/flow/echo", "south:/prompt/transferPrompt")
 	// The browser outlives the test's own waits (a minute for north to be shown gone, a page load
-	// per poll, then a run): New's two minutes ran out at the last step in a CI run under load.
-	br := browsertest.NewWithTimeout(t, 5*time.Minute)
+	// per poll, then a run): New's five minutes (two ran out at the last step in a CI run under load).
+	br := browsertest.New(t)
 
 	type section struct {
 		Heading string   `json:"heading"`

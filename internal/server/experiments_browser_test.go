@@ -44,7 +44,7 @@ func TestBrowserExperimentPagesReadableAndLive(t *testing.T) {
 	require.NoError(t, err)
 	picked := recorded[0].ID.String()
 
-	br := browsertest.NewWithTimeout(t, 3*time.Minute)
+	br := browsertest.New(t)
 	// Opened at once, the second experiment may still run: its page follows it to the end.
 	var status string
 	require.NoError(t, br.Run(chromedp.Navigate(b.url+other), chromedp.WaitVisible(`[data-testid="experiment-progress"]`, chromedp.ByQuery)))
@@ -118,7 +118,7 @@ func TestBrowserExperimentProgressIsLive(t *testing.T) {
 		Tools: store.ReplayToolsLive, Concurrency: 1})
 	require.NoError(t, err)
 
-	br := browsertest.NewWithTimeout(t, 2*time.Minute)
+	br := browsertest.New(t)
 	require.NoError(t, br.Run(chromedp.Navigate(b.url+"/experiments/"+e.ID.String()),
 		chromedp.WaitVisible(`[data-testid="experiment-progress"]`, chromedp.ByQuery),
 		chromedp.Evaluate(`window.loupeNotReloaded = true`, nil)))
