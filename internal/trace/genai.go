@@ -127,12 +127,18 @@ func finishReason(f *store.SpanTurnFacts) string {
 }
 
 // factKeys are the attributes FactsOf reads, in the order of its destinations.
-var factKeys = []string{AttrTurnIndex, "genkit:name", "genkit:type", "genkit:metadata:subtype", "genkit:state",
+var factKeys = [...]string{AttrTurnIndex, "genkit:name", "genkit:type", "genkit:metadata:subtype", "genkit:state",
 	"gen_ai.operation.name", "gen_ai.request.model", "gen_ai.tool.name", "gen_ai.usage.input_tokens",
 	"gen_ai.usage.output_tokens", "genkit:output", "gen_ai.response.model", "gen_ai.response.finish_reasons",
 	"gen_ai.tool.call.id"}
 
-var modelOutputFact = slices.Index(factKeys, "genkit:output")
+var modelOutputFact = slices.Index(factKeys[:], "genkit:output")
+
+// Every key has a destination and every destination a key: either would fail to compile otherwise.
+var (
+	_ [len(factKeys) - len(factDests)]struct{}
+	_ [len(factDests) - len(factKeys)]struct{}
+)
 
 // FactsOf reads a span's turn facts from its attributes in Go, as store.SpanTurnFactsByTrace reads
 // them in SQL (each value as text, a string unquoted): ingest uses it to fold the trace list's
@@ -145,21 +151,38 @@ func FactsOf(sp *store.Span) store.SpanTurnFacts {
 	if len(attrs) < 2 || attrs[0] != '{' {
 		return f
 	}
-	v := objectValues(attrs, factKeys)
-	dest := []**string{&f.TurnIndex, &f.GenkitName, &f.GenkitType, &f.Subtype, &f.State, &f.Operation,
-		&f.Model, &f.ToolName, &f.InputTokens, &f.OutputTokens, &f.ModelOutput, &f.ResponseModel,
-		&f.FinishReasons, &f.ToolCallID}
-	for i, d := range dest {
-		if d != &f.ModelOutput {
-			*d = rawText(v[i])
+	var values [len(factDests)]json.RawMessage
+	v := objectValuesInto(attrs, factKeys[:], values[:])
+	texts := new([len(factDests)]string) // one allocation for every fact's text
+	for i, dest := range factDests {
+		if i != modelOutputFact && rawTextInto(v[i], &texts[i]) {
+			*dest(&f) = &texts[i]
 		}
 	}
 	// As the SQL reads it: only a Genkit model span's output, without gen_ai usage. Read only
 	// then, since it is the one value that is large and escaped (JSON held in a string).
-	if f.InputTokens == nil && f.OutputTokens == nil && deref(f.Subtype) == "model" {
-		f.ModelOutput = rawText(v[modelOutputFact])
+	if f.InputTokens == nil && f.OutputTokens == nil && deref(f.Subtype) == "model" && rawTextInto(v[modelOutputFact], &texts[modelOutputFact]) {
+		f.ModelOutput = &texts[modelOutputFact]
 	}
 	return f
+}
+
+// factDests are the fields of SpanTurnFacts that factKeys' values go to, in the same order.
+var factDests = [...]func(*store.SpanTurnFacts) **string{
+	func(f *store.SpanTurnFacts) **string { return &f.TurnIndex },
+	func(f *store.SpanTurnFacts) **string { return &f.GenkitName },
+	func(f *store.SpanTurnFacts) **string { return &f.GenkitType },
+	func(f *store.SpanTurnFacts) **string { return &f.Subtype },
+	func(f *store.SpanTurnFacts) **string { return &f.State },
+	func(f *store.SpanTurnFacts) **string { return &f.Operation },
+	func(f *store.SpanTurnFacts) **string { return &f.Model },
+	func(f *store.SpanTurnFacts) **string { return &f.ToolName },
+	func(f *store.SpanTurnFacts) **string { return &f.InputTokens },
+	func(f *store.SpanTurnFacts) **string { return &f.OutputTokens },
+	func(f *store.SpanTurnFacts) **string { return &f.ModelOutput },
+	func(f *store.SpanTurnFacts) **string { return &f.ResponseModel },
+	func(f *store.SpanTurnFacts) **string { return &f.FinishReasons },
+	func(f *store.SpanTurnFacts) **string { return &f.ToolCallID },
 }
 
 // Preview is what an input asked, in a few words: a lone string argument as itself ("durable
@@ -266,20 +289,26 @@ func previewValue(v any) string {
 // objectValues returns the raw values of keys in obj, a valid JSON object, the last one when a name
 // repeats, or nil when absent, skipping every other value undecoded (see objectMembers).
 func objectValues(obj []byte, keys []string) []json.RawMessage {
-	out := make([]json.RawMessage, len(keys))
+	return objectValuesInto(obj, keys, make([]json.RawMessage, len(keys)))
+}
+
+// objectValuesInto is objectValues into out, which has a value per key. A name without escapes,
+// nearly all of them, is compared in place: no allocation per member.
+func objectValuesInto(obj []byte, keys []string, out []json.RawMessage) []json.RawMessage {
 	i := skipSpace(obj, 1)
 	for i < len(obj) && obj[i] == '"' {
 		end := skipValue(obj, i)
 		name := obj[i+1 : end-1]
-		nameStr := string(name)
 		if bytes.IndexByte(name, '\\') >= 0 {
-			_ = json.Unmarshal(obj[i:end], &nameStr)
+			var unquoted string
+			_ = json.Unmarshal(obj[i:end], &unquoted)
+			name = []byte(unquoted)
 		}
 		i = skipSpace(obj, end)
 		i = skipSpace(obj, i+1) // the colon
 		end = skipValue(obj, i)
 		for k, key := range keys {
-			if key == nameStr {
+			if string(name) == key {
 				out[k] = obj[i:end]
 			}
 		}
@@ -294,22 +323,29 @@ func objectValues(obj []byte, keys []string) []json.RawMessage {
 // rawText is a JSON value as PostgreSQL's ->> gives it: a string unquoted, null as nil, anything
 // else as its JSON text.
 func rawText(raw json.RawMessage) *string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
+	var s string
+	if !rawTextInto(raw, &s) {
 		return nil
 	}
-	var s string
-	if raw[0] == '"' {
-		if plain, ok := plainJSONString(raw); ok {
-			return &plain
-		}
-		if json.Unmarshal(raw, &s) != nil {
-			return nil
-		}
-	} else {
-		s = string(raw)
-	}
 	return &s
+}
+
+// rawTextInto is rawText into dst; false for no value (absent, null, or a string that does not
+// decode).
+func rawTextInto(raw json.RawMessage, dst *string) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return false
+	}
+	if raw[0] != '"' {
+		*dst = string(raw)
+		return true
+	}
+	if plain, ok := plainJSONString(raw); ok {
+		*dst = plain
+		return true
+	}
+	return json.Unmarshal(raw, dst) == nil
 }
 
 // plainJSONString returns the text of a JSON string with nothing escaped in it (nearly every

@@ -148,6 +148,7 @@ func TestFactsOfScansAttributesLikeTheSQL(t *testing.T) {
 		"gen_ai.usage.input_tokens": 5, "gen_ai.usage.output_tokens": 6,
 		"gen_ai.response.finish_reasons": ["stop", "length"],
 		"gen_ai.tool.name": null, "genkit:output": "{\"usage\":{}}",
+		"path": "c:\\dir\\", "quote": "\\\"", "gen_ai.response.model": "r",
 		"gen_ai.usage.input_tokens": 7 } `)}
 	f := trace.FactsOf(&sp)
 	require.Equal(t, trace.KindModel, trace.SpanKind(&f))
@@ -156,6 +157,7 @@ func TestFactsOfScansAttributesLikeTheSQL(t *testing.T) {
 	require.Equal(t, "6", *f.OutputTokens)
 	require.Equal(t, `["stop", "length"]`, *f.FinishReasons)
 	require.Nil(t, f.ToolName)
+	require.Equal(t, "r", *f.ResponseModel, "read past strings ending in escaped backslashes and quotes")
 	require.Nil(t, f.ModelOutput, "a span with gen_ai usage has no Genkit output to parse")
 	turns := trace.BuildTurns([]store.SpanTurnFacts{f})
 	require.Len(t, turns, 1)

@@ -403,11 +403,7 @@ func skipValue(b []byte, i int) int {
 	for ; i < len(b); i++ {
 		switch b[i] {
 		case '"':
-			for i++; i < len(b) && b[i] != '"'; i++ {
-				if b[i] == '\\' {
-					i++
-				}
-			}
+			i = stringEnd(b, i)
 			if depth == 0 {
 				return i + 1
 			}
@@ -428,6 +424,27 @@ func skipValue(b []byte, i int) int {
 		}
 	}
 	return i
+}
+
+// stringEnd returns the index of the quote that closes the JSON string opening at b[i], or len(b).
+// It jumps from quote to quote (a long string value is most of an attribute object's bytes) and
+// counts the backslashes before each: an even number leaves the quote unescaped.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return len(b)
+		}
+		j += k
+		escapes := 0
+		for p := j - 1; p > i && b[p] == '\\'; p-- {
+			escapes++
+		}
+		if escapes%2 == 0 {
+			return j
+		}
+	}
+	return len(b)
 }
 
 func jsonString(raw json.RawMessage) string {

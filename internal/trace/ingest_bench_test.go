@@ -234,3 +234,17 @@ func BenchmarkIngestOTLP(b *testing.B) {
 	})
 	b.ReportMetric(float64(20*b.N)/b.Elapsed().Seconds(), "spans/s")
 }
+
+// BenchmarkFactsOf20Spans measures reading the turn facts of one batched OTLP body's spans from
+// their stored attributes, which ingest does for every ended span to fold the trace list's totals.
+//
+//	go test ./internal/trace -run '^$' -bench FactsOf -benchmem
+func BenchmarkFactsOf20Spans(b *testing.B) {
+	spans, _, _, err := trace.DecodeOTLP(otlpBatchBody(20), trace.ContentTypeProtobuf)
+	require.NoError(b, err)
+	for b.Loop() {
+		for i := range spans {
+			_ = trace.FactsOf(&spans[i])
+		}
+	}
+}
