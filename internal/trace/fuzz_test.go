@@ -3,12 +3,17 @@ package trace_test
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/loupe-dev/loupe/internal/store"
 	"github.com/loupe-dev/loupe/internal/trace"
@@ -183,8 +188,10 @@ func FuzzDecodeOTLPJSON(f *testing.F) {
 }
 
 // FuzzDecodeOTLPProto decodes OTLP protobuf requests, seeded with the captured JSON requests
-// encoded in protobuf, and checks that decoding is stable: the request re-encoded decodes to the
-// same spans.
+// encoded in protobuf and requests made here to reach every field, and checks Loupe's own
+// protobuf decoder against the collector's: a request pdata refuses is refused, and one it takes
+// gives the spans, rejections and reason that converting pdata's traces gives. And decoding is
+// stable: the request re-encoded decodes to the same spans.
 func FuzzDecodeOTLPProto(f *testing.F) {
 	for _, b := range otlpSeeds(f) {
 		req := ptraceotlp.NewExportRequest()
@@ -193,7 +200,11 @@ func FuzzDecodeOTLPProto(f *testing.F) {
 		require.NoError(f, err)
 		f.Add(pb)
 	}
+	for _, b := range otlpProtoSeeds(f) {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		requireDecodesAsPdata(t, body)
 		spans, req := checkOTLP(t, body, trace.ContentTypeProtobuf)
 		if spans == nil {
 			return
@@ -204,6 +215,146 @@ func FuzzDecodeOTLPProto(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, spans, again)
 	})
+}
+
+// TestDecodeOTLPProtoMatchesPdata runs FuzzDecodeOTLPProto's comparison on its seeds, in every
+// test run: each kind of field, value and repetition the decoder reads.
+func TestDecodeOTLPProtoMatchesPdata(t *testing.T) {
+	t.Parallel()
+	seeds := otlpProtoSeeds(t)
+	for _, body := range seeds {
+		requireDecodesAsPdata(t, body)
+	}
+	spans, _, _, err := trace.DecodeOTLP(seeds[0], trace.ContentTypeProtobuf)
+	require.NoError(t, err)
+	require.Len(t, spans, 2, "the seed's spans are decoded, not only refused alike")
+	require.Contains(t, string(spans[0].Attributes), `"nested":{"a":[1,2.5,"x",true,null,"AAE="],"b":{"c":"d"}}`)
+	require.JSONEq(t, `{"loupe.encoding_error":"json: unsupported value: NaN"}`, string(spans[1].Attributes))
+	spans, _, _, err = trace.DecodeOTLP(seeds[1], trace.ContentTypeProtobuf)
+	require.NoError(t, err)
+	require.Len(t, spans, 1)
+	require.NotNil(t, spans[0].RunID)
+	require.Equal(t, "0b9f7c2e-5d3a-4c1b-9e8f-7a6b5c4d3e2f", spans[0].RunID.String(), "the first of a repeated run id")
+	require.Contains(t, string(spans[0].Attributes), `"k":"2"`)
+	require.JSONEq(t, `{"host.name":"h","service.name":"late"}`, string(spans[0].Resource), "a resource after its scopes, sent twice, merged")
+	require.Equal(t, []any{int16(2), "second"}, []any{spans[0].StatusCode, spans[0].StatusMessage}, "a status sent twice, merged")
+}
+
+// requireDecodesAsPdata checks DecodeOTLP against pdata's decoder and FromOTLP on one body.
+func requireDecodesAsPdata(t *testing.T, body []byte) {
+	t.Helper()
+	spans, rejected, reason, err := trace.DecodeOTLP(body, trace.ContentTypeProtobuf)
+	req := ptraceotlp.NewExportRequest()
+	perr := req.UnmarshalProto(body)
+	require.Equal(t, perr == nil, err == nil, "refused as pdata refuses: Loupe %v, pdata %v", err, perr)
+	if err != nil {
+		require.True(t, trace.IsInputError(err), "%T %v", err, err)
+		return
+	}
+	want, wantRejected, wantReason := trace.FromOTLP(req.Traces())
+	require.Equal(t, want, spans)
+	require.Equal(t, wantRejected, rejected)
+	require.Equal(t, wantReason, reason)
+}
+
+// otlpProtoSeeds are protobuf requests that reach what the captures do not: every attribute
+// value type nested, NaN, events and links, a resource sent after its scopes and twice, a status
+// twice, repeated keys and run ids, unknown fields, rejected spans, and an OTLP 0.x scope.
+func otlpProtoSeeds(t testing.TB) [][]byte {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "seed")
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName("scope")
+	ss.Scope().SetVersion("1")
+	ss.Scope().Attributes().PutInt("scope.attr", 1)
+	for i := range 3 {
+		sp := ss.Spans().AppendEmpty()
+		sp.SetTraceID(pcommon.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, byte(i)})
+		sp.SetSpanID(pcommon.SpanID{1, 2, 3, 4, 5, 6, 7, byte(i + 1)})
+		if i > 0 {
+			sp.SetParentSpanID(pcommon.SpanID{1, 2, 3, 4, 5, 6, 7, 1})
+		}
+		sp.SetName("span <&> \u2028")
+		sp.SetKind(ptrace.SpanKindClient)
+		sp.SetStartTimestamp(pcommon.Timestamp(1_700_000_000_000_000_000 + i))
+		sp.SetEndTimestamp(pcommon.Timestamp(1_700_000_000_100_000_000))
+		if i == 2 {
+			sp.SetEndTimestamp(1) // rejected: ends before it starts
+		}
+		sp.Status().SetCode(ptrace.StatusCodeError)
+		sp.Status().SetMessage("failed")
+		a := sp.Attributes()
+		a.PutStr(trace.AttrRunID, "0b9f7c2e-5d3a-4c1b-9e8f-7a6b5c4d3e2f")
+		a.PutStr("z", "last")
+		a.PutStr("quote\"", "\"\\\n\t\x00\xff é")
+		nested := a.PutEmptyMap("nested")
+		list := nested.PutEmptySlice("a")
+		list.AppendEmpty().SetInt(1)
+		list.AppendEmpty().SetDouble(2.5)
+		list.AppendEmpty().SetStr("x")
+		list.AppendEmpty().SetBool(true)
+		list.AppendEmpty()
+		list.AppendEmpty().SetEmptyBytes().FromRaw([]byte{0, 1})
+		nested.PutEmptyMap("b").PutStr("c", "d")
+		a.PutEmptyBytes("empty")
+		a.PutDouble("small", 1e-9)
+		if i == 1 {
+			a.PutDouble("nan", math.NaN())
+		}
+		ev := sp.Events().AppendEmpty()
+		ev.SetName("exception")
+		ev.SetTimestamp(pcommon.Timestamp(math.MaxUint64))
+		ev.Attributes().PutStr("exception.message", "boom")
+		lk := sp.Links().AppendEmpty()
+		lk.SetTraceID(pcommon.TraceID{9})
+		lk.SetFlags(1)
+		lk.TraceState().FromRaw("k=v")
+		lk.Attributes().PutStr("loupe.link.type", "resume")
+	}
+	plain, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+	require.NoError(t, err)
+
+	// By hand: a ResourceSpans whose resource comes after its scope and again (merged), a span
+	// with two statuses and an unknown field, and an OTLP 0.x instrumentation_library_spans.
+	span := protowire.AppendTag(nil, 1, protowire.BytesType)
+	span = protowire.AppendBytes(span, bytes.Repeat([]byte{7}, 16))
+	span = protowire.AppendTag(span, 2, protowire.BytesType)
+	span = protowire.AppendBytes(span, bytes.Repeat([]byte{8}, 8))
+	span = protowire.AppendTag(span, 7, protowire.Fixed64Type)
+	span = protowire.AppendFixed64(span, 1000)
+	span = protowire.AppendTag(span, 15, protowire.BytesType)
+	span = protowire.AppendBytes(span, protowire.AppendVarint(protowire.AppendTag(nil, 3, protowire.VarintType), 2))
+	span = protowire.AppendTag(span, 15, protowire.BytesType)
+	span = protowire.AppendBytes(span, protowire.AppendString(protowire.AppendTag(nil, 2, protowire.BytesType), "second"))
+	span = protowire.AppendTag(span, 99, protowire.VarintType)
+	span = protowire.AppendVarint(span, 5)
+	kv := func(k, v string) []byte {
+		val := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), v)
+		b := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), k)
+		return protowire.AppendBytes(protowire.AppendTag(b, 2, protowire.BytesType), val)
+	}
+	// Repeated keys: the JSON keeps the last, the run id is the first (pdata's Map.Get).
+	for _, a := range [][2]string{{trace.AttrRunID, "0b9f7c2e-5d3a-4c1b-9e8f-7a6b5c4d3e2f"}, {trace.AttrRunID, "not the first"}, {"k", "1"}, {"k", "2"}} {
+		span = protowire.AppendBytes(protowire.AppendTag(span, 9, protowire.BytesType), kv(a[0], a[1]))
+	}
+	scope := protowire.AppendTag(nil, 2, protowire.BytesType)
+	scope = protowire.AppendBytes(scope, span)
+	resource := func(k, v string) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), kv(k, v))
+	}
+	rsBytes := protowire.AppendTag(nil, 2, protowire.BytesType)
+	rsBytes = protowire.AppendBytes(rsBytes, scope)
+	rsBytes = protowire.AppendTag(rsBytes, 1, protowire.BytesType)
+	rsBytes = protowire.AppendBytes(rsBytes, resource("service.name", "late"))
+	rsBytes = protowire.AppendTag(rsBytes, 1, protowire.BytesType)
+	rsBytes = protowire.AppendBytes(rsBytes, resource("host.name", "h"))
+	byHand := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), rsBytes)
+	legacyRS := protowire.AppendBytes(protowire.AppendTag(nil, 1000, protowire.BytesType), scope)
+	legacy := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), legacyRS)
+	// The legacy scope beside a current one: read, and dropped.
+	both := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), append(slices.Clone(legacyRS), rsBytes...))
+	return [][]byte{plain, byHand, legacy, both, append(slices.Clone(plain), byHand...)}
 }
 
 // FuzzParseGenkitFilter parses GET /api/traces's filter: it is refused as the client's mistake,

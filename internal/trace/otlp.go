@@ -20,17 +20,20 @@ const (
 	ContentTypeJSON     = "application/json"
 )
 
-// DecodeOTLP parses an OTLP/HTTP ExportTraceServiceRequest, protobuf or JSON as contentType says,
-// with the collector's own decoder. It returns the spans it accepted, how many it rejected (an
+// DecodeOTLP parses an OTLP/HTTP ExportTraceServiceRequest, protobuf or JSON as contentType says:
+// JSON with the collector's own decoder, protobuf straight from the wire to the same spans
+// (decodeOTLPProto). It returns the spans it accepted, how many it rejected (an
 // empty or all-zero trace or span id, no start time, an end before the start, a time out of
 // range) and why, for the partial-success answer (see FromOTLP).
 func DecodeOTLP(body []byte, contentType string) (spans []store.Span, rejected int64, reason string, err error) {
 	req := ptraceotlp.NewExportRequest()
 	switch contentType {
 	case ContentTypeProtobuf:
-		if err := req.UnmarshalProto(body); err != nil {
+		spans, rejected, reason, err = decodeOTLPProto(body)
+		if err != nil {
 			return nil, 0, "", inputErrorf("malformed OTLP protobuf: %s", printable(err.Error()))
 		}
+		return spans, rejected, reason, nil
 	case ContentTypeJSON:
 		if err := req.UnmarshalJSON(body); err != nil {
 			return nil, 0, "", inputErrorf("malformed OTLP JSON: %s", printable(err.Error()))
