@@ -42,7 +42,7 @@ func spanFlagsOf(spans []Span) []int16 {
 // attrInterrupted reports whether attrs, a JSON object, has genkit:state "interrupted". Like
 // PostgreSQL's ->> on json, the last of repeated keys counts.
 func attrInterrupted(attrs []byte) bool {
-	if !bytes.Contains(attrs, []byte("interrupted")) {
+	if !ContainsWord(attrs, "interrupted") {
 		return false
 	}
 	var state json.RawMessage
@@ -70,7 +70,7 @@ func attrInterrupted(attrs []byte) bool {
 // linksResume reports whether links, a JSON array of links, holds one whose attributes have
 // loupe.link.type "resume".
 func linksResume(links []byte) bool {
-	if !bytes.Contains(links, []byte(`"resume"`)) || !bytes.Contains(links, []byte(`"loupe.link.type"`)) {
+	if !ContainsWord(links, `"resume"`) || !ContainsWord(links, `"loupe.link.type"`) {
 		return false
 	}
 	var all []json.RawMessage

@@ -285,3 +285,17 @@ func TestTruncateRunesCutsWholeRunes(t *testing.T) {
 		require.Equal(t, c.cut, cut, c.in)
 	}
 }
+
+// TestContainsWordAsBytesContains: the same answer as bytes.Contains, the word at the start, the
+// end, overlapping near-misses, and words without letters.
+func TestContainsWordAsBytesContains(t *testing.T) {
+	t.Parallel()
+	texts := []string{"", "interrupt", "xinterrupted", "interrup", "nterrupt", "an interruption", "ppp interrupppt interrupt",
+		`{"genkit:state":"interrupted"}`, `"resume"`, "resum", "resumé", "12:34", "pppppppp"}
+	words := []string{"interrupt", "interrupted", "resume", `"resume"`, ":", "34", "p", "ession"}
+	for _, text := range texts {
+		for _, word := range words {
+			require.Equal(t, bytes.Contains([]byte(text), []byte(word)), store.ContainsWord([]byte(text), word), "%q in %q", word, text)
+		}
+	}
+}

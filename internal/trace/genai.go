@@ -423,7 +423,7 @@ func usageOf(spans []store.Span, ended []store.SpanKey) ([]store.SpanUsage, []st
 // sessionOf is the conversation a span's attributes name: Genkit's genkit:sessionId, else the GenAI
 // conventions' gen_ai.conversation.id; "" when neither is there.
 func sessionOf(attrs json.RawMessage) string {
-	if len(attrs) < 2 || attrs[0] != '{' || !bytes.Contains(attrs, []byte("ession")) && !bytes.Contains(attrs, []byte("conversation")) {
+	if len(attrs) < 2 || attrs[0] != '{' || !store.ContainsWord(attrs, "ession") && !store.ContainsWord(attrs, "conversation") {
 		return ""
 	}
 	genkit, genai := objectMembers(attrs, "genkit:sessionId", "gen_ai.conversation.id")
@@ -436,7 +436,7 @@ func sessionOf(attrs json.RawMessage) string {
 // threadOf is the chat thread of a span's session: Genkit's genkit:threadName, which a chat sets
 // beside genkit:sessionId ("main" unless the app names another); "" without a session.
 func threadOf(attrs json.RawMessage, session string) string {
-	if session == "" || !bytes.Contains(attrs, []byte("genkit:threadName")) {
+	if session == "" || !store.ContainsWord(attrs, "genkit:threadName") {
 		return ""
 	}
 	thread, _ := objectMembers(attrs, "genkit:threadName", "")

@@ -1,7 +1,6 @@
 package trace
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -18,7 +17,7 @@ func resumeFactsOf(spans []store.Span) ([]store.InterruptRef, []store.ResumeRef)
 	for i := range spans {
 		sp := &spans[i]
 		a := sp.Attributes
-		if sp.EndTime == 0 || len(a) < 2 || a[0] != '{' || !bytes.Contains(a, []byte("interrupt")) && !bytes.Contains(a, []byte("resume")) {
+		if sp.EndTime == 0 || len(a) < 2 || a[0] != '{' || !store.ContainsWord(a, "interrupt") && !store.ContainsWord(a, "resume") {
 			continue
 		}
 		in, out := objectMembers(a, "genkit:input", "genkit:output")
