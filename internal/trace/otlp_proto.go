@@ -2,6 +2,7 @@ package trace
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +49,7 @@ func decodeOTLPProto(body []byte) (spans []store.Span, rejected int64, reason st
 type protoDecoder struct {
 	aw       attrsWriter
 	pairs    []wirePair // the members of the maps being written, one level above the other
+	order    []int32    // their indexes in d.pairs, sorted by key, one level above the other
 	spans    []store.Span
 	rejected int64
 	reasons  []string
@@ -541,6 +543,11 @@ func (d *protoDecoder) spanLinks(links [][]byte) (json.RawMessage, error) {
 
 // wireKeyValue reads a KeyValue entered at depth; check also checks what its value nests.
 func wireKeyValue(b []byte, depth int, check bool) (string, wireValue, error) {
+	if depth+2 < wireRecursionLimit {
+		if key, val, ok := wireScalarKeyValue(b); ok {
+			return key, val, nil
+		}
+	}
 	if depth >= wireRecursionLimit {
 		return "", wireValue{}, errWireDepth
 	}
@@ -570,6 +577,53 @@ func wireKeyValue(b []byte, depth int, check bool) (string, wireValue, error) {
 		}
 	}
 	return key, val, nil
+}
+
+// wireScalarKeyValue reads the KeyValue nearly every attribute is: its key and its value (in
+// either order: pdata's encoder writes the value first), the value holding one string, bool, int
+// or double and nothing else. It reports false for anything else, which wireKeyValue's
+// field-by-field reading then takes.
+func wireScalarKeyValue(b []byte) (string, wireValue, bool) {
+	var key, v []byte
+	p := 0
+	for range 2 {
+		if p+1 >= len(b) {
+			return "", wireValue{}, false
+		}
+		tag := b[p]
+		n, next, err := wireVarintAt(b, p+1)
+		if err != nil || n > uint64(len(b)-next) {
+			return "", wireValue{}, false
+		}
+		field := b[next : next+int(n)]
+		switch {
+		case tag == 1<<3|byte(wireLen) && key == nil:
+			key = field
+		case tag == 2<<3|byte(wireLen) && v == nil && n > 0:
+			v = field
+		default:
+			return "", wireValue{}, false
+		}
+		p = next + int(n)
+	}
+	if p != len(b) {
+		return "", wireValue{}, false
+	}
+	switch v[0] {
+	case 1<<3 | byte(wireLen): // string
+		if n, p, err := wireVarintAt(v, 1); err == nil && n == uint64(len(v)-p) {
+			return bytesView(key), wireValue{num: 1, data: v[p:len(v):len(v)]}, true
+		}
+	case 2<<3 | byte(wireVarint), 3<<3 | byte(wireVarint): // bool, int
+		if x, p, err := wireVarintAt(v, 1); err == nil && p == len(v) {
+			return bytesView(key), wireValue{num: int32(v[0] >> 3), v: x}, true
+		}
+	case 4<<3 | byte(wireI64): // double
+		if len(v) == 9 {
+			return bytesView(key), wireValue{num: 4, v: binary.LittleEndian.Uint64(v[1:])}, true
+		}
+	}
+	return "", wireValue{}, false
 }
 
 // wireAnyValue reads an AnyValue entered at depth over prev, an earlier copy's: the last field
@@ -711,13 +765,28 @@ func (d *protoDecoder) object(kvs [][]byte, runID *wireValue) (json.RawMessage, 
 // appendPairs writes d.pairs[base:] as a JSON object. It returns the first NaN or infinity met in
 // key order, which JSON cannot hold (0 when none).
 func (d *protoDecoder) appendPairs(b []byte, base int) ([]byte, float64) {
-	level := d.pairs[base:]
-	slices.SortStableFunc(level, func(a, b wirePair) int { return strings.Compare(a.key, b.key) })
+	// The pairs are sorted through an index (d.order, a stack as d.pairs is): moving an int32
+	// rather than a pair. Nested maps push their indexes above this level's and pop them.
+	n, obase := len(d.pairs)-base, len(d.order)
+	for i := range n {
+		d.order = append(d.order, int32(base+i))
+	}
+	defer func() { d.order = d.order[:obase] }()
+	order := d.order[obase:]
+	if n <= 32 {
+		for i := 1; i < n; i++ { // insertion sort, stable
+			for j := i; j > 0 && d.pairs[order[j]].key < d.pairs[order[j-1]].key; j-- {
+				order[j], order[j-1] = order[j-1], order[j]
+			}
+		}
+	} else {
+		slices.SortStableFunc(order, func(x, y int32) int { return strings.Compare(d.pairs[x].key, d.pairs[y].key) })
+	}
 	b = append(b, '{')
 	first := true
-	for i := range level {
-		p := d.pairs[base+i] // reread: nested maps may move d.pairs
-		if i+1 < len(level) && d.pairs[base+i+1].key == p.key {
+	for i := range n {
+		p := d.pairs[d.order[obase+i]] // reread: nested maps may move both stacks
+		if i+1 < n && d.pairs[d.order[obase+i+1]].key == p.key {
 			continue // a later copy of the key wins, as in a Go map
 		}
 		if !first {
@@ -730,7 +799,6 @@ func (d *protoDecoder) appendPairs(b []byte, base int) ([]byte, float64) {
 		if b, bad = d.appendValue(b, p.val); bad != 0 {
 			return b, bad
 		}
-		level = d.pairs[base : base+len(level)]
 	}
 	return append(b, '}'), 0
 }
