@@ -49,3 +49,11 @@ func CopySpans(ctx context.Context, conn *pgconn.PgConn, table string, spans []S
 	_, err := copySpans(ctx, conn, "", table, spans, nil)
 	return err
 }
+
+// CopyRowSize is how many bytes appendSpanCopyRow writes for sp, and copySpans' estimate of it.
+func CopyRowSize(sp *Span) (written, estimate int) {
+	written = len(appendSpanCopyRow(nil, sp, 0))
+	estimate = copyRowFixed + len(sp.Name) + len(sp.StatusMessage) + len(sp.Attributes) + len(sp.Events) + len(sp.Links) +
+		len(sp.Resource) + len(sp.Scope) + len(sp.ScopeVersion) + len(sp.Source)
+	return written, estimate
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -25,11 +26,15 @@ func copySpans(ctx context.Context, conn *pgconn.PgConn, before, table string, s
 	size := len(copyBinaryHeader) + 2
 	for i := range spans {
 		sp := &spans[i]
-		size += 160 + len(sp.Name) + len(sp.StatusMessage) + len(sp.Attributes) + len(sp.Events) + len(sp.Links) +
-			len(sp.Resource) + len(sp.Scope) + len(sp.ScopeVersion)
+		size += copyRowFixed + len(sp.Name) + len(sp.StatusMessage) + len(sp.Attributes) + len(sp.Events) + len(sp.Links) +
+			len(sp.Resource) + len(sp.Scope) + len(sp.ScopeVersion) + len(sp.Source)
 	}
-	buf := make([]byte, 0, size)
-	buf = append(buf, copyBinaryHeader...)
+	pooled, _ := copyBuffers.Get().(*[]byte)
+	if pooled == nil || cap(*pooled) < size {
+		b := make([]byte, 0, size)
+		pooled = &b
+	}
+	buf := append((*pooled)[:0], copyBinaryHeader...)
 	for i := range spans {
 		buf = appendSpanCopyRow(buf, &spans[i], flags[i])
 	}
@@ -37,10 +42,26 @@ func copySpans(ctx context.Context, conn *pgconn.PgConn, before, table string, s
 	tag, err := conn.CopyFrom(ctx, bytes.NewReader(buf),
 		before+"COPY "+pgx.Identifier{table}.Sanitize()+" ("+spanColumns+") FROM STDIN (FORMAT binary)")
 	if err != nil {
+		// Not pooled: on some errors pgconn returns before its goroutine stops reading buf.
 		return 0, markConnectionLost(err, conn)
+	}
+	if cap(buf) <= maxPooledCopyBuffer {
+		*pooled = buf
+		copyBuffers.Put(pooled)
 	}
 	return tag.RowsAffected(), nil
 }
+
+// copyRowFixed bounds what a COPY row takes besides its variable text: the field count, eighteen
+// field lengths, the ids, the integers, the run id, and the defaults of empty JSON and source
+// (a buffer that runs short is copied whole into one twice its size).
+const copyRowFixed = 2 + spanCopyFields*4 + 32 + 16 + 16 + 2 + 8 + 8 + 2 + 16 + 2 + 16
+
+// copyBuffers keeps COPY buffers from group to group (a group of 80 one-kilobyte spans writes
+// about 100 KB); maxPooledCopyBuffer is the largest kept, so that one burst does not pin megabytes.
+var copyBuffers sync.Pool
+
+const maxPooledCopyBuffer = 1 << 20
 
 // copyBinaryHeader opens a binary COPY stream: the signature, no flags, no header extension.
 const copyBinaryHeader = "PGCOPY\n\xff\r\n\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00"

@@ -469,3 +469,18 @@ func TestSpanIngestFoldCountsEachEndedSpanOnceOnEveryPath(t *testing.T) {
 	_, err = s.TraceGet(ctx, refused)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
+
+// TestCopyBufferEstimateCoversEveryRow: copySpans sizes its buffer once from the spans; a row
+// longer than the estimate would make it grow, copying the whole buffer, for every group.
+func TestCopyBufferEstimateCoversEveryRow(t *testing.T) {
+	t.Parallel()
+	parent, run := "00f067aa0ba902b7", uuid.New()
+	for _, sp := range []store.Span{
+		{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b8"},
+		{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b8", ParentSpanID: &parent, RunID: &run,
+			Name: "n", Attributes: []byte(`{"a":1}`), Source: store.SpanSourceOTLP, Scope: "s"},
+	} {
+		written, estimate := store.CopyRowSize(&sp)
+		require.LessOrEqual(t, written, estimate)
+	}
+}
