@@ -34,7 +34,8 @@ func copySpans(ctx context.Context, conn *pgconn.PgConn, before, table string, s
 		b := make([]byte, 0, size)
 		pooled = &b
 	}
-	buf := append((*pooled)[:0], copyBinaryHeader...)
+	buf := (*pooled)[:0]
+	buf = append(buf, copyBinaryHeader...)
 	for i := range spans {
 		buf = appendSpanCopyRow(buf, &spans[i], flags[i])
 	}
