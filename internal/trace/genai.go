@@ -372,32 +372,15 @@ func plainJSONString(raw []byte) (string, bool) {
 // (by SpanKind, so the list counts what the turn summary shows) among ended, the spans their
 // ingest stored ended for the first time, and for OTLP the resource's service.name, once per trace.
 func usageOf(spans []store.Span, ended []store.SpanKey) ([]store.SpanUsage, []store.TraceService) {
-	u := usageFacts(spans)
-	return u.of(ended)
-}
-
-// spanUsage is what a batch of spans may add to their traces' totals, read from their attributes
-// before their transaction says which of them it stored ended for the first time: the ingest of a
-// request works it out in the request's own goroutine, so that the group writer, whose every
-// moment the database waits on, only filters it (of).
-type spanUsage struct {
-	ended    []endedShare         // each ended span, in arrival order
-	services []store.TraceService // each trace's service, session and thread: its first span's
-}
-
-// endedShare is an ended span's share of its trace's totals; share.Kind is "" for a span that is
-// neither a model nor a tool call.
-type endedShare struct {
-	key   store.SpanKey
-	share store.SpanUsage
-}
-
-// usageFacts reads spans' usage facts (see usageOf).
-func usageFacts(spans []store.Span) spanUsage {
 	var (
-		u    spanUsage
-		seen map[string]bool
+		usage    []store.SpanUsage
+		services []store.TraceService
+		seen     map[string]bool
+		counted  = make(map[store.SpanKey]struct{}, len(ended))
 	)
+	for _, k := range ended {
+		counted[k] = struct{}{}
+	}
 	for i := range spans {
 		sp := &spans[i]
 		if !seen[sp.TraceID] {
@@ -410,61 +393,29 @@ func usageFacts(spans []store.Span) spanUsage {
 					seen = map[string]bool{}
 				}
 				seen[sp.TraceID] = true
-				u.services = append(u.services, store.TraceService{TraceID: sp.TraceID, Service: name, Session: session, Thread: threadOf(sp.Attributes, session)})
+				services = append(services, store.TraceService{TraceID: sp.TraceID, Service: name, Session: session, Thread: threadOf(sp.Attributes, session)})
 			}
 		}
 		if sp.EndTime == 0 {
 			continue
 		}
-		e := endedShare{key: store.SpanKey{TraceID: sp.TraceID, SpanID: sp.SpanID}}
-		f := FactsOf(sp)
-		if kind := SpanKind(&f); kind == KindModel || kind == KindTool {
-			e.share = store.SpanUsage{TraceID: sp.TraceID, SpanID: sp.SpanID, Kind: kind, StartTime: sp.StartTime,
-				Failed: StatusName(sp.StatusCode, deref(f.State)) == "error"}
-			if kind == KindModel {
-				e.share.Model = modelName(&f)
-				e.share.InputTokens, e.share.OutputTokens = tokens(&f)
-			}
-		}
-		u.ended = append(u.ended, e)
-	}
-	return u
-}
-
-// add appends another batch's usage facts after u's, as if their spans had come in one batch.
-func (u *spanUsage) add(o spanUsage) {
-	u.ended = append(u.ended, o.ended...)
-	u.services = append(u.services, o.services...)
-}
-
-// of is the shares of the spans among ended (stored ended for the first time), each counted once,
-// from its first ended copy in the batch, and the services.
-func (u *spanUsage) of(ended []store.SpanKey) ([]store.SpanUsage, []store.TraceService) {
-	counted := make(map[store.SpanKey]struct{}, len(ended))
-	for _, k := range ended {
-		counted[k] = struct{}{}
-	}
-	var usage []store.SpanUsage
-	for _, e := range u.ended {
-		if _, ok := counted[e.key]; !ok {
+		key := store.SpanKey{TraceID: sp.TraceID, SpanID: sp.SpanID}
+		if _, ok := counted[key]; !ok {
 			continue // running, or stored ended before: its share is counted already
 		}
-		delete(counted, e.key) // a span repeated in one group counts once
-		if e.share.Kind != "" {
-			usage = append(usage, e.share)
+		delete(counted, key) // a span repeated in one group counts once
+		f := FactsOf(sp)
+		kind := SpanKind(&f)
+		if kind != KindModel && kind != KindTool {
+			continue
 		}
-	}
-	services := u.services
-	if len(services) > 1 {
-		// Batches added together may name a trace's service twice: its first span's counts.
-		seen := make(map[string]bool, len(services))
-		services = make([]store.TraceService, 0, len(u.services))
-		for _, sv := range u.services {
-			if !seen[sv.TraceID] {
-				seen[sv.TraceID] = true
-				services = append(services, sv)
-			}
+		u := store.SpanUsage{TraceID: sp.TraceID, SpanID: sp.SpanID, Kind: kind, StartTime: sp.StartTime,
+			Failed: StatusName(sp.StatusCode, deref(f.State)) == "error"}
+		if kind == KindModel {
+			u.Model = modelName(&f)
+			u.InputTokens, u.OutputTokens = tokens(&f)
 		}
+		usage = append(usage, u)
 	}
 	return usage, services
 }

@@ -29,7 +29,7 @@ const maxGroupSpans = 4000
 // the row lock. Each call still commits atomically: its spans are in exactly one transaction, and
 // when a group fails, each of its calls is retried alone, so one bad request fails only itself.
 type groupCommitter struct {
-	writeFunc  func(ctx context.Context, source string, spans []store.Span, usage *spanUsage) (store.SpanIngestResult, error)
+	writeFunc  func(ctx context.Context, source string, spans []store.Span) (store.SpanIngestResult, error)
 	maxWriters int
 
 	mu      sync.Mutex
@@ -40,7 +40,6 @@ type groupCommitter struct {
 type groupCall struct {
 	source string
 	spans  []store.Span
-	usage  spanUsage // what the spans may add to their traces' totals, read before queueing
 	res    store.SpanIngestResult
 	err    error
 	// done receives false once res and err are set, and true when the call is handed the writer
@@ -50,11 +49,9 @@ type groupCall struct {
 	leading bool
 }
 
-// ingest writes spans in some group transaction and returns that transaction's result. The
-// spans' usage facts are read here, in the caller's goroutine, before the call is queued: the
-// writer of its group then has only to filter them.
+// ingest writes spans in some group transaction and returns that transaction's result.
 func (g *groupCommitter) ingest(source string, spans []store.Span) (store.SpanIngestResult, error) {
-	c := &groupCall{source: source, spans: spans, usage: usageFacts(spans), done: make(chan bool, 2)}
+	c := &groupCall{source: source, spans: spans, done: make(chan bool, 2)}
 	g.mu.Lock()
 	g.queue = append(g.queue, c)
 	lead := g.writers < g.maxWriters
@@ -143,19 +140,17 @@ func (g *groupCommitter) writePart(ctx context.Context, part []*groupCall) {
 		}
 	}()
 	if len(part) == 1 {
-		part[0].res, part[0].err = g.writeFunc(ctx, part[0].source, part[0].spans, &part[0].usage)
+		part[0].res, part[0].err = g.writeFunc(ctx, part[0].source, part[0].spans)
 		return
 	}
 	var all []store.Span
-	var usage spanUsage
 	for _, c := range part {
 		all = append(all, c.spans...) // in arrival order, which the store's merge rule keeps
-		usage.add(c.usage)
 	}
-	res, err := g.writeFunc(ctx, part[0].source, all, &usage)
+	res, err := g.writeFunc(ctx, part[0].source, all)
 	for _, c := range part {
 		if err != nil {
-			c.res, c.err = g.writeFunc(ctx, c.source, c.spans, &c.usage)
+			c.res, c.err = g.writeFunc(ctx, c.source, c.spans)
 		} else {
 			c.res = res
 		}

@@ -190,11 +190,13 @@ func (s *Service) publish(spans []store.Span) {
 }
 
 // write is one group transaction, with its metrics.
-func (s *Service) write(ctx context.Context, source string, spans []store.Span, usage *spanUsage) (store.SpanIngestResult, error) {
+func (s *Service) write(ctx context.Context, source string, spans []store.Span) (store.SpanIngestResult, error) {
 	s.metrics.groupSpans.Observe(float64(len(spans)))
 	// The traces' totals are folded in the spans' own transaction (one commit, and no reader
 	// sees the spans without them).
-	res, err := s.store.SpanIngestFold(ctx, spans, usage.of)
+	res, err := s.store.SpanIngestFold(ctx, spans, func(ended []store.SpanKey) ([]store.SpanUsage, []store.TraceService) {
+		return usageOf(spans, ended)
+	})
 	if err != nil {
 		return res, err
 	}
