@@ -29,13 +29,13 @@ type DBTX interface {
 type Store struct {
 	pool  *pgxpool.Pool
 	db    DBTX
-	known *knownTraces        // the traces this process ingested lately (see spanIngestFast)
+	known *knownSpans         // the spans this process stored lately (see spanIngestFast)
 	parts *spanPartitionCache // the partitions of spans, for the merge (see spanMergeSQLOn)
 }
 
 // New returns a Store over pool.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, db: pool, known: &knownTraces{}, parts: &spanPartitionCache{}}
+	return &Store{pool: pool, db: pool, known: newKnownSpans(), parts: &spanPartitionCache{}}
 }
 
 // Pool is the underlying pool, for the few callers (River, health checks) that need it.

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -191,12 +192,13 @@ func TestIngestOfSmallGroupsNeverScansATable(t *testing.T) {
 	require.Equal(t, 120, tr.ModelCalls)
 }
 
-// TestABatchOfNewTracesIsNotLookedUp: the fast path looks up which spans of a batch are stored
-// (an index probe a span, and a round trip) only for traces this process has ingested lately; a
-// batch of new traces goes straight to the COPY. A trace stored by another process (here, another
-// Store) fails that COPY on its unique key, and is then looked up and merged: nothing is lost or
-// counted twice.
-func TestABatchOfNewTracesIsNotLookedUp(t *testing.T) {
+// TestABatchOfNewSpansIsNotLookedUp: ingest looks up which spans of a batch are stored (an index
+// probe a span, and a round trip) only when this process stored one of them lately; a batch of new
+// spans goes straight to the COPY, whatever its size and even in a trace stored before (the end of
+// a span whose start was never written). A span stored by another process (here, another Store)
+// fails that COPY on its unique key, and the batch is then looked up and merged: nothing is lost
+// or counted twice.
+func TestABatchOfNewSpansIsNotLookedUp(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, a := oneConnStore(t)
@@ -217,26 +219,41 @@ func TestABatchOfNewTracesIsNotLookedUp(t *testing.T) {
 	require.Equal(t, before, probes(), "a new trace's batch probed spans")
 
 	before = probes()
-	res, err = a.SpanIngest(ctx, batch(traceID, 11, 20, 5)) // 10 of them end, 10 new: a known trace
+	res, err = a.SpanIngest(ctx, batch(traceID, 41, 3, 5)) // three new spans of a known trace
+	require.NoError(t, err)
+	require.EqualValues(t, 3, res.Inserted)
+	require.Equal(t, before, probes(), "a batch of new spans in a known trace probed spans")
+
+	before = probes()
+	res, err = a.SpanIngest(ctx, batch(traceID, 11, 20, 5)) // 10 of them end, 10 new: known spans
 	require.NoError(t, err)
 	require.Equal(t, store.SpanIngestResult{Inserted: 10, Updated: 10, Ended: res.Ended}, res)
 	require.Len(t, res.Ended, 20)
-	require.Greater(t, probes(), before, "a known trace's batch was not looked up")
+	require.Greater(t, probes(), before, "a batch with known spans was not looked up")
 
-	// Another process, which has not seen the trace.
+	before = probes()
+	res, err = a.SpanIngest(ctx, batch(traceID, 1, 2, 5)) // two known spans end: a small merge
+	require.NoError(t, err)
+	require.EqualValues(t, 2, res.Updated)
+	require.Greater(t, probes(), before, "a small batch with known spans was not looked up")
+
+	// Another process, which has not seen the trace: a large batch and a small one.
 	b := store.New(pool)
 	res, err = b.SpanIngest(ctx, batch(traceID, 21, 20, 7)) // 10 stored (ended at 5), 10 new
 	require.NoError(t, err)
 	require.EqualValues(t, 10, res.Inserted)
 	require.EqualValues(t, 10, res.Updated)
+	res, err = b.SpanIngest(ctx, batch(traceID, 3, 2, 7)) // 2 stored running
+	require.NoError(t, err)
+	require.EqualValues(t, 2, res.Updated)
 	tr, err := b.TraceGet(ctx, traceID)
 	require.NoError(t, err)
-	require.Equal(t, 40, tr.SpanCount)
+	require.Equal(t, 43, tr.SpanCount)
 	var stored, ended int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE end_time_unix_nano = 7)
 		FROM spans WHERE trace_id = $1`, traceID).Scan(&stored, &ended))
-	require.Equal(t, 40, stored)
-	require.Equal(t, 20, ended)
+	require.Equal(t, 43, stored)
+	require.Equal(t, 22, ended)
 }
 
 // TestAShareGivenTwiceCountsOnce: a span twice in one batch (an exporter's retry grouped with its
@@ -255,7 +272,19 @@ func TestAShareGivenTwiceCountsOnce(t *testing.T) {
 			u := store.SpanUsage{TraceID: traceID, SpanID: spans[j].SpanID, Kind: "tool"}
 			shares = append(shares, u, u)
 		}
-		_, err := s.SpanIngestFold(ctx, append(spans, spans...), func([]store.SpanKey) ([]store.SpanUsage, []store.TraceService) {
+		ingest := s.SpanIngestFold
+		switch n {
+		case 4: // the arrays merge takes small batches of spans stored before: their starts
+			running := slices.Clone(spans)
+			for j := range running {
+				running[j].EndTime = 0
+			}
+			_, err := s.SpanIngest(ctx, running)
+			require.NoError(t, err)
+		case 300:
+			ingest = s.SpanIngestCopyFold
+		}
+		_, err := ingest(ctx, append(spans, spans...), func([]store.SpanKey) ([]store.SpanUsage, []store.TraceService) {
 			return shares, nil
 		})
 		require.NoError(t, err)
