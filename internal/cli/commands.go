@@ -273,7 +273,8 @@ func newStack(ctx context.Context, cfg *config, opts serveOptions, log *slog.Log
 		return nil, err
 	}
 	sc.Ingest = &services.Ingest{IngestToken: tc.IngestToken, MaxBodyBytes: tc.MaxBody,
-		Retention: trace.RetentionConfig{MaxAge: time.Duration(tc.RetentionDays) * 24 * time.Hour, MaxSpans: tc.MaxSpans}}
+		Retention: trace.RetentionConfig{MaxAge: time.Duration(tc.RetentionDays) * 24 * time.Hour, MaxSpans: tc.MaxSpans,
+			HourlyAbove: tc.HourlyAbove}}
 	sc.GenkitProjects, sc.AppLeaseTTL = opts.genkitProjects, opts.engine.leaseTTL
 	sc.ReadPool = db.reads
 	sc.Experiments.Prices = opts.prices

@@ -15,16 +15,24 @@ import (
 //	LOUPE_INGEST_MAX_BODY         largest ingest body, compressed or not (default 16M)
 //	LOUPE_TRACE_RETENTION_DAYS    delete traces older than this many days (default 0: keep)
 //	LOUPE_TRACE_MAX_SPANS         keep at most this many spans, newest first (default 0: no cap)
+//	LOUPE_TRACE_HOURLY_ABOVE      spans a day from which, with a retention age, span partitions
+//	                              are an hour wide instead of a day (default 100000000; 0 never)
 //	OTEL_EXPORTER_OTLP_*          also forward Loupe's own spans to an OTLP/HTTP endpoint
 type tracingConfig struct {
 	IngestToken   string
 	MaxBody       int64
 	RetentionDays int
 	MaxSpans      int64
+	HourlyAbove   int64
 }
 
+// defaultHourlyAbove is LOUPE_TRACE_HOURLY_ABOVE's default: a hundred million spans a day (about
+// 1,200 a second, a hundred gigabytes of kilobyte spans), past which a day's partition is a lot to
+// vacuum, index and drop at once.
+const defaultHourlyAbove = 100_000_000
+
 func tracingConfigFromEnv() (tracingConfig, error) {
-	c := tracingConfig{IngestToken: os.Getenv("LOUPE_INGEST_TOKEN"), MaxBody: trace.DefaultMaxBodyBytes}
+	c := tracingConfig{IngestToken: os.Getenv("LOUPE_INGEST_TOKEN"), MaxBody: trace.DefaultMaxBodyBytes, HourlyAbove: defaultHourlyAbove}
 	if v := os.Getenv("LOUPE_INGEST_MAX_BODY"); v != "" {
 		n, err := parseSize(v)
 		if err != nil {
@@ -45,6 +53,13 @@ func tracingConfigFromEnv() (tracingConfig, error) {
 			return c, fmt.Errorf("LOUPE_TRACE_MAX_SPANS %q: want a whole number", v)
 		}
 		c.MaxSpans = n
+	}
+	if v := os.Getenv("LOUPE_TRACE_HOURLY_ABOVE"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return c, fmt.Errorf("LOUPE_TRACE_HOURLY_ABOVE %q: want a whole number of spans a day", v)
+		}
+		c.HourlyAbove = n
 	}
 	return c, nil
 }

@@ -76,6 +76,19 @@ func MigrateDown(ctx context.Context, pool *pgxpool.Pool) (err error) {
 	return nil
 }
 
+// MigrateDownTo rolls back the migrations newer than version.
+func MigrateDownTo(ctx context.Context, pool *pgxpool.Pool, version int64) (err error) {
+	p, closeDB, err := newProvider(pool)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, closeDB()) }()
+	if _, err := p.DownTo(ctx, version); err != nil {
+		return fmt.Errorf("roll back migrations to %d: %w", version, err)
+	}
+	return nil
+}
+
 // Migrations reports the applied and the latest embedded migration versions.
 func Migrations(ctx context.Context, pool *pgxpool.Pool) (_ MigrationStatus, err error) {
 	p, closeDB, err := newProvider(pool)

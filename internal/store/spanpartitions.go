@@ -11,8 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// SpanPartition is one day's partition of spans: the spans that started in [From, To), Unix
-// nanoseconds. spans_default, which takes the spans no day's partition covers, is not one.
+// SpanPartition is one partition of spans (a UTC day, month or hour, or part of one): the spans
+// that started in [From, To), Unix nanoseconds. spans_default, which takes the spans no other
+// partition covers, is not one.
 type SpanPartition struct {
 	Name string
 	From int64
@@ -56,7 +57,7 @@ func spanStartsOrAll(lo, hi int64) (int64, int64) {
 // spanStartsBetween is spanStartsBetweenSQL with its parameters numbered from n.
 func spanStartsBetween(n int) string { return fmt.Sprintf(spanStartsBetweenSQL, n, n+1) }
 
-// SpanPartitions lists the day partitions of spans, oldest first, read from the catalog.
+// SpanPartitions lists the partitions of spans, oldest first, read from the catalog.
 func (s *Store) SpanPartitions(ctx context.Context) ([]SpanPartition, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT c.relname::text,
@@ -84,30 +85,34 @@ const (
 	// SpanPartitionsMonthly makes a partition a UTC month, for a store that keeps its traces: a
 	// year kept is 12 partitions, not 365 (each costs every ingest statement a lock).
 	SpanPartitionsMonthly
+	// SpanPartitionsHourly makes a partition a UTC hour, for a store that takes so many spans a
+	// day that a day's partition would be too big to keep whole (retention then drops hours).
+	SpanPartitionsHourly
 )
 
-// SpanPartitionsEnsure makes sure a partition covers each UTC day from from's to to's, both
-// included, creating the missing ones width wide, clipped so as not to overlap a partition that
-// exists (a day partition beside a month, after the retention setting changed), and returns how
-// many it created. A range's spans that had gone to spans_default move into its new partition.
+// SpanPartitionsEnsure makes sure partitions cover from's to to's UTC hour (hourly) or day (else),
+// both included, creating the missing ones width wide (the UTC hour, day or month that holds
+// each uncovered instant), clipped so as not to overlap a partition that exists (a day beside a
+// month or beside hours, after the retention setting or the volume changed), and returns how many
+// it created. A range's spans that had gone to spans_default move into its new partition.
 func (s *Store) SpanPartitionsEnsure(ctx context.Context, from, to time.Time, width SpanPartitionWidth) (int, error) {
 	parts, err := s.SpanPartitions(ctx)
 	if err != nil {
 		return 0, err
 	}
+	unit := SpanPartitionDay
+	if width == SpanPartitionsHourly {
+		unit = time.Hour
+	}
+	end := to.UTC().Truncate(unit).Add(unit).UnixNano()
 	created := 0
-	for day := from.UTC().Truncate(SpanPartitionDay); !day.After(to.UTC()); day = day.Add(SpanPartitionDay) {
-		t := day.UnixNano()
-		lo, hi := t, day.Add(SpanPartitionDay).UnixNano()
-		if width == SpanPartitionsMonthly {
-			first := time.Date(day.Year(), day.Month(), 1, 0, 0, 0, 0, time.UTC)
-			lo, hi = first.UnixNano(), first.AddDate(0, 1, 0).UnixNano()
-		}
-		covered := false
+	for t := from.UTC().Truncate(unit).UnixNano(); t < end; {
+		lo, hi := spanPartitionRange(t, width)
+		covered, next := false, int64(0)
 		for _, p := range parts {
 			switch {
 			case p.From <= t && t < p.To:
-				covered = true
+				covered, next = true, p.To
 			case p.To <= t:
 				lo = max(lo, p.To)
 			case p.From > t:
@@ -115,11 +120,12 @@ func (s *Store) SpanPartitionsEnsure(ctx context.Context, from, to time.Time, wi
 			}
 		}
 		if covered {
+			t = next
 			continue
 		}
 		var ok bool
 		if err := s.db.QueryRow(ctx, `SELECT spans_partition_create($1, $2)`, lo, hi).Scan(&ok); err != nil {
-			return created, fmt.Errorf("create span partition of %s: %w", day.Format(time.DateOnly), err)
+			return created, fmt.Errorf("create span partition from %s: %w", time.Unix(0, lo).UTC().Format(time.DateTime), err)
 		}
 		if ok {
 			created++
@@ -128,8 +134,41 @@ func (s *Store) SpanPartitionsEnsure(ctx context.Context, from, to time.Time, wi
 		if parts, err = s.SpanPartitions(ctx); err != nil {
 			return created, err
 		}
+		t = hi
 	}
 	return created, nil
+}
+
+// spanPartitionRange is the UTC hour, day or month, as width says, that holds t (Unix nanoseconds).
+func spanPartitionRange(t int64, width SpanPartitionWidth) (lo, hi int64) {
+	at := time.Unix(0, t).UTC()
+	switch width {
+	case SpanPartitionsHourly:
+		h := at.Truncate(time.Hour)
+		return h.UnixNano(), h.Add(time.Hour).UnixNano()
+	case SpanPartitionsMonthly:
+		first := time.Date(at.Year(), at.Month(), 1, 0, 0, 0, 0, time.UTC)
+		return first.UnixNano(), first.AddDate(0, 1, 0).UnixNano()
+	default:
+		d := at.Truncate(SpanPartitionDay)
+		return d.UnixNano(), d.Add(SpanPartitionDay).UnixNano()
+	}
+}
+
+// SpanPartitionRows is about how many spans partition p holds: PostgreSQL's estimate (its
+// statistics, or its last analyze), not a count, which would read the whole partition.
+func (s *Store) SpanPartitionRows(ctx context.Context, p SpanPartition) (int64, error) {
+	var n int64
+	err := s.db.QueryRow(ctx, `SELECT GREATEST(c.reltuples::bigint, COALESCE(st.n_live_tup, 0), 0)
+		FROM pg_class c LEFT JOIN pg_stat_user_tables st ON st.relid = c.oid
+		WHERE c.oid = to_regclass($1)`, pgx.Identifier{p.Name}.Sanitize()).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("rows of span partition %s: %w", p.Name, err)
+	}
+	return n, nil
 }
 
 // spanPartitionLockTimeout bounds how long dropping a partition waits for its locks: the drop

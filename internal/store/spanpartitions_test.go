@@ -195,7 +195,7 @@ func TestMigration00060KeepsTheSpansOfAnExistingDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := storetest.NewPool(t)
-	require.NoError(t, store.MigrateDown(ctx, pool))
+	require.NoError(t, store.MigrateDownTo(ctx, pool, 59))
 	status, err := store.Migrations(ctx, pool)
 	require.NoError(t, err)
 	require.EqualValues(t, 59, status.Current)
@@ -219,7 +219,7 @@ func TestMigration00060KeepsTheSpansOfAnExistingDatabase(t *testing.T) {
 
 	applied, err := store.Migrate(ctx, pool)
 	require.NoError(t, err)
-	require.Equal(t, []int64{60}, applied)
+	require.Equal(t, []int64{60, 61}, applied)
 	require.NoError(t, pool.QueryRow(ctx, `SELECT relkind::text FROM pg_class WHERE relname = 'spans'`).Scan(&kind))
 	require.Equal(t, "p", kind, "spans is partitioned")
 	var count, distinctKeys int
@@ -420,6 +420,56 @@ func TestSpanPartitionsMonthlyAreClippedAgainstTheDaysThatExist(t *testing.T) {
 	_, err = s.SpanIngest(ctx, []store.Span{sp})
 	require.NoError(t, err)
 	require.Equal(t, []string{"spans_20320712"}, partitionOf(t, s, testTraceID, "00000000000000c1"))
+}
+
+// TestSpanPartitionsHourlyAndDaysAroundThem: a busy store makes a partition an hour, named after
+// it; days made after, around those hours, are clipped to fit, so every instant is covered once;
+// spans land in their hour; and each partition's rows can be estimated for the next choice.
+func TestSpanPartitionsHourlyAndDaysAroundThem(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.New(t)
+	at := func(d, h int) time.Time { return time.Date(2034, 3, d, h, 0, 0, 0, time.UTC) }
+	created, err := s.SpanPartitionsEnsure(ctx, at(9, 22).Add(30*time.Minute), at(10, 1).Add(5*time.Minute), store.SpanPartitionsHourly)
+	require.NoError(t, err)
+	require.Equal(t, 4, created, "22:00, 23:00, 00:00 and 01:00")
+
+	created, err = s.SpanPartitionsEnsure(ctx, at(9, 0), at(10, 0), store.SpanPartitionsDaily)
+	require.NoError(t, err)
+	require.Equal(t, 2, created, "the 9th before its hours, the 10th after them")
+	parts, err := s.SpanPartitions(ctx)
+	require.NoError(t, err)
+	got := map[string][2]time.Time{}
+	for _, p := range parts {
+		if from := time.Unix(0, p.From).UTC(); from.Year() == 2034 {
+			got[p.Name] = [2]time.Time{from, time.Unix(0, p.To).UTC()}
+		}
+	}
+	require.Equal(t, map[string][2]time.Time{
+		"spans_20340309_00": {at(9, 0), at(9, 22)}, // narrower than a day: named after its first hour
+		"spans_20340309_22": {at(9, 22), at(9, 23)},
+		"spans_20340309_23": {at(9, 23), at(10, 0)},
+		"spans_20340310_00": {at(10, 0), at(10, 1)},
+		"spans_20340310_01": {at(10, 1), at(10, 2)},
+		"spans_20340310_02": {at(10, 2), at(11, 0)},
+	}, got)
+
+	spans := make([]store.Span, 30)
+	for i := range spans {
+		start := at(9, 23).Add(time.Duration(i) * time.Second).UnixNano()
+		spans[i] = testSpan(fmt.Sprintf("%016x", 0xe100+i), "", start, start+5)
+	}
+	_, err = s.SpanIngest(ctx, spans)
+	require.NoError(t, err)
+	require.Equal(t, []string{"spans_20340309_23"}, partitionOf(t, s, testTraceID, spans[0].SpanID))
+	_, err = s.Pool().Exec(ctx, `ANALYZE spans_20340309_23`)
+	require.NoError(t, err)
+	rows, err := s.SpanPartitionRows(ctx, store.SpanPartition{Name: "spans_20340309_23"})
+	require.NoError(t, err)
+	require.EqualValues(t, 30, rows)
+	rows, err = s.SpanPartitionRows(ctx, store.SpanPartition{Name: "spans_20340309_22"})
+	require.NoError(t, err)
+	require.Zero(t, rows)
 }
 
 // TestAMergeIntoAPartitionDroppedSinceGoesThroughSpans: a small group's merge writes the one

@@ -15,8 +15,8 @@ import (
 // says so. Traces of a run that is interrupted, or that a replay or fork refers to, are always kept.
 //
 // spans is partitioned by the time its spans started. A pass first makes sure partitions cover
-// today and the next AheadDays days: a UTC day each with MaxAge, a UTC month each without (traces
-// kept, partitions few). By age, a trace goes when its root started before the horizon
+// today and the next AheadDays days: a UTC day each with MaxAge (a UTC hour each once a recent
+// partition held HourlyAbove spans a day), a UTC month each without (traces kept, partitions few). By age, a trace goes when its root started before the horizon
 // (now - MaxAge), whole: its summary and its spans in days that stay are deleted by rows, then
 // every partition that ended before the horizon is dropped, keeping (in spans_default) the
 // spans of the traces that stay, so a kept trace that straddles into an expired day stays whole.
@@ -31,6 +31,11 @@ type RetentionConfig struct {
 	Pause time.Duration
 	// AheadDays is how many days' partitions past today each pass makes sure exist (default 2).
 	AheadDays int
+	// HourlyAbove is the spans a day from which, with MaxAge, partitions are made an hour wide
+	// instead of a day: when a partition that ended in the last two days held that many spans a
+	// day or more (PostgreSQL's estimate). Days already made stay days, so the change takes effect
+	// past them. 0 never makes hours.
+	HourlyAbove int64
 }
 
 // Retention deletes old traces periodically. Start and Stop follow the house lifecycle contract.
@@ -68,6 +73,32 @@ func NewRetention(st *store.Store, cfg RetentionConfig, metrics *Metrics, log *s
 	return &Retention{store: st, cfg: cfg, metrics: metrics, log: log}
 }
 
+// busy reports whether a span partition that ended in the two days before now held
+// cfg.HourlyAbove spans a day or more, so that the next partitions are better an hour wide.
+func (r *Retention) busy(ctx context.Context, now time.Time) (bool, error) {
+	if r.cfg.HourlyAbove <= 0 {
+		return false, nil
+	}
+	parts, err := r.store.SpanPartitions(ctx)
+	if err != nil {
+		return false, err
+	}
+	since := now.Add(-2 * store.SpanPartitionDay).UnixNano()
+	for _, p := range parts {
+		if p.To > now.UnixNano() || p.To <= since || p.To <= p.From {
+			continue
+		}
+		rows, err := r.store.SpanPartitionRows(ctx, p)
+		if err != nil {
+			return false, err
+		}
+		if float64(rows)*float64(store.SpanPartitionDay)/float64(p.To-p.From) >= float64(r.cfg.HourlyAbove) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // RunOnce creates the coming days' span partitions, deletes every trace the rules select, batch by
 // batch, drops the expired days' partitions, and returns the traces and spans deleted.
 func (r *Retention) RunOnce(ctx context.Context) (traces, spans int64, err error) {
@@ -77,6 +108,14 @@ func (r *Retention) RunOnce(ctx context.Context) (traces, spans int64, err error
 	width := store.SpanPartitionsMonthly
 	if r.cfg.MaxAge > 0 {
 		width = store.SpanPartitionsDaily
+		busy, err := r.busy(ctx, now)
+		if err != nil {
+			r.metrics.retentionErrs.Inc()
+			return 0, 0, fmt.Errorf("retention: %w", err)
+		}
+		if busy {
+			width = store.SpanPartitionsHourly
+		}
 	}
 	if _, err := r.store.SpanPartitionsEnsure(ctx, now, now.Add(time.Duration(r.cfg.AheadDays)*store.SpanPartitionDay), width); err != nil {
 		r.metrics.retentionErrs.Inc()

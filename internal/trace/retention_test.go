@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe/internal/store"
@@ -229,4 +230,63 @@ func TestRetentionCreatesTheComingDaysPartitions(t *testing.T) {
 		days = append(days, "spans_"+today.Add(time.Duration(i)*24*time.Hour).Format("20060102"))
 	}
 	require.Equal(t, days, names(), "traces expire by age: a partition a day")
+}
+
+// TestRetentionMakesHoursOnceADayIsBusy: with a retention age, a pass makes the coming partitions
+// an hour each once a partition that ended lately held HourlyAbove spans a day or more, and a day
+// each otherwise.
+func TestRetentionMakesHoursOnceADayIsBusy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := storetest.New(t)
+	now := time.Now().UTC()
+	yesterday := now.Truncate(24 * time.Hour).Add(-24 * time.Hour)
+	reset := func() {
+		t.Helper()
+		_, err := st.Pool().Exec(ctx, fmt.Sprintf(`DO $$ DECLARE r record; BEGIN
+			FOR r IN SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+				WHERE i.inhparent = 'spans'::regclass AND c.relname NOT IN ('spans_default', 'spans_%s') LOOP
+				EXECUTE format('DROP TABLE %%I', r.relname);
+			END LOOP; END $$`, yesterday.Format("20060102")))
+		require.NoError(t, err)
+	}
+	_, err := st.SpanPartitionsEnsure(ctx, yesterday, yesterday, store.SpanPartitionsDaily)
+	require.NoError(t, err)
+	spans := make([]store.Span, 50)
+	for i := range spans {
+		start := yesterday.Add(time.Duration(i) * time.Minute).UnixNano()
+		spans[i] = store.Span{TraceID: "000000000000000000000000000000c7", SpanID: fmt.Sprintf("%016x", 0xc700+i), Name: "s",
+			StartTime: start, EndTime: start + 1000, Source: store.SpanSourceOTLP}
+	}
+	_, err = st.SpanIngest(ctx, spans)
+	require.NoError(t, err)
+	_, err = st.Pool().Exec(ctx, `ANALYZE `+pgx.Identifier{"spans_" + yesterday.Format("20060102")}.Sanitize())
+	require.NoError(t, err)
+	coming := func(cfg trace.RetentionConfig) (hours, days int) {
+		t.Helper()
+		reset()
+		_, _, err := trace.NewRetention(st, cfg, nil, nil).RunOnce(ctx)
+		require.NoError(t, err)
+		parts, err := st.SpanPartitions(ctx)
+		require.NoError(t, err)
+		for _, p := range parts {
+			switch {
+			case p.To <= now.Truncate(time.Hour).UnixNano(): // yesterday's
+			case p.To-p.From == int64(time.Hour):
+				hours++
+			case p.To-p.From == int64(24*time.Hour):
+				days++
+			default:
+				t.Fatalf("partition %s is neither an hour nor a day", p.Name)
+			}
+		}
+		return hours, days
+	}
+	cfg := trace.RetentionConfig{AheadDays: 1, MaxAge: 30 * 24 * time.Hour, HourlyAbove: 40}
+	hours, days := coming(cfg)
+	require.Equal(t, []int{25, 0}, []int{hours, days}, "50 spans yesterday, hours from 40 a day: this hour to the same hour tomorrow")
+
+	cfg.HourlyAbove = 1000
+	hours, days = coming(cfg)
+	require.Equal(t, []int{0, 2}, []int{hours, days}, "below the volume: today and tomorrow")
 }
