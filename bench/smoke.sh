@@ -81,6 +81,28 @@ echo "==> bench/jaegerpeer, Loupe's side only (Jaeger is not built here)" >&2
 echo "==> bench/jaegerpeer -mode ingest (make bench-ingest's client), Loupe and raw COPY only, 1 s each" >&2
 (cd bench/jaegerpeer && go run . -mode ingest -jaeger "" -loupe "$URL" -db "$DB" -clients 2 -duration 1s -pause 0s -timeout 2m)
 echo "==> bench/scale.sh, two serves and a worker, tiny" >&2
-SCALE_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+# Two consecutive free ports below the kernel's ephemeral range: a port the kernel picks is in that
+# range, and the one after it may be any outgoing connection's local port (a serve once failed to
+# bind so, with "address already in use").
+SCALE_PORT="$(python3 - <<'PY'
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(500):
+    p = random.randrange(10000, low - 2)
+    held = []
+    try:
+        for q in (p, p + 1):
+            s = socket.socket()
+            held.append(s)
+            s.bind(("127.0.0.1", q))
+    except OSError:
+        continue
+    finally:
+        for s in held:
+            s.close()
+    print(p)
+    break
+PY
+)"
 DATABASE_URL="$DB" BIN="$TMP/devui" TOPOLOGIES="2:1" RUNS=20 SPANS=200 CLIENTS=2 PORT="$SCALE_PORT" bench/scale.sh
 echo "bench smoke: every benchmark ran" >&2
