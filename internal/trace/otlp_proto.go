@@ -29,9 +29,8 @@ import (
 func decodeOTLPProto(body []byte) (spans []store.Span, rejected int64, reason string, err error) {
 	d := protoDecoder{aw: attrsWriter{buf: make([]byte, 0, len(body)+len(body)/4)}}
 	d.spans = make([]store.Span, 0, len(body)/512+1)
-	for pos := 0; pos < len(body); {
-		var f wireField
-		if f, pos, err = wireNext(body, pos); err != nil {
+	for f, err := range wireFields(body) {
+		if err != nil {
 			return nil, 0, "", err
 		}
 		if ok, err := f.is(1, wireLen, "ResourceSpans"); err != nil {
@@ -84,12 +83,10 @@ func (d *protoDecoder) reject(format string, args ...any) {
 // 1000) count when there are no others, as pdata migrates them.
 func (d *protoDecoder) resourceSpans(b []byte) error {
 	var resources, scopes, legacy [][]byte
-	for pos := 0; pos < len(b); {
-		f, next, err := wireNext(b, pos)
+	for f, err := range wireFields(b) {
 		if err != nil {
 			return err
 		}
-		pos = next
 		switch f.num {
 		case 1:
 			if _, err := f.is(1, wireLen, "Resource"); err != nil {
@@ -138,12 +135,10 @@ func (d *protoDecoder) resourceSpans(b []byte) error {
 
 // resource gathers a Resource's attributes into d.attrs.
 func (d *protoDecoder) resource(b []byte) error {
-	for pos := 0; pos < len(b); {
-		f, next, err := wireNext(b, pos)
+	for f, err := range wireFields(b) {
 		if err != nil {
 			return err
 		}
-		pos = next
 		switch f.num {
 		case 1:
 			if _, err := f.is(1, wireLen, "Attributes"); err != nil {
@@ -166,12 +161,10 @@ func (d *protoDecoder) resource(b []byte) error {
 
 // wireStrings checks a message whose fields 1 to n are all strings (an EntityRef).
 func wireStrings(b []byte, name string, n int32) error {
-	for pos := 0; pos < len(b); {
-		f, next, err := wireNext(b, pos)
+	for f, err := range wireFields(b) {
 		if err != nil {
 			return err
 		}
-		pos = next
 		if f.num <= n {
 			if _, err := f.is(f.num, wireLen, name+" field "+strconv.Itoa(int(f.num))); err != nil {
 				return err
@@ -186,12 +179,10 @@ func wireStrings(b []byte, name string, n int32) error {
 func (d *protoDecoder) scopeSpans(b []byte, resource json.RawMessage, keep bool) error {
 	var name, version []byte
 	var spans [][]byte
-	for pos := 0; pos < len(b); {
-		f, next, err := wireNext(b, pos)
+	for f, err := range wireFields(b) {
 		if err != nil {
 			return err
 		}
-		pos = next
 		switch f.num {
 		case 1:
 			if _, err := f.is(1, wireLen, "Scope"); err != nil {
@@ -223,12 +214,10 @@ func (d *protoDecoder) scopeSpans(b []byte, resource json.RawMessage, keep bool)
 // scope reads an InstrumentationScope's name and version over those of the scope's earlier
 // copies, and checks its attributes (which Loupe does not store).
 func (d *protoDecoder) scope(b, name, version []byte) ([]byte, []byte, error) {
-	for pos := 0; pos < len(b); {
-		f, next, err := wireNext(b, pos)
+	for f, err := range wireFields(b) {
 		if err != nil {
 			return nil, nil, err
 		}
-		pos = next
 		switch f.num {
 		case 1:
 			if _, err = f.is(1, wireLen, "Name"); err == nil {
@@ -263,12 +252,10 @@ func (d *protoDecoder) span(b []byte, resource json.RawMessage, scope, scopeVers
 		runID                *uuid.UUID
 		attrs, events, links = d.attrs[:0], d.events[:0], d.links[:0]
 	)
-	for pos := 0; pos < len(b); {
-		f, next, err := wireNext(b, pos)
+	for f, err := range wireFields(b) {
 		if err != nil {
 			return err
 		}
-		pos = next
 		switch f.num {
 		case 1:
 			if _, err = f.is(1, wireLen, "TraceId"); err == nil {
@@ -418,12 +405,10 @@ func wireID(b []byte, size int, prev []byte, name string) ([]byte, error) {
 
 // wireStatus reads a Status over its earlier copies' message and code.
 func wireStatus(b, message []byte, code int32) ([]byte, int32, error) {
-	for pos := 0; pos < len(b); {
-		f, next, err := wireNext(b, pos)
+	for f, err := range wireFields(b) {
 		if err != nil {
 			return nil, 0, err
 		}
-		pos = next
 		switch f.num {
 		case 2:
 			if _, err = f.is(2, wireLen, "Message"); err == nil {
@@ -452,12 +437,10 @@ func (d *protoDecoder) spanEvents(events [][]byte) (json.RawMessage, error) {
 		var ts uint64
 		var name []byte
 		attrs = attrs[:0]
-		for pos := 0; pos < len(b); {
-			f, next, err := wireNext(b, pos)
+		for f, err := range wireFields(b) {
 			if err != nil {
 				return nil, err
 			}
-			pos = next
 			switch f.num {
 			case 1:
 				if _, err = f.is(1, wireI64, "TimeUnixNano"); err == nil {
@@ -498,12 +481,10 @@ func (d *protoDecoder) spanLinks(links [][]byte) (json.RawMessage, error) {
 		var tid, sid, state []byte
 		var flags uint32
 		attrs = attrs[:0]
-		for pos := 0; pos < len(b); {
-			f, next, err := wireNext(b, pos)
+		for f, err := range wireFields(b) {
 			if err != nil {
 				return nil, err
 			}
-			pos = next
 			switch f.num {
 			case 1:
 				if _, err = f.is(1, wireLen, "TraceId"); err == nil {
@@ -554,12 +535,10 @@ func wireKeyValue(b []byte, depth int, check bool) (string, wireValue, error) {
 	depth++
 	var key string
 	var val wireValue
-	for pos := 0; pos < len(b); {
-		f, next, err := wireNext(b, pos)
+	for f, err := range wireFields(b) {
 		if err != nil {
 			return "", wireValue{}, err
 		}
-		pos = next
 		switch f.num {
 		case 1:
 			if _, err = f.is(1, wireLen, "Key"); err == nil {
@@ -635,12 +614,10 @@ func wireAnyValue(b []byte, depth int, prev wireValue, check bool) (wireValue, e
 	}
 	depth++
 	val := prev
-	for pos := 0; pos < len(b); {
-		f, next, err := wireNext(b, pos)
+	for f, err := range wireFields(b) {
 		if err != nil {
 			return wireValue{}, err
 		}
-		pos = next
 		want, name := wireLen, ""
 		switch f.num {
 		case 1:
@@ -682,12 +659,10 @@ func wireListCheck(b []byte, depth int, members bool) error {
 		return errWireDepth
 	}
 	depth++
-	for pos := 0; pos < len(b); {
-		f, next, err := wireNext(b, pos)
+	for f, err := range wireFields(b) {
 		if err != nil {
 			return err
 		}
-		pos = next
 		if f.num != 1 {
 			continue
 		}
@@ -822,12 +797,10 @@ func (d *protoDecoder) appendValue(b []byte, v wireValue) ([]byte, float64) {
 	case 5:
 		b = append(b, '[')
 		n := 0
-		for pos := 0; pos < len(v.data); {
-			f, next, err := wireNext(v.data, pos)
+		for f, err := range wireFields(v.data) {
 			if err != nil {
 				break // checked when it was read
 			}
-			pos = next
 			if f.num != 1 {
 				continue
 			}
@@ -844,12 +817,10 @@ func (d *protoDecoder) appendValue(b []byte, v wireValue) ([]byte, float64) {
 		return append(b, ']'), 0
 	case 6:
 		base := len(d.pairs)
-		for pos := 0; pos < len(v.data); {
-			f, next, err := wireNext(v.data, pos)
+		for f, err := range wireFields(v.data) {
 			if err != nil {
 				break
 			}
-			pos = next
 			if f.num != 1 {
 				continue
 			}

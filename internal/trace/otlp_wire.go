@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 )
 
 // The protobuf wire format as the OpenTelemetry collector's pdata reads it: varints of up to ten
@@ -94,6 +95,24 @@ func wireNext(buf []byte, pos int) (wireField, int, error) {
 		pos, err = wireSkipGroup(buf, pos, f.typ)
 	}
 	return f, pos, err
+}
+
+// wireFields yields the fields of message b in order, and stops after the first error, which it
+// yields with a zero field.
+func wireFields(b []byte) iter.Seq2[wireField, error] {
+	return func(yield func(wireField, error) bool) {
+		for pos := 0; pos < len(b); {
+			f, next, err := wireNext(b, pos)
+			if err != nil {
+				yield(wireField{}, err)
+				return
+			}
+			pos = next
+			if !yield(f, nil) {
+				return
+			}
+		}
+	}
 }
 
 // wireSkipGroup skips a field of a group's wire type (deprecated, and in no OTLP message) as
