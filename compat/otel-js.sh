@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Check Loupe's OTLP/HTTP ingest against the real OpenTelemetry JS SDK and exporter
-# (@opentelemetry/sdk-trace-base and @opentelemetry/exporter-trace-otlp-http, pinned in
-# compat/otel-js/package-lock.json), with spans after the OTel GenAI semantic conventions.
+# (@opentelemetry/sdk-trace-base, and @opentelemetry/exporter-trace-otlp-http and -otlp-proto:
+# JSON and protobuf, pinned in compat/otel-js/package-lock.json), with spans after the OTel GenAI
+# semantic conventions.
 #
 # Builds devui, starts a throwaway Loupe (embedded PostgreSQL in a temp data dir, --dev, no demo
 # agents, a free loopback port), installs the pinned packages (npm ci), runs compat/otel-js/emit.mjs
-# (invoke_agent → chat → execute_tool ×2, one failing → chat, sent to /v1/traces), then
-# compat/otel-js/check.mjs, which checks through /api/v1/traces, /api/v1/traces/{id}/turns, the log
+# (invoke_agent → chat → execute_tool ×2, one failing → chat, sent to /v1/traces) once per
+# encoding, each followed by compat/otel-js/check.mjs, which checks through /api/v1/traces, /api/v1/traces/{id}/turns, the log
 # record sent to /v1/logs through Genkit's log APIs (/api/logs, /api/traces/{id}[/spans/{span}]/logs) and the
 # pages what Loupe stored and shows; then stops Loupe and removes the temp dir.
 #
@@ -64,8 +65,12 @@ DEVUI_PID=$!
 
 wait_ready "$URL"
 
-echo "==> devui ready; sending a GenAI agent run with the OpenTelemetry JS exporter" >&2
-sent="$(cd "$APP" && LOUPE_URL="$URL" node emit.mjs)"
-echo "    sent: $sent" >&2
-echo "==> checking what Loupe stored and shows" >&2
-(cd "$APP" && LOUPE_URL="$URL" node check.mjs "$sent")
+# The same run twice: through the JSON exporter, and through the protobuf one (protobufjs's
+# encoding, which Loupe decodes with its own wire reader, not pdata).
+for encoding in json protobuf; do
+	echo "==> devui ready; sending a GenAI agent run with the OpenTelemetry JS exporter, OTLP/HTTP $encoding" >&2
+	sent="$(cd "$APP" && LOUPE_URL="$URL" OTLP_ENCODING="$encoding" node emit.mjs)"
+	echo "    sent: $sent" >&2
+	echo "==> checking what Loupe stored and shows" >&2
+	(cd "$APP" && LOUPE_URL="$URL" node check.mjs "$sent")
+done

@@ -9,12 +9,15 @@
 //
 // and one WARN log record in the failing tool's span, through the SDK's OTLP/HTTP log exporter.
 //
-// Usage: LOUPE_URL=http://127.0.0.1:4000 node emit.mjs
+// Usage: LOUPE_URL=http://127.0.0.1:4000 [OTLP_ENCODING=json|protobuf] node emit.mjs
+// OTLP_ENCODING picks the trace exporter: exporter-trace-otlp-http (JSON, the default) or
+// exporter-trace-otlp-proto (protobuf, encoded by protobufjs).
 // Prints {"trace_id": …, "spans": {name: span id}} on stdout; exits non-zero when the export fails.
 import { context, trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { Resource } from '@opentelemetry/resources';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as OTLPJSONTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as OTLPProtoTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { SeverityNumber } from '@opentelemetry/api-logs';
 import { LoggerProvider, SimpleLogRecordProcessor } from '@opentelemetry/sdk-logs';
 import { OTLPLogExporter } from '@opentelemetry/exporter-logs-otlp-http';
@@ -26,7 +29,13 @@ if (!base) {
 }
 
 // The exporter as the SDK ships it, wrapped only to remember whether every export succeeded.
-const exporter = new OTLPTraceExporter({ url: `${base}/v1/traces` });
+const encoding = process.env.OTLP_ENCODING ?? 'json';
+if (encoding !== 'json' && encoding !== 'protobuf') {
+  console.error(`OTLP_ENCODING ${encoding}: want json or protobuf`);
+  process.exit(2);
+}
+const Exporter = encoding === 'protobuf' ? OTLPProtoTraceExporter : OTLPJSONTraceExporter;
+const exporter = new Exporter({ url: `${base}/v1/traces` });
 const failures = [];
 const checked = {
   export(spans, done) {
