@@ -20,6 +20,24 @@ import (
 // that before (statements sent ahead of the COPY in the same query, "" for none) begins. flags
 // are the spans' flags (spanFlags), worked out here when nil.
 func copySpans(ctx context.Context, conn *pgconn.PgConn, before, table string, spans []Span, flags []int16) (int64, error) {
+	pooled, buf := copyRows(spans, flags)
+	tag, err := conn.CopyFrom(ctx, bytes.NewReader(buf), before+copySpansSQL(table))
+	if err != nil {
+		// Not pooled: on some errors pgconn returns before its goroutine stops reading buf.
+		return 0, markConnectionLost(err, conn)
+	}
+	putCopyRows(pooled, buf)
+	return tag.RowsAffected(), nil
+}
+
+// copySpansSQL is the COPY statement that reads spans' rows into table.
+func copySpansSQL(table string) string {
+	return "COPY " + pgx.Identifier{table}.Sanitize() + " (" + spanColumns + ") FROM STDIN (FORMAT binary)"
+}
+
+// copyRows writes spans as a binary COPY stream (flags as copySpans takes them) into a pooled
+// buffer; putCopyRows gives it back once nothing reads it any more.
+func copyRows(spans []Span, flags []int16) (*[]byte, []byte) {
 	if flags == nil {
 		flags = spanFlagsOf(spans)
 	}
@@ -39,18 +57,14 @@ func copySpans(ctx context.Context, conn *pgconn.PgConn, before, table string, s
 	for i := range spans {
 		buf = appendSpanCopyRow(buf, &spans[i], flags[i])
 	}
-	buf = binary.BigEndian.AppendUint16(buf, 0xffff) // the trailer: a field count of -1
-	tag, err := conn.CopyFrom(ctx, bytes.NewReader(buf),
-		before+"COPY "+pgx.Identifier{table}.Sanitize()+" ("+spanColumns+") FROM STDIN (FORMAT binary)")
-	if err != nil {
-		// Not pooled: on some errors pgconn returns before its goroutine stops reading buf.
-		return 0, markConnectionLost(err, conn)
-	}
+	return pooled, binary.BigEndian.AppendUint16(buf, 0xffff) // the trailer: a field count of -1
+}
+
+func putCopyRows(pooled *[]byte, buf []byte) {
 	if cap(buf) <= maxPooledCopyBuffer {
 		*pooled = buf
 		copyBuffers.Put(pooled)
 	}
-	return tag.RowsAffected(), nil
 }
 
 // copyRowFixed bounds what a COPY row takes besides its variable text: the field count, eighteen

@@ -777,19 +777,29 @@ func spanIngestFastOn(ctx context.Context, conn *pgx.Conn, spans []Span, usage U
 	end := &pgx.Batch{}
 	if len(fresh) > 0 {
 		flags := spanFlagsOf(fresh) // worked out once: the COPY and the summaries both need them
-		n, err := copySpans(ctx, conn.PgConn(), copyBefore, table, fresh, flags)
-		if err != nil {
-			return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
-		}
-		res.Inserted = n
+		var restShares []SpanUsage
+		var args []any
+		args, restShares, services = traceAggregates(fresh, flags, freshShares, services)
 		for i := range fresh {
 			if fresh[i].EndTime != 0 {
 				res.Ended = append(res.Ended, SpanKey{fresh[i].TraceID, fresh[i].SpanID})
 			}
 		}
-		var restShares []SpanUsage
-		var args []any
-		args, restShares, services = traceAggregates(fresh, flags, freshShares, services)
+		if len(stored) == 0 && len(restShares) == 0 && len(services) == 0 {
+			// Every span new, and only their own traces to fold: the COPY, the fold and the
+			// COMMIT in one round trip.
+			n, err := copyFoldCommit(ctx, conn, copyBefore, table, fresh, flags, args)
+			if err != nil {
+				return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
+			}
+			res.Inserted = n
+			return res, nil
+		}
+		n, err := copySpans(ctx, conn.PgConn(), copyBefore, table, fresh, flags)
+		if err != nil {
+			return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
+		}
+		res.Inserted = n
 		end.Queue(traceFoldArraysSQL, args...)
 		if len(stored) == 0 {
 			queueUsageFold(end, restShares, services)

@@ -294,3 +294,36 @@ func TestAShareGivenTwiceCountsOnce(t *testing.T) {
 		require.Equal(t, n, tr.SpanCount, "%d spans", n)
 	}
 }
+
+// TestABatchWhoseFoldFailsStoresNothing: a batch of new spans is copied, folded and committed in
+// one round trip; when the fold fails after the COPY, nothing of the batch is stored, the error
+// is the fold's, and the connection goes on serving (here the pool's only one).
+func TestABatchWhoseFoldFailsStoresNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, s := oneConnStore(t)
+	const refused, fine = "0000000000000000000000000000f001", "0000000000000000000000000000f002"
+	_, err := pool.Exec(ctx, `CREATE FUNCTION refuse_trace() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF NEW.trace_id = '`+refused+`' THEN RAISE EXCEPTION 'refused trace'; END IF; RETURN NEW; END $$;
+		CREATE TRIGGER refuse_trace BEFORE INSERT ON traces FOR EACH ROW EXECUTE FUNCTION refuse_trace()`)
+	require.NoError(t, err)
+	batch := func(traceID string) []store.Span {
+		spans := make([]store.Span, 20)
+		for i := range spans {
+			spans[i] = store.Span{TraceID: traceID, SpanID: fmt.Sprintf("%016x", i+1), Name: "s", StartTime: 1, EndTime: 2}
+		}
+		return spans
+	}
+	_, err = s.SpanIngest(ctx, batch(refused))
+	require.ErrorContains(t, err, "refused trace")
+	var stored int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM spans WHERE trace_id = $1`, refused).Scan(&stored))
+	require.Zero(t, stored, "the COPY was rolled back with the fold")
+
+	res, err := s.SpanIngest(ctx, batch(fine))
+	require.NoError(t, err)
+	require.EqualValues(t, 20, res.Inserted)
+	tr, err := s.TraceGet(ctx, fine)
+	require.NoError(t, err)
+	require.Equal(t, 20, tr.SpanCount)
+}
