@@ -36,10 +36,10 @@ func (r *SpanIngestResult) add(o SpanIngestResult) {
 
 // fastThreshold is the batch size from which SpanIngest takes the fast path (spanIngestFast) when
 // the batch holds spans stored before (knownSpans): below it, one round trip of the arrays merge is
-// cheaper than the fast path's three. A batch of new spans takes the fast path at any size: its
-// COPY and fold cost PostgreSQL less than the merge's 25-node plan (realtime ingest with 8 senders
-// into one trace, alternately: 4,449-4,506 spans/s against 3,839-3,852, PostgreSQL 110 against
-// 158 µs a span). From there
+// cheaper than the fast path's lookup and merge. A batch of new spans takes the fast path at any
+// size: its COPY and fold cost PostgreSQL less than the merge's 25-node plan (realtime ingest with
+// 8 senders into one trace, alternately: 4,352 / 4,448 spans/s against 3,768 / 3,697, PostgreSQL
+// 110-112 against 162-164 µs a span), and since copyFoldCommit they take one round trip too. From there
 // up, the merge's array parameters and upsert cost more CPU than the round trips save: at load 8,
 // 20-span requests (groups of 20 to 160 spans) spent 116-122 µs of CPU per span (server and
 // PostgreSQL) at 64 against 83-86 µs at 16; on a quiet machine the two were within each other's
@@ -702,13 +702,14 @@ ORDER BY trace_id` + traceFoldSQL
 // and carry no run ids (which COPY cannot check). A concurrent ingest of the same new span makes
 // the COPY fail with a unique violation; the caller then merges instead.
 //
-// It takes three round trips, which under load matter as much as the work (a lone writer waits
-// for a core on each): the BEGIN with the lookup, the COPY, and the fold, the merge (which folds
-// the stored spans' usage itself) and the COMMIT together. Without lookUp (this process stored
-// none of the batch's spans lately, see knownSpans) every span is taken as new, and the BEGIN goes with the
-// COPY: two round trips, and no index probe per span; a span stored all the same fails the COPY
-// on its unique key, and the caller looks the batch up then. The transaction commits without
-// waiting for its WAL flush (ingestSettings).
+// Round trips matter under load as much as the work (a lone writer waits for a core on each).
+// With lookUp it takes three: the BEGIN with the lookup, the COPY, and the fold, the merge (which
+// folds the stored spans' usage itself) and the COMMIT together; two when the lookup finds none
+// stored (copyFoldCommit sends the COPY, the fold and the COMMIT at once). Without lookUp (this
+// process stored none of the batch's spans lately, see knownSpans) every span is taken as new and
+// the BEGIN goes with the COPY: one round trip, and no index probe per span; a span stored all
+// the same fails the COPY on its unique key, and the caller looks the batch up then. The
+// transaction commits without waiting for its WAL flush (ingestSettings).
 func (s *Store) spanIngestFast(ctx context.Context, spans []Span, usage UsageFunc, lookUp bool) (res SpanIngestResult, err error) {
 	// Chosen for the whole batch, which holds the spans found stored, before the connection is
 	// taken: the choice may read the catalog, on a connection of its own.
