@@ -11,39 +11,68 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
-// traceFoldStatement names traceFoldArraysSQL prepared on a connection for copyFoldCommit.
-const traceFoldStatement = "loupe_trace_fold"
+// Statements copyFoldCommit prepares on a connection once: the trace fold, the ingest settings,
+// and a COPY per table (copyStatement).
+const (
+	traceFoldStatement      = "loupe_trace_fold"
+	ingestSettingsStatement = "loupe_ingest_settings"
+)
 
-// copyFoldCommit COPYs spans (flags as copySpans takes them) into table in the transaction that
-// before begins (or the one open on conn, when before is ""), folds their traces' summaries with
-// traceFoldArraysSQL and foldArgs, and commits: in one round trip, where copySpans and then a
-// batch of the fold and COMMIT take two. pgx cannot send anything after a COPY before reading its
-// result, so the messages are written here, in the protocol's own terms: the COPY's query, its
-// data and end, then the fold bound to its statement (prepared on conn once) and COMMIT, and a
-// Sync. PostgreSQL runs them in order; when one fails, the transaction is aborted and what
-// follows is skipped, so the COMMIT never commits a half, and the first error is returned (a
-// unique violation of the COPY, for one, which the caller answers by looking the batch up). It
-// returns the rows copied.
+// copyStatement names the COPY into table prepared on a connection (tables are spans' partitions,
+// whose names are identifiers of digits and underscores).
+func copyStatement(table string) string { return "loupe_copy_" + table }
+
+// copyFoldCommit COPYs spans (flags as copySpans takes them) into table in a transaction it begins
+// with ingestSettings (or the one open on conn, when begin is false), folds their traces'
+// summaries with traceFoldArraysSQL and foldArgs, and commits: in one round trip, where copySpans
+// and then a batch of the fold and COMMIT take two. pgx cannot send anything after a COPY before
+// reading its result, so the messages are written here, in the protocol's own terms, all in the
+// extended protocol against statements prepared on conn once (the settings, the COPY, the fold),
+// so that PostgreSQL parses and plans nothing per group but BEGIN and COMMIT: BEGIN, the settings,
+// the COPY with its data and end, the fold, COMMIT, and one Sync. PostgreSQL runs them in order;
+// when one fails, it skips everything up to the Sync (the COPY's data included), so the COMMIT
+// never commits a half, and the first error is returned (a unique violation of the COPY, for
+// one, which the caller answers by looking the batch up). It returns the rows copied.
 //
 // The lone group writer waits on every round trip, and under batched OTLP ingest the fold's took
-// a quarter of its cycle (0.48 of 2.1 ms per 82-span group).
-func copyFoldCommit(ctx context.Context, conn *pgx.Conn, before, table string, spans []Span, flags []int16, foldArgs []any) (int64, error) {
-	sd, err := conn.Prepare(ctx, traceFoldStatement, traceFoldArraysSQL)
+// a quarter of its cycle (0.48 of 2.1 ms per 82-span group). Sent as one simple query, the BEGIN,
+// settings and COPY were parsed and the settings planned for every group: a tenth of
+// PostgreSQL's time under realtime ingest, whose groups hold three or four spans.
+func copyFoldCommit(ctx context.Context, conn *pgx.Conn, begin bool, table string, spans []Span, flags []int16, foldArgs []any) (int64, error) {
+	fold, err := conn.Prepare(ctx, traceFoldStatement, traceFoldArraysSQL)
 	if err != nil {
 		return 0, fmt.Errorf("prepare the trace fold: %w", err)
 	}
-	var fold pgx.ExtendedQueryBuilder
-	if err := fold.Build(conn.TypeMap(), sd, foldArgs); err != nil {
+	copyStmt, err := conn.Prepare(ctx, copyStatement(table), copySpansSQL(table))
+	if err != nil {
+		return 0, fmt.Errorf("prepare the COPY: %w", err)
+	}
+	var settings *pgconn.StatementDescription
+	if begin {
+		if settings, err = conn.Prepare(ctx, ingestSettingsStatement, ingestSettings); err != nil {
+			return 0, fmt.Errorf("prepare the ingest settings: %w", err)
+		}
+	}
+	var foldQuery pgx.ExtendedQueryBuilder
+	if err := foldQuery.Build(conn.TypeMap(), fold, foldArgs); err != nil {
 		return 0, fmt.Errorf("encode the trace fold: %w", err)
 	}
 	pooled, rows := copyRows(spans, flags)
 	pg := conn.PgConn()
 	fe := pg.Frontend()
-	fe.Send(&pgproto3.Query{String: before + copySpansSQL(table)})
+	if begin {
+		fe.Send(&pgproto3.Parse{Query: "BEGIN"})
+		fe.Send(&pgproto3.Bind{})
+		fe.Send(&pgproto3.Execute{})
+		fe.Send(&pgproto3.Bind{PreparedStatement: settings.Name})
+		fe.Send(&pgproto3.Execute{})
+	}
+	fe.Send(&pgproto3.Bind{PreparedStatement: copyStmt.Name})
+	fe.Send(&pgproto3.Execute{})
 	fe.Send(&pgproto3.CopyData{Data: rows})
 	fe.Send(&pgproto3.CopyDone{})
-	fe.Send(&pgproto3.Bind{PreparedStatement: sd.Name, ParameterFormatCodes: fold.ParamFormats,
-		Parameters: fold.ParamValues, ResultFormatCodes: fold.ResultFormats})
+	fe.Send(&pgproto3.Bind{PreparedStatement: fold.Name, ParameterFormatCodes: foldQuery.ParamFormats,
+		Parameters: foldQuery.ParamValues, ResultFormatCodes: foldQuery.ResultFormats})
 	fe.Send(&pgproto3.Execute{})
 	fe.Send(&pgproto3.Parse{Query: "COMMIT"})
 	fe.Send(&pgproto3.Bind{})
@@ -55,17 +84,20 @@ func copyFoldCommit(ctx context.Context, conn *pgx.Conn, before, table string, s
 		_ = pg.Close(context.WithoutCancel(ctx)) // already failed: the pool drops a closed connection
 		return 0, markConnectionLost(err, pg)
 	}
-	// Two ReadyForQuery end it: the query's (after the COPY) and the Sync's.
+	// The Sync's ReadyForQuery ends it.
 	var copied int64
 	var first error
-	for ready := 0; ready < 2; {
+	for {
 		msg, err := pg.ReceiveMessage(ctx)
 		if err != nil {
 			return 0, markConnectionLost(err, pg)
 		}
 		switch m := msg.(type) {
 		case *pgproto3.ReadyForQuery:
-			ready++
+			if first != nil {
+				return 0, first
+			}
+			return copied, nil
 		case *pgproto3.ErrorResponse:
 			if first == nil {
 				first = pgconn.ErrorResponseToPgError(m)
@@ -78,8 +110,4 @@ func copyFoldCommit(ctx context.Context, conn *pgx.Conn, before, table string, s
 			}
 		}
 	}
-	if first != nil {
-		return 0, first
-	}
-	return copied, nil
 }

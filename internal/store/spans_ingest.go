@@ -789,7 +789,7 @@ func spanIngestFastOn(ctx context.Context, conn *pgx.Conn, spans []Span, usage U
 		if len(stored) == 0 && len(restShares) == 0 && len(services) == 0 {
 			// Every span new, and only their own traces to fold: the COPY, the fold and the
 			// COMMIT in one round trip.
-			n, err := copyFoldCommit(ctx, conn, copyBefore, table, fresh, flags, args)
+			n, err := copyFoldCommit(ctx, conn, !lookUp, table, fresh, flags, args)
 			if err != nil {
 				return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
 			}
