@@ -236,7 +236,7 @@ func (s *Server) routeTable() []route {
 // register adds the route table to the echo instance, each route with the role check its access
 // asks for, and keeps the table for the middlewares (ruleOf).
 func (s *Server) register(rt []route) {
-	s.rules = make(map[string]route, len(rt))
+	s.rules = make(map[routeKey]route, len(rt))
 	for _, r := range rt {
 		var mw []echo.MiddlewareFunc
 		switch r.access {
@@ -246,14 +246,18 @@ func (s *Server) register(rt []route) {
 			mw = append(mw, requireRole(store.RoleAdmin))
 		}
 		s.echo.Add(r.method, r.path, r.handler, mw...)
-		s.rules[r.method+" "+r.path] = r
+		s.rules[routeKey{r.method, r.path}] = r
 	}
 }
 
+// routeKey is a route's method and path pattern, as echo matched it.
+type routeKey struct{ method, path string }
+
 // ruleOf is the matched route's entry of the table; a request that matched no route (a 404) is
 // treated as a viewer's, so that what is not there is not shown to anyone signed out.
+// Several middlewares ask, on every request.
 func (s *Server) ruleOf(c echo.Context) route {
-	if r, ok := s.rules[c.Request().Method+" "+c.Path()]; ok {
+	if r, ok := s.rules[routeKey{c.Request().Method, c.Path()}]; ok {
 		return r
 	}
 	return route{access: accessViewer}

@@ -110,7 +110,7 @@ func TestEveryRouteSaysWhoMayCallIt(t *testing.T) {
 		}
 		key := r.Method + " " + r.Path
 		registered = append(registered, key)
-		rule, ok := srv.rules[key]
+		rule, ok := srv.rules[routeKey{r.Method, r.Path}]
 		require.True(t, ok, "%s is registered outside the route table", key)
 		want, ok := wantAccess[key]
 		require.True(t, ok, "%s has no expected access in this test: decide who may call it", key)

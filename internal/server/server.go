@@ -83,7 +83,7 @@ type GenkitApps interface {
 
 // Server serves Loupe's HTTP interface. Start and Stop follow the house lifecycle contract.
 type Server struct {
-	rules   map[string]route // the route table by "METHOD /path" (routes.go)
+	rules   map[routeKey]route // the route table by method and path pattern (routes.go)
 	cfg     Config
 	deps    Deps
 	store   *store.Store
@@ -222,7 +222,7 @@ func (s *Server) routes() {
 			return c.Request().Method == http.MethodPost && s.ruleOf(c).access == accessTelemetry
 		},
 	}))
-	e.Use(securityHeaders())
+	e.Use(s.securityHeaders())
 	e.Use(s.csrf())
 	e.Use(s.authenticate())
 	e.Use(refuseUnstorableText())

@@ -144,6 +144,30 @@ func TestCSPNonceMatchesScriptTag(t *testing.T) {
 	require.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"))
 }
 
+// TestTelemetryResponsesAllowNothing: ingest and Genkit's trace reads answer data to programs,
+// with a CSP that allows nothing (and so needs no nonce) and the same hardening headers as pages.
+func TestTelemetryResponsesAllowNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{ingest: true, dev: true})
+	for _, check := range []func() *http.Response{
+		func() *http.Response { resp, _ := get(t, b.url+"/api/traces"); return resp },
+		func() *http.Response {
+			resp, out := post(t, b.url+"/v1/traces", "application/json", []byte(`{"resourceSpans":[]}`))
+			require.Equal(t, http.StatusOK, resp.StatusCode, string(out))
+			return resp
+		},
+	} {
+		resp := check()
+		require.Equal(t, "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+			resp.Header.Get("Content-Security-Policy"))
+		require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
+		require.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"))
+	}
+	resp, _ := get(t, b.url+"/api/v1/dashboard")
+	require.Contains(t, resp.Header.Get("Content-Security-Policy"), "script-src 'self' 'nonce-",
+		"Loupe's own API keeps the pages' policy")
+}
+
 func TestErrorsAreJSONForAPIAndHTMLForBrowsers(t *testing.T) {
 	t.Parallel()
 	b := setup(t, opts{dev: true})
