@@ -131,7 +131,7 @@ func run(o options) error {
 		run  func() error
 	}{
 		{"batched", func() error { return batched(ctx, o, send, st) }},
-		{"realtime", func() error { return realtime(ctx, o, send) }},
+		{"realtime", func() error { return realtime(ctx, o, send, st) }},
 		{"bigtrace", func() error { return bigTrace(ctx, o, send, st) }},
 		{"list", func() error { return list(ctx, o, client, urls[0], st) }},
 		{"runs", func() error { return runsScenario(ctx, o, client, urls, st) }},
@@ -411,7 +411,7 @@ func batched(ctx context.Context, o options, send sender, st *store.Store) error
 	return nil
 }
 
-func realtime(ctx context.Context, o options, send sender) error {
+func realtime(ctx context.Context, o options, send sender, st *store.Store) error {
 	traceID := newTraceID()
 	rootID := newSpanID()
 	ids := make([]string, o.realtime)
@@ -437,6 +437,15 @@ func realtime(ctx context.Context, o options, send sender) error {
 	fmt.Printf("realtime: %d spans, two POSTs each, %d clients, all into one trace: %.0f spans/s (%.0f requests/s)\n",
 		len(ids), o.clients, float64(len(ids))/elapsed.Seconds(), float64(2*len(ids))/elapsed.Seconds())
 	fmt.Printf("realtime: %s\n", cpu.report(len(ids)))
+	// Every span acknowledged is stored, once, ended (the starts are held and then superseded).
+	var stored, ended int
+	if err := st.Pool().QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE end_time_unix_nano <> 0) FROM spans WHERE trace_id = $1`,
+		traceID).Scan(&stored, &ended); err != nil {
+		return err
+	}
+	if stored != len(ids) || ended != len(ids) {
+		return fmt.Errorf("realtime: %d spans stored, %d of them ended, of %d sent", stored, ended, len(ids))
+	}
 	return nil
 }
 
