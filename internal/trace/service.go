@@ -42,11 +42,12 @@ type Config struct {
 	Logger     *slog.Logger
 }
 
-// DefaultIngestWriters is the default cap on concurrent ingest transactions. One: while it
-// commits, every request that arrives queues for the next group, so groups grow with the load and
-// the database, which shares two cores with everything else here, runs one transaction per group
-// rather than several smaller ones (measured against two in BENCHMARKS.md).
-const DefaultIngestWriters = 1
+// DefaultIngestWriters is the default cap on concurrent ingest transactions. Two: while one
+// commits, the requests that arrive queue for the next group, which the second writes unless it
+// shares a trace with the first (see groupCommitter), so that PostgreSQL works on two groups of
+// batched OTLP ingest at once (41,729 / 42,510 spans/s against 36,750 / 37,082 with one, 8
+// clients; BENCHMARKS.md), while one hot trace's realtime groups still go one at a time.
+const DefaultIngestWriters = 2
 
 // Service ingests traces from other programs and reads stored traces.
 type Service struct {
