@@ -38,26 +38,41 @@ func copySpansSQL(table string) string {
 // copyRows writes spans as a binary COPY stream (flags as copySpans takes them) into a pooled
 // buffer; putCopyRows gives it back once nothing reads it any more.
 func copyRows(spans []Span, flags []int16) (*[]byte, []byte) {
-	if flags == nil {
-		flags = spanFlagsOf(spans)
-	}
+	pooled, buf := pooledCopyBuffer(copyRowsSize(spans))
+	return pooled, appendCopyRows(buf, spans, flags)
+}
+
+// copyRowsSize bounds the bytes of spans' binary COPY stream.
+func copyRowsSize(spans []Span) int {
 	size := len(copyBinaryHeader) + 2
 	for i := range spans {
 		sp := &spans[i]
 		size += copyRowFixed + len(sp.Name) + len(sp.StatusMessage) + len(sp.Attributes) + len(sp.Events) + len(sp.Links) +
 			len(sp.Resource) + len(sp.Scope) + len(sp.ScopeVersion) + len(sp.Source)
 	}
+	return size
+}
+
+// pooledCopyBuffer is an empty buffer of at least size bytes from copyBuffers.
+func pooledCopyBuffer(size int) (*[]byte, []byte) {
 	pooled, _ := copyBuffers.Get().(*[]byte)
 	if pooled == nil || cap(*pooled) < size {
 		b := make([]byte, 0, size)
 		pooled = &b
 	}
-	buf := (*pooled)[:0]
+	return pooled, (*pooled)[:0]
+}
+
+// appendCopyRows appends spans' binary COPY stream (flags as copySpans takes them) to buf.
+func appendCopyRows(buf []byte, spans []Span, flags []int16) []byte {
+	if flags == nil {
+		flags = spanFlagsOf(spans)
+	}
 	buf = append(buf, copyBinaryHeader...)
 	for i := range spans {
 		buf = appendSpanCopyRow(buf, &spans[i], flags[i])
 	}
-	return pooled, binary.BigEndian.AppendUint16(buf, 0xffff) // the trailer: a field count of -1
+	return binary.BigEndian.AppendUint16(buf, 0xffff) // the trailer: a field count of -1
 }
 
 func putCopyRows(pooled *[]byte, buf []byte) {

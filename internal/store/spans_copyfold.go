@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 
@@ -21,6 +22,17 @@ const (
 // copyStatement names the COPY into table prepared on a connection (tables are spans' partitions,
 // whose names are identifiers of digits and underscores).
 func copyStatement(table string) string { return "loupe_copy_" + table }
+
+// encodeMessages appends msgs to buf in the protocol's wire form.
+func encodeMessages(buf []byte, msgs ...pgproto3.FrontendMessage) ([]byte, error) {
+	for _, m := range msgs {
+		var err error
+		if buf, err = m.Encode(buf); err != nil {
+			return buf, fmt.Errorf("encode %T: %w", m, err)
+		}
+	}
+	return buf, nil
+}
 
 // copyFoldCommit COPYs spans (flags as copySpans takes them) into table in a transaction it begins
 // with ingestSettings (or the one open on conn, when begin is false), folds their traces'
@@ -57,29 +69,37 @@ func copyFoldCommit(ctx context.Context, conn *pgx.Conn, begin bool, table strin
 	if err := foldQuery.Build(conn.TypeMap(), fold, foldArgs); err != nil {
 		return 0, fmt.Errorf("encode the trace fold: %w", err)
 	}
-	pooled, rows := copyRows(spans, flags)
-	pg := conn.PgConn()
-	fe := pg.Frontend()
-	if begin {
-		fe.Send(&pgproto3.Parse{Query: "BEGIN"})
-		fe.Send(&pgproto3.Bind{})
-		fe.Send(&pgproto3.Execute{})
-		fe.Send(&pgproto3.Bind{PreparedStatement: settings.Name})
-		fe.Send(&pgproto3.Execute{})
+	// Every message goes into one pooled buffer, the rows written straight into their CopyData,
+	// and out in one write: pgproto3's Frontend would copy the rows into a buffer of its own,
+	// which it drops after each write longer than a kilobyte (a new one of 40 KB or more a group).
+	size := copyRowsSize(spans) + 512
+	for _, v := range foldQuery.ParamValues {
+		size += 4 + len(v)
 	}
-	fe.Send(&pgproto3.Bind{PreparedStatement: copyStmt.Name})
-	fe.Send(&pgproto3.Execute{})
-	fe.Send(&pgproto3.CopyData{Data: rows})
-	fe.Send(&pgproto3.CopyDone{})
-	fe.Send(&pgproto3.Bind{PreparedStatement: fold.Name, ParameterFormatCodes: foldQuery.ParamFormats,
-		Parameters: foldQuery.ParamValues, ResultFormatCodes: foldQuery.ResultFormats})
-	fe.Send(&pgproto3.Execute{})
-	fe.Send(&pgproto3.Parse{Query: "COMMIT"})
-	fe.Send(&pgproto3.Bind{})
-	fe.Send(&pgproto3.Execute{})
-	fe.Send(&pgproto3.Sync{})
-	err = fe.Flush()
-	putCopyRows(pooled, rows) // the frontend copied them into its own buffer, sent or not
+	pooled, buf := pooledCopyBuffer(size)
+	msgs := []pgproto3.FrontendMessage{}
+	if begin {
+		msgs = append(msgs, &pgproto3.Parse{Query: "BEGIN"}, &pgproto3.Bind{}, &pgproto3.Execute{},
+			&pgproto3.Bind{PreparedStatement: settings.Name}, &pgproto3.Execute{})
+	}
+	msgs = append(msgs, &pgproto3.Bind{PreparedStatement: copyStmt.Name}, &pgproto3.Execute{})
+	if buf, err = encodeMessages(buf, msgs...); err != nil {
+		return 0, err
+	}
+	at := len(buf)
+	buf = append(buf, 'd', 0, 0, 0, 0) // CopyData, its length set below
+	buf = appendCopyRows(buf, spans, flags)
+	binary.BigEndian.PutUint32(buf[at+1:], uint32(len(buf)-at-1)) //nolint:gosec // a group's rows are far below 2 GB (maxGroupSpans)
+	buf, err = encodeMessages(buf, &pgproto3.CopyDone{},
+		&pgproto3.Bind{PreparedStatement: fold.Name, ParameterFormatCodes: foldQuery.ParamFormats,
+			Parameters: foldQuery.ParamValues, ResultFormatCodes: foldQuery.ResultFormats},
+		&pgproto3.Execute{}, &pgproto3.Parse{Query: "COMMIT"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	if err != nil {
+		return 0, err
+	}
+	pg := conn.PgConn()
+	_, err = pg.Conn().Write(buf)
+	putCopyRows(pooled, buf) // written, or never to be
 	if err != nil {
 		_ = pg.Close(context.WithoutCancel(ctx)) // already failed: the pool drops a closed connection
 		return 0, markConnectionLost(err, pg)

@@ -202,7 +202,14 @@ func dedupeSpans(spans []Span) []Span {
 		spans = slices.Clone(spans)
 		slices.SortStableFunc(spans, compareSpanKeys)
 	}
-	out := spans[:0:0]
+	dup := false
+	for i := 1; i < len(spans) && !dup; i++ {
+		dup = compareSpanKeys(spans[i-1], spans[i]) == 0
+	}
+	if !dup {
+		return spans // the caller's, when sorted already: never written to
+	}
+	out := make([]Span, 0, len(spans))
 	for i := range spans {
 		if n := len(out); n > 0 && compareSpanKeys(out[n-1], spans[i]) == 0 {
 			if out[n-1].EndTime == 0 || spans[i].EndTime != 0 {
