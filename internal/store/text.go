@@ -173,24 +173,19 @@ const (
 
 // nextBadNumber returns the offset and length of the first number in b at or after from that
 // numeric cannot hold, outside strings, or -1. A document shorter than the longest fraction numeric
-// holds and without an exponent anywhere, nearly every one, is let through after one search.
+// holds and without an e anywhere is let through after one search; any other is scanned, from
+// quote to quote through its strings (most of a span's attributes), which it skips.
 func nextBadNumber(b []byte, from int) (at, n int) {
 	if len(b) <= numericMaxScale && !bytes.ContainsAny(b, "eE") {
 		return -1, 0
 	}
-	inString := false
 	for i := from; i < len(b); i++ {
 		c := b[i]
 		switch {
-		case inString:
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
 		case c == '"':
-			inString = true
+			if i = closingQuote(b, i); i < 0 {
+				return -1, 0 // an unterminated string: no number after it
+			}
 		case c == '-' || c >= '0' && c <= '9':
 			j := i + 1
 			for j < len(b) && strings.IndexByte("0123456789.eE+-", b[j]) >= 0 {
@@ -424,6 +419,24 @@ func CleanJSON(raw json.RawMessage) json.RawMessage {
 		b = append(out, b[done:]...)
 	}
 	return quoteBadNumbers(b)
+}
+
+// closingQuote returns the offset of the quote that closes the string opened at b[open], or -1.
+func closingQuote(b []byte, open int) int {
+	for j := open + 1; ; j++ {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		j += k
+		backslashes := 0
+		for p := j - 1; p > open && b[p] == '\\'; p-- {
+			backslashes++
+		}
+		if backslashes%2 == 0 {
+			return j
+		}
+	}
 }
 
 func notZero(r rune) bool { return r != '0' }
