@@ -126,6 +126,58 @@ func FuzzDecodeGenkit(f *testing.F) {
 	})
 }
 
+// FuzzDecodeGenkitFastPath checks DecodeGenkit's fast path against jsonv2.Unmarshal, which it
+// stands in for: every body decodes to the same spans, or is refused by both, whichever path
+// takes it; the error's words may differ only where the fast path declined.
+func FuzzDecodeGenkitFastPath(f *testing.F) {
+	for _, b := range genkitFastPathSeeds(f) {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		requireSameAsUnmarshal(t, body)
+	})
+}
+
+// genkitFastPathSeeds are Genkit's captured bodies and variations on what the fast path declines.
+func genkitFastPathSeeds(f testing.TB) [][]byte {
+	files, err := filepath.Glob(filepath.Join("testdata", "genkit-go-1.4.0", "*.json"))
+	require.NoError(f, err)
+	var seeds [][]byte
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		require.NoError(f, err)
+		seeds = append(seeds, b)
+	}
+	seeds = append(seeds, fixtureBodies(f, "genkit-*.jsonl")...)
+	span := `"spanId":"6be520f337a0d748","traceId":"` + validTraceID + `","startTime":1796002421789.917,"endTime":1796002421791,` +
+		`"attributes":{"genkit:type":"action","genkit:state":"error"},"displayName":"d","links":[],"spanKind":"INTERNAL",` +
+		`"sameProcessAsParentSpan":{"value":true},"status":{"code":2,"message":"m"},"timeEvents":{"timeEvent":[]},` +
+		`"instrumentationLibrary":{"name":"genkit-tracer","version":"v1"}`
+	for _, extra := range []string{"", `,"spanId":"6be520f337a0d749"`, `,"status":null`, `,"truncated":true`, `,"TraceId":"x"`,
+		`,"links":null`, `,"attributes":null`, `,"attributes":[1]`, `,"startTime":null`, `,"status":{"code":1.0}`,
+		`,"status":{"code":"1"}`, `,"displayName":"\u00e9"`, `,"timeEvents":{"timeEvent":[{"time":1}]}`, `,"x":{"y":[1,{}]}`,
+		`,"instrumentationLibrary":{"name":"a","name":"b"}`, `,"sameProcessAsParentSpan":{"value":null}`} {
+		seeds = append(seeds, genkitBody(validTraceID, "", "6be520f337a0d748", span+extra))
+	}
+	return append(seeds, []byte(`{"traceId":"`+validTraceID+`","spans":{}} x`), []byte(`{"traceId":"`+validTraceID+`","spans":null}`),
+		[]byte(`{"traceId":"`+validTraceID+`","spans":{},"spans":{}}`), []byte(`{"trace\u0049d":"`+validTraceID+`","spans":{}}`),
+		[]byte(`{"traceId":"`+validTraceID+`","displayName":null,"startTime":null,"spans":{"a":{"spanId":"\"}}}`))
+}
+
+// requireSameAsUnmarshal decodes body through DecodeGenkit and without its fast path.
+func requireSameAsUnmarshal(t *testing.T, body []byte) {
+	t.Helper()
+	got, err := trace.DecodeGenkit(body)
+	want, wantErr := trace.DecodeGenkitUnmarshal(body)
+	if wantErr != nil {
+		require.Error(t, err, "the fast path took a body Unmarshal refuses: %q", body)
+		require.Equal(t, wantErr.Error(), err.Error())
+		return
+	}
+	require.NoError(t, err, "%q", body)
+	require.Equal(t, want, got, "%q", body)
+}
+
 func compact(t *testing.T, doc json.RawMessage) json.RawMessage {
 	if doc == nil {
 		return nil

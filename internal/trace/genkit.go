@@ -182,11 +182,19 @@ var decodeOptions = jsonv2.JoinOptions(jsontext.AllowDuplicateNames(true), jsont
 // models print and Genkit JS makes when it cuts a string mid-pair) becomes U+FFFD rather than an
 // error: one such character must not cost a batch of spans.
 func DecodeGenkit(body []byte) ([]store.Span, error) {
-	// Unmarshal, not a Decoder: the body is already in memory. Unmarshal also refuses data after
-	// the object. See decodeOptions for why JSON v2.
+	return decodeGenkit(body, true)
+}
+
+// decodeGenkit is DecodeGenkit, trying decodeTraceDataFast first when fast is set.
+func decodeGenkit(body []byte, fast bool) ([]store.Span, error) {
 	var td TraceData
-	if err := jsonv2.Unmarshal(body, &td, decodeOptions); err != nil {
-		return nil, inputErrorf("malformed TraceData JSON: %s", printable(err.Error()))
+	if !fast || !decodeTraceDataFast(body, &td) {
+		// Unmarshal, not a Decoder: the body is already in memory. Unmarshal also refuses data
+		// after the object. See decodeOptions for why JSON v2.
+		td = TraceData{}
+		if err := jsonv2.Unmarshal(body, &td, decodeOptions); err != nil {
+			return nil, inputErrorf("malformed TraceData JSON: %s", printable(err.Error()))
+		}
 	}
 	traceID := normalizeID(td.TraceID)
 	if !ValidTraceID(traceID) {

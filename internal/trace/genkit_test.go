@@ -274,3 +274,21 @@ func TestDecodeGenkitReadsAParentFailedByAnInterruptAsInterrupted(t *testing.T) 
 	require.Contains(t, string(failed.Attributes), `"genkit:state":"error"`)
 	require.NotContains(t, string(failed.Events), "loupe.interrupt")
 }
+
+// TestDecodeGenkitFastPathMatchesUnmarshal runs FuzzDecodeGenkitFastPath's seeds in every test run,
+// and checks that the fast path does take what Genkit sends.
+func TestDecodeGenkitFastPathMatchesUnmarshal(t *testing.T) {
+	t.Parallel()
+	for _, body := range genkitFastPathSeeds(t) {
+		requireSameAsUnmarshal(t, body)
+	}
+	// Most of what Genkit sends takes it; what it declines (an exception's event, a message with
+	// an escape) goes through Unmarshal.
+	bodies, taken := fixtureBodies(t, "genkit-*.jsonl"), 0
+	for _, body := range bodies {
+		if trace.DecodeTraceDataFast(body) {
+			taken++
+		}
+	}
+	require.Greater(t, taken, len(bodies)*3/4, "%d of %d captured bodies", taken, len(bodies))
+}
