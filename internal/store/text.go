@@ -183,7 +183,7 @@ func nextBadNumber(b []byte, from int) (at, n int) {
 		c := b[i]
 		switch {
 		case c == '"':
-			if i = closingQuote(b, i); i < 0 {
+			if i = ClosingQuote(b, i); i < 0 {
 				return -1, 0 // an unterminated string: no number after it
 			}
 		case c == '-' || c >= '0' && c <= '9':
@@ -421,8 +421,10 @@ func CleanJSON(raw json.RawMessage) json.RawMessage {
 	return quoteBadNumbers(b)
 }
 
-// closingQuote returns the offset of the quote that closes the string opened at b[open], or -1.
-func closingQuote(b []byte, open int) int {
+// ClosingQuote returns the offset of the quote that closes the JSON string opened at b[open], or
+// -1. It jumps from quote to quote (a long string value is most of an attribute object's bytes)
+// and counts the backslashes before each: an even number leaves the quote unescaped.
+func ClosingQuote(b []byte, open int) int {
 	for j := open + 1; ; j++ {
 		k := bytes.IndexByte(b[j:], '"')
 		if k < 0 {

@@ -434,23 +434,11 @@ func skipValue(b []byte, i int) int {
 	return i
 }
 
-// stringEnd returns the index of the quote that closes the JSON string opening at b[i], or len(b).
-// It jumps from quote to quote (a long string value is most of an attribute object's bytes) and
-// counts the backslashes before each: an even number leaves the quote unescaped.
+// stringEnd returns the index of the quote that closes the JSON string opening at b[i], or len(b)
+// (see store.ClosingQuote).
 func stringEnd(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		k := bytes.IndexByte(b[j:], '"')
-		if k < 0 {
-			return len(b)
-		}
-		j += k
-		escapes := 0
-		for p := j - 1; p > i && b[p] == '\\'; p-- {
-			escapes++
-		}
-		if escapes%2 == 0 {
-			return j
-		}
+	if j := store.ClosingQuote(b, i); j >= 0 {
+		return j
 	}
 	return len(b)
 }

@@ -19,34 +19,29 @@ import (
 // each) Unmarshal's reflection cost a sixth of the server's CPU.
 func decodeTraceDataFast(body []byte, td *TraceData) bool {
 	f := fastDecoder{d: jsontext.NewDecoder(bytes.NewBuffer(body), decodeOptions), seen: new(recentStrings)}
-	if !f.open('{') {
-		return false
-	}
-	var seen uint8
-	for f.d.PeekKind() == '"' {
-		name, ok := f.name()
-		if !ok {
-			return false
-		}
-		switch string(name) {
+	var (
+		seen       uint8
+		name       string
+		at         Millis
+		readName   = func() bool { return f.str(&name) }
+		readMillis = func() bool { return f.millis(&at) }
+	)
+	ok := f.object(func(member []byte) bool {
+		switch string(member) {
 		case "traceId":
-			ok = f.first(&seen, 1) && f.str(&td.TraceID)
+			return f.first(&seen, 1) && f.str(&td.TraceID)
 		case "displayName":
-			ok = f.first(&seen, 2) && f.optionalString()
+			return f.first(&seen, 2) && f.unused(readName)
 		case "startTime":
-			ok = f.first(&seen, 4) && f.optionalMillis()
+			return f.first(&seen, 4) && f.unused(readMillis)
 		case "endTime":
-			ok = f.first(&seen, 8) && f.optionalMillis()
+			return f.first(&seen, 8) && f.unused(readMillis)
 		case "spans":
-			ok = f.first(&seen, 16) && f.spans(td)
-		default:
-			ok = f.d.SkipValue() == nil
+			return f.first(&seen, 16) && f.spans(td)
 		}
-		if !ok {
-			return false
-		}
-	}
-	if !f.close('}') {
+		return f.d.SkipValue() == nil
+	})
+	if !ok {
 		return false
 	}
 	_, err := f.d.ReadToken()
@@ -93,6 +88,21 @@ func (f fastDecoder) close(kind jsontext.Kind) bool {
 	return err == nil && tok.Kind() == kind
 }
 
+// object reads an object, handing each member's name to member, which reads its value; it
+// declines when member does, and on a name with an escape.
+func (f fastDecoder) object(member func(name []byte) bool) bool {
+	if !f.open('{') {
+		return false
+	}
+	for f.d.PeekKind() == '"' {
+		name, ok := f.name()
+		if !ok || !member(name) {
+			return false
+		}
+	}
+	return f.close('}')
+}
+
 // name reads a member's name, declining one with an escape (which may spell a field's name). It
 // is valid until the next read; callers compare it without making a string of it.
 func (f fastDecoder) name() ([]byte, bool) {
@@ -112,13 +122,19 @@ func (fastDecoder) first(seen *uint8, bit uint8) bool {
 	return true
 }
 
-// str reads a string without escapes or invalid UTF-8 into dst.
-func (f fastDecoder) str(dst *string) bool {
-	if f.d.PeekKind() != '"' {
-		return false
+// value reads a value of kind ('"', '0', 't', 'f'), valid until the next read.
+func (f fastDecoder) value(kind jsontext.Kind) (jsontext.Value, bool) {
+	if f.d.PeekKind() != kind {
+		return nil, false
 	}
 	v, err := f.d.ReadValue()
-	if err != nil {
+	return v, err == nil
+}
+
+// str reads a string without escapes or invalid UTF-8 into dst.
+func (f fastDecoder) str(dst *string) bool {
+	v, ok := f.value('"')
+	if !ok {
 		return false
 	}
 	raw := v[1 : len(v)-1]
@@ -129,22 +145,18 @@ func (f fastDecoder) str(dst *string) bool {
 	return true
 }
 
-// optionalString reads a string or null that DecodeGenkit does not use.
-func (f fastDecoder) optionalString() bool {
+// unused reads a value DecodeGenkit does not use: null, or what read takes.
+func (f fastDecoder) unused(read func() bool) bool {
 	if f.d.PeekKind() == 'n' {
 		return f.d.SkipValue() == nil
 	}
-	var s string
-	return f.str(&s)
+	return read()
 }
 
 // millis reads a number of milliseconds into dst.
 func (f fastDecoder) millis(dst *Millis) bool {
-	if f.d.PeekKind() != '0' {
-		return false
-	}
-	v, err := f.d.ReadValue()
-	if err != nil {
+	v, ok := f.value('0')
+	if !ok {
 		return false
 	}
 	n, err := parseMillis(bytesView(v)) // not kept
@@ -152,25 +164,13 @@ func (f fastDecoder) millis(dst *Millis) bool {
 	return err == nil
 }
 
-// optionalMillis reads a number of milliseconds or null that DecodeGenkit does not use.
-func (f fastDecoder) optionalMillis() bool {
-	if f.d.PeekKind() == 'n' {
-		return f.d.SkipValue() == nil
-	}
-	var m Millis
-	return f.millis(&m)
-}
-
 // integer reads a JSON integer without fraction or exponent into dst.
 func (f fastDecoder) integer(dst *int) bool {
-	if f.d.PeekKind() != '0' {
+	v, ok := f.value('0')
+	if !ok || bytes.ContainsAny(v, ".eE") {
 		return false
 	}
-	v, err := f.d.ReadValue()
-	if err != nil || bytes.ContainsAny(v, ".eE") {
-		return false
-	}
-	n, err := strconv.Atoi(string(v))
+	n, err := strconv.Atoi(bytesView(v))
 	*dst = n
 	return err == nil
 }
@@ -221,9 +221,6 @@ func (f fastDecoder) spans(td *TraceData) bool {
 
 // span reads one SpanData object.
 func (f fastDecoder) span(sd *SpanData) bool {
-	if !f.open('{') {
-		return false
-	}
 	var seen uint16
 	first := func(bit uint16) bool {
 		if seen&bit != 0 {
@@ -232,50 +229,41 @@ func (f fastDecoder) span(sd *SpanData) bool {
 		seen |= bit
 		return true
 	}
-	for f.d.PeekKind() == '"' {
-		name, ok := f.name()
-		if !ok {
-			return false
-		}
+	return f.object(func(name []byte) bool {
 		switch string(name) {
 		case "spanId":
-			ok = first(1) && f.str(&sd.SpanID)
+			return first(1) && f.str(&sd.SpanID)
 		case "traceId":
-			ok = first(2) && f.str(&sd.TraceID)
+			return first(2) && f.str(&sd.TraceID)
 		case "parentSpanId":
-			ok = first(4) && f.str(&sd.ParentSpanID)
+			return first(4) && f.str(&sd.ParentSpanID)
 		case "startTime":
-			ok = first(8) && f.millis(&sd.StartTime)
+			return first(8) && f.millis(&sd.StartTime)
 		case "endTime":
-			ok = first(16) && f.millis(&sd.EndTime)
+			return first(16) && f.millis(&sd.EndTime)
 		case "attributes":
-			ok = first(32) && f.attributes(sd)
+			return first(32) && f.attributes(sd)
 		case "displayName":
-			ok = first(64) && f.str(&sd.DisplayName)
+			return first(64) && f.str(&sd.DisplayName)
 		case "links":
-			ok = first(128) && f.emptyArray()
+			return first(128) && f.emptyArray()
 		case "instrumentationLibrary":
-			ok = first(256) && f.library(&sd.InstrumentationLibrary)
+			return first(256) && f.library(&sd.InstrumentationLibrary)
 		case "spanKind":
-			ok = first(512) && f.str(&sd.SpanKind)
+			return first(512) && f.str(&sd.SpanKind)
 		case "sameProcessAsParentSpan":
 			sd.SameProcessAsParentSpan = new(BoolValue)
-			ok = first(1024) && f.boolValue(sd.SameProcessAsParentSpan)
+			return first(1024) && f.boolValue(sd.SameProcessAsParentSpan)
 		case "status":
 			sd.Status = new(SpanStatus)
-			ok = first(2048) && f.status(sd.Status)
+			return first(2048) && f.status(sd.Status)
 		case "timeEvents":
-			ok = first(4096) && f.noTimeEvents()
+			return first(4096) && f.noTimeEvents()
 		case "truncated":
-			ok = first(8192) && f.boolean(&sd.Truncated)
-		default:
-			ok = f.d.SkipValue() == nil
+			return first(8192) && f.boolean(&sd.Truncated)
 		}
-		if !ok {
-			return false
-		}
-	}
-	return f.close('}')
+		return f.d.SkipValue() == nil
+	})
 }
 
 // attributes keeps the attributes' value as it is (an object, as genkitSpan requires, or whatever
@@ -294,100 +282,52 @@ func (f fastDecoder) attributes(sd *SpanData) bool {
 
 // library reads an instrumentationLibrary object.
 func (f fastDecoder) library(lib *InstrumentationLibrary) bool {
-	if !f.open('{') {
-		return false
-	}
 	var seen uint8
-	for f.d.PeekKind() == '"' {
-		name, ok := f.name()
-		if !ok {
-			return false
-		}
+	return f.object(func(name []byte) bool {
 		switch string(name) {
 		case "name":
-			ok = f.first(&seen, 1) && f.str(&lib.Name)
+			return f.first(&seen, 1) && f.str(&lib.Name)
 		case "version":
-			ok = f.first(&seen, 2) && f.str(&lib.Version)
+			return f.first(&seen, 2) && f.str(&lib.Version)
 		case "schemaUrl":
-			ok = f.first(&seen, 4) && f.str(&lib.SchemaURL)
-		default:
-			ok = f.d.SkipValue() == nil
+			return f.first(&seen, 4) && f.str(&lib.SchemaURL)
 		}
-		if !ok {
-			return false
-		}
-	}
-	return f.close('}')
+		return f.d.SkipValue() == nil
+	})
 }
 
 // boolValue reads a {"value": bool} object.
 func (f fastDecoder) boolValue(b *BoolValue) bool {
-	if !f.open('{') {
-		return false
-	}
 	var seen uint8
-	for f.d.PeekKind() == '"' {
-		name, ok := f.name()
-		if !ok {
-			return false
-		}
+	return f.object(func(name []byte) bool {
 		if string(name) == "value" {
-			ok = f.first(&seen, 1) && f.boolean(&b.Value)
-		} else {
-			ok = f.d.SkipValue() == nil
+			return f.first(&seen, 1) && f.boolean(&b.Value)
 		}
-		if !ok {
-			return false
-		}
-	}
-	return f.close('}')
+		return f.d.SkipValue() == nil
+	})
 }
 
 // status reads a status object.
 func (f fastDecoder) status(st *SpanStatus) bool {
-	if !f.open('{') {
-		return false
-	}
 	var seen uint8
-	for f.d.PeekKind() == '"' {
-		name, ok := f.name()
-		if !ok {
-			return false
-		}
+	return f.object(func(name []byte) bool {
 		switch string(name) {
 		case "code":
-			ok = f.first(&seen, 1) && f.integer(&st.Code)
+			return f.first(&seen, 1) && f.integer(&st.Code)
 		case "message":
-			ok = f.first(&seen, 2) && f.str(&st.Message)
-		default:
-			ok = f.d.SkipValue() == nil
+			return f.first(&seen, 2) && f.str(&st.Message)
 		}
-		if !ok {
-			return false
-		}
-	}
-	return f.close('}')
+		return f.d.SkipValue() == nil
+	})
 }
 
 // noTimeEvents reads a timeEvents object that holds no event.
 func (f fastDecoder) noTimeEvents() bool {
-	if !f.open('{') {
-		return false
-	}
 	var seen uint8
-	for f.d.PeekKind() == '"' {
-		name, ok := f.name()
-		if !ok {
-			return false
-		}
+	return f.object(func(name []byte) bool {
 		if string(name) == "timeEvent" {
-			ok = f.first(&seen, 1) && f.emptyArray()
-		} else {
-			ok = f.d.SkipValue() == nil
+			return f.first(&seen, 1) && f.emptyArray()
 		}
-		if !ok {
-			return false
-		}
-	}
-	return f.close('}')
+		return f.d.SkipValue() == nil
+	})
 }
