@@ -12,16 +12,34 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
-// Statements copyFoldCommit prepares on a connection once: the trace fold, the ingest settings,
-// and a COPY per table (copyStatement).
+// Statements copyFoldCommit prepares on a connection: the trace fold and the ingest settings once,
+// the COPY again whenever the table it copies into changes (spanCopyStatement).
 const (
 	traceFoldStatement      = "loupe_trace_fold"
 	ingestSettingsStatement = "loupe_ingest_settings"
+	spanCopyStatement       = "loupe_span_copy"
 )
 
-// copyStatement names the COPY into table prepared on a connection (tables are spans' partitions,
-// whose names are identifiers of digits and underscores).
-func copyStatement(table string) string { return "loupe_copy_" + table }
+// prepareSpanCopy prepares the COPY into table on conn, replacing the one prepared there for
+// another table (yesterday's partition, or the last hour's), so that a connection that lives for
+// weeks holds one COPY statement, not one per partition it ever wrote. The connection's custom
+// data remembers which table that is.
+func prepareSpanCopy(ctx context.Context, conn *pgx.Conn, table string) (*pgconn.StatementDescription, error) {
+	sql := copySpansSQL(table)
+	data := conn.PgConn().CustomData()
+	if prev, ok := data[spanCopyStatement].(string); ok && prev != sql {
+		if err := conn.Deallocate(ctx, spanCopyStatement); err != nil {
+			return nil, err
+		}
+		delete(data, spanCopyStatement)
+	}
+	sd, err := conn.Prepare(ctx, spanCopyStatement, sql)
+	if err != nil {
+		return nil, err
+	}
+	data[spanCopyStatement] = sql
+	return sd, nil
+}
 
 // encodeMessages appends msgs to buf in the protocol's wire form.
 func encodeMessages(buf []byte, msgs ...pgproto3.FrontendMessage) ([]byte, error) {
@@ -39,7 +57,7 @@ func encodeMessages(buf []byte, msgs ...pgproto3.FrontendMessage) ([]byte, error
 // summaries with traceFoldArraysSQL and foldArgs, and commits: in one round trip, where copySpans
 // and then a batch of the fold and COMMIT take two. pgx cannot send anything after a COPY before
 // reading its result, so the messages are written here, in the protocol's own terms, all in the
-// extended protocol against statements prepared on conn once (the settings, the COPY, the fold),
+// extended protocol against statements prepared on conn (the settings, the COPY, the fold),
 // so that PostgreSQL parses and plans nothing per group but BEGIN and COMMIT: BEGIN, the settings,
 // the COPY with its data and end, the fold, COMMIT, and one Sync. PostgreSQL runs them in order;
 // when one fails, it skips everything up to the Sync (the COPY's data included), so the COMMIT
@@ -55,7 +73,7 @@ func copyFoldCommit(ctx context.Context, conn *pgx.Conn, begin bool, table strin
 	if err != nil {
 		return 0, fmt.Errorf("prepare the trace fold: %w", err)
 	}
-	copyStmt, err := conn.Prepare(ctx, copyStatement(table), copySpansSQL(table))
+	copyStmt, err := prepareSpanCopy(ctx, conn, table)
 	if err != nil {
 		return 0, fmt.Errorf("prepare the COPY: %w", err)
 	}

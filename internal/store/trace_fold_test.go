@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/loupe-dev/loupe/internal/store"
@@ -326,4 +328,42 @@ func TestABatchWhoseFoldFailsStoresNothing(t *testing.T) {
 	tr, err := s.TraceGet(ctx, fine)
 	require.NoError(t, err)
 	require.Equal(t, 20, tr.SpanCount)
+}
+
+// TestAConnectionHoldsOneSpanCopyStatement: a connection that COPYs new spans into one partition,
+// then another, then the first again, stores every span and holds one prepared COPY, for the
+// table it wrote last.
+func TestAConnectionHoldsOneSpanCopyStatement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, s := oneConnStore(t)
+	// Noon, so that the batch's start times and the hour either side of them (where ingest looks
+	// for stored copies) fall in the day's partition.
+	now := time.Now().UTC().Truncate(24 * time.Hour).Add(12 * time.Hour)
+	_, err := s.SpanPartitionsEnsure(ctx, now, now, store.SpanPartitionsDaily)
+	require.NoError(t, err)
+	ingest := func(traceID string, start int64) {
+		t.Helper()
+		spans := make([]store.Span, 20)
+		for i := range spans {
+			spans[i] = store.Span{TraceID: traceID, SpanID: fmt.Sprintf("%016x", i+1), Name: "s", StartTime: start, EndTime: start + 1}
+		}
+		res, err := s.SpanIngest(ctx, spans)
+		require.NoError(t, err)
+		require.EqualValues(t, 20, res.Inserted)
+	}
+	ingest("0000000000000000000000000000c0a1", 1)
+	ingest("0000000000000000000000000000c0a2", now.UnixNano())
+	ingest("0000000000000000000000000000c0a3", 1)
+	ingest("0000000000000000000000000000c0a4", now.UnixNano())
+
+	var stored int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM spans`).Scan(&stored))
+	require.Equal(t, 80, stored)
+	rows, err := pool.Query(ctx, `SELECT statement FROM pg_prepared_statements WHERE statement LIKE 'COPY %'`)
+	require.NoError(t, err)
+	copies, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Len(t, copies, 1, "one COPY statement on the connection: %q", copies)
+	require.Contains(t, copies[0], "spans_"+now.Format("20060102"), "the COPY into the table written last")
 }
