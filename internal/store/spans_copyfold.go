@@ -64,8 +64,8 @@ func encodeMessages(buf []byte, msgs ...pgproto3.FrontendMessage) ([]byte, error
 // never commits a half, and the first error is returned (a unique violation of the COPY, for
 // one, which the caller answers by looking the batch up). It returns the rows copied.
 //
-// The lone group writer waits on every round trip, and under batched OTLP ingest the fold's took
-// a quarter of its cycle (0.48 of 2.1 ms per 82-span group). Sent as one simple query, the BEGIN,
+// A group writer waits on every round trip, and under batched OTLP ingest the fold's took a
+// quarter of its cycle (0.48 of 2.1 ms per 82-span group, with one writer). Sent as one simple query, the BEGIN,
 // settings and COPY were parsed and the settings planned for every group: a tenth of
 // PostgreSQL's time under realtime ingest, whose groups hold three or four spans.
 func copyFoldCommit(ctx context.Context, conn *pgx.Conn, begin bool, table string, spans []Span, flags []int16, foldArgs []any) (int64, error) {

@@ -291,7 +291,7 @@ const traceFoldSQL = `
 // the first time (see SpanIngestResult.Ended), read against the statement's snapshot of spans
 // (old), which is also where the replaced copies' status and flags are taken back from the
 // trace's counts. One statement, one round trip: the usage used to take a second, after the
-// merge had said which spans ended, and the realtime load's lone writer waited on both.
+// merge had said which spans ended, and the realtime load's writer waited on both.
 //
 // spans is partitioned by start time and its key holds the start (migration 00060), so a copy of a
 // span with another start time than the stored one (a sender whose clock moved between a span's
@@ -709,7 +709,7 @@ ORDER BY trace_id` + traceFoldSQL
 // and carry no run ids (which COPY cannot check). A concurrent ingest of the same new span makes
 // the COPY fail with a unique violation; the caller then merges instead.
 //
-// Round trips matter under load as much as the work (a lone writer waits for a core on each).
+// Round trips matter under load as much as the work (a group writer waits for a core on each).
 // With lookUp it takes three: the BEGIN with the lookup, the COPY, and the fold, the merge (which
 // folds the stored spans' usage itself) and the COMMIT together; two when the lookup finds none
 // stored (copyFoldCommit sends the COPY, the fold and the COMMIT at once). Without lookUp (this
