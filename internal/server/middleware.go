@@ -42,6 +42,9 @@ func (s *Server) logRequests() echo.MiddlewareFunc {
 			case v.Status >= 400:
 				level = slog.LevelWarn
 			}
+			if !s.log.Enabled(c.Request().Context(), level) {
+				return nil // nothing to build: the line would be dropped
+			}
 			attrs := []slog.Attr{
 				slog.String("method", v.Method),
 				slog.String("path", v.URIPath),
