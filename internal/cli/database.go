@@ -63,6 +63,7 @@ func openDatabase(ctx context.Context, cfg *config, log *slog.Logger) (*database
 		pcfg.MaxConns = max(pcfg.MaxConns, defaultMaxConns)
 	}
 	pcfg.MinConns = min(pcfg.MinConns, pcfg.MaxConns)
+	store.SessionDefaults(pcfg.ConnConfig)
 	// Queries that succeed end an outage that the logs saw begin (outagelog.go).
 	pcfg.ConnConfig.Tracer = &cfg.outages
 	pcfg.HealthCheckPeriod = 5 * time.Second
@@ -99,6 +100,7 @@ func openReadReplica(ctx context.Context, dsn string, log *slog.Logger) (*pgxpoo
 	pcfg.HealthCheckPeriod = 5 * time.Second
 	// Reads only: a write sent here by mistake fails at once instead of waiting on a standby.
 	pcfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	store.SessionDefaults(pcfg.ConnConfig)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("--read-database-url: %w", err)

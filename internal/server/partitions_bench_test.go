@@ -25,6 +25,16 @@ func retentionSpans() int {
 	return 10_000_000
 }
 
+// retentionWidth is the partitions' width BenchmarkSpans10M seeds: a day, or an hour when
+// LOUPE_BENCH_PARTITION_WIDTH=hour (ten days of hours: 240 partitions, and drop-day then drops the
+// oldest hour).
+func retentionWidth() store.SpanPartitionWidth {
+	if os.Getenv("LOUPE_BENCH_PARTITION_WIDTH") == "hour" {
+		return store.SpanPartitionsHourly
+	}
+	return store.SpanPartitionsDaily
+}
+
 // retentionDays is how many UTC days, today included, BenchmarkSpans10M spreads its spans over,
 // a partition each.
 const retentionDays = 10
@@ -37,7 +47,7 @@ func seedDaysOfSpans(ctx context.Context, b *testing.B, st *store.Store, n int) 
 	b.Helper()
 	today := time.Now().UTC().Truncate(store.SpanPartitionDay)
 	first := today.Add(-(retentionDays - 1) * store.SpanPartitionDay)
-	_, err := st.SpanPartitionsEnsure(ctx, first, today.Add(2*store.SpanPartitionDay), store.SpanPartitionsDaily)
+	_, err := st.SpanPartitionsEnsure(ctx, first, today.Add(2*store.SpanPartitionDay), retentionWidth())
 	require.NoError(b, err)
 	// A day that expires in production was vacuumed long before: autovacuum is kept off the
 	// freshly filled partitions, where it would hold up the drops being measured.

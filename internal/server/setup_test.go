@@ -81,7 +81,10 @@ func setup(t testing.TB, o opts) *bundle {
 	if dbURL == "" {
 		dbURL = storetest.NewURL(t)
 	}
-	pool, err := pgxpool.New(ctx, dbURL)
+	pcfg, err := pgxpool.ParseConfig(dbURL)
+	require.NoError(t, err)
+	store.SessionDefaults(pcfg.ConnConfig) // as devui's pool
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	b := &bundle{store: store.New(pool), dbURL: dbURL, log: o.log, runsLog: o.runsLog}

@@ -170,14 +170,19 @@ func (s *Store) spanIngest(ctx context.Context, spans []Span, forceCopy bool, us
 // statement starts; left to choose, PostgreSQL would plan the merge afresh for each batch, since
 // a plan made for the values at hand prunes at planning and so looks cheaper, and planning the
 // merge costs 2 ms with 4 partitions of spans kept and 55 ms with 404, ten times its execution.
+//
+// And it never JIT-compiles (see SessionDefaults, which Loupe's pools apply to every statement):
+// a generic plan over hundreds of partitions is estimated to cost enough for PostgreSQL to compile
+// it on every execution, 2.7 s to merge one span's end beside ten days of hour partitions, whatever
+// pool the Store was given.
 const ingestSettings = `SELECT set_config('synchronous_commit', 'off', true), set_config('enable_seqscan', 'off', true),
-	set_config('plan_cache_mode', 'force_generic_plan', true)`
+	set_config('plan_cache_mode', 'force_generic_plan', true), set_config('jit', 'off', true)`
 
-// asyncCommit is ingestSettings without the planner setting, for the merge of a batch staged in a
+// asyncCommit is ingestSettings without the planner settings, for the merge of a batch staged in a
 // temporary table (COPY staging): that table has neither an index nor statistics, and with
 // sequential scans off PostgreSQL planned the merge's join of it with spans so badly that one
 // batch of 20 spans ran for minutes against 20,000 stored (bench-smoke's BenchmarkSpanIngest).
-const asyncCommit = `SELECT set_config('synchronous_commit', 'off', true)`
+const asyncCommit = `SELECT set_config('synchronous_commit', 'off', true), set_config('jit', 'off', true)`
 
 // isUniqueViolation reports a duplicate key, which the fast path meets only when it races another
 // ingest of the same span.

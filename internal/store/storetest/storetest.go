@@ -191,7 +191,12 @@ func newDatabase(t testing.TB, create func(ctx context.Context, conn *pgx.Conn, 
 // NewPool returns a pool on a fresh migrated database, closed when the test ends.
 func NewPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), NewURL(t))
+	cfg, err := pgxpool.ParseConfig(NewURL(t))
+	if err != nil {
+		t.Fatalf("storetest: pool config: %v", err)
+	}
+	store.SessionDefaults(cfg.ConnConfig) // as Loupe's processes open theirs
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("storetest: open pool: %v", err)
 	}
