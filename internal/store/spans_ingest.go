@@ -726,16 +726,34 @@ func (s *Store) spanIngestFast(ctx context.Context, spans []Span, usage UsageFun
 	// Chosen for the whole batch, which holds the spans found stored, before the connection is
 	// taken: the choice may read the catalog, on a connection of its own.
 	mergeSQL, table := s.spanMergeSQLOn(ctx, spans)
+	copyTable := s.spanCopyTable(ctx, spans)
 	err = s.pipelinedTx(ctx, func(conn *pgx.Conn) error {
-		res, err = spanIngestFastOn(ctx, conn, spans, usage, lookUp, table, mergeSQL)
+		res, err = spanIngestFastOn(ctx, conn, spans, usage, lookUp, table, copyTable, mergeSQL)
 		return err
 	})
 	return res, err
 }
 
-// spanIngestFastOn is spanIngestFast on conn, writing table (spans, or the partition that holds
-// the batch); mergeSQL merges the spans found stored into it.
-func spanIngestFastOn(ctx context.Context, conn *pgx.Conn, spans []Span, usage UsageFunc, lookUp bool, table, mergeSQL string) (SpanIngestResult, error) {
+// spanCopyTable is the table the fast path COPYs a batch's new spans into: the one partition that
+// holds all their start times when there is one, else spans. Unlike the merge's (spanMergeSQLOn),
+// it needs no slack around them, since new spans have no stored copy to find: with hour
+// partitions, the hour either side would always span three of them, and every COPY would go
+// through the partitioned table, routing each row.
+func (s *Store) spanCopyTable(ctx context.Context, spans []Span) string {
+	if s.Tx() != nil || s.parts == nil || len(spans) == 0 {
+		return "spans"
+	}
+	lo, hi := spans[0].StartTime, spans[0].StartTime
+	for i := range spans {
+		lo, hi = min(lo, spans[i].StartTime), max(hi, spans[i].StartTime)
+	}
+	return s.parts.tableFor(ctx, s, lo, hi)
+}
+
+// spanIngestFastOn is spanIngestFast on conn, looking the batch up in table (spans, or the
+// partition that holds its stored copies) and COPYing its new spans into copyTable (see
+// spanCopyTable); mergeSQL merges the spans found stored into table.
+func spanIngestFastOn(ctx context.Context, conn *pgx.Conn, spans []Span, usage UsageFunc, lookUp bool, table, copyTable, mergeSQL string) (SpanIngestResult, error) {
 	var res SpanIngestResult
 	existing := map[SpanKey]struct{}{}
 	copyBefore := "BEGIN; " + ingestSettings + "; "
@@ -801,14 +819,14 @@ func spanIngestFastOn(ctx context.Context, conn *pgx.Conn, spans []Span, usage U
 		if len(stored) == 0 && len(restShares) == 0 && len(services) == 0 {
 			// Every span new, and only their own traces to fold: the COPY, the fold and the
 			// COMMIT in one round trip.
-			n, err := copyFoldCommit(ctx, conn, !lookUp, table, fresh, flags, args)
+			n, err := copyFoldCommit(ctx, conn, !lookUp, copyTable, fresh, flags, args)
 			if err != nil {
 				return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
 			}
 			res.Inserted = n
 			return res, nil
 		}
-		n, err := copySpans(ctx, conn.PgConn(), copyBefore, table, fresh, flags)
+		n, err := copySpans(ctx, conn.PgConn(), copyBefore, copyTable, fresh, flags)
 		if err != nil {
 			return SpanIngestResult{}, fmt.Errorf("copy spans: %w", err)
 		}

@@ -367,3 +367,30 @@ func TestAConnectionHoldsOneSpanCopyStatement(t *testing.T) {
 	require.Len(t, copies, 1, "one COPY statement on the connection: %q", copies)
 	require.Contains(t, copies[0], "spans_"+now.Format("20060102"), "the COPY into the table written last")
 }
+
+// TestNewSpansAreCopiedIntoTheirHour: with hour partitions, a batch of new spans is COPYed into
+// the hour that holds it, not through the partitioned table (which routes every row), although
+// the hour either side of it, where ingest would look for stored copies, spans three hours.
+func TestNewSpansAreCopiedIntoTheirHour(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, s := oneConnStore(t)
+	// A day no partition covers yet, so that its hours can be made.
+	at := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 40).Add(12*time.Hour + 30*time.Minute)
+	_, err := s.SpanPartitionsEnsure(ctx, at.Add(-2*time.Hour), at.Add(2*time.Hour), store.SpanPartitionsHourly)
+	require.NoError(t, err)
+	spans := make([]store.Span, 20)
+	for i := range spans {
+		spans[i] = store.Span{TraceID: "0000000000000000000000000000c0b1", SpanID: fmt.Sprintf("%016x", i+1), Name: "s",
+			StartTime: at.UnixNano() + int64(i), EndTime: at.UnixNano() + 1000}
+	}
+	res, err := s.SpanIngest(ctx, spans)
+	require.NoError(t, err)
+	require.EqualValues(t, 20, res.Inserted)
+	var copy string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT statement FROM pg_prepared_statements WHERE statement LIKE 'COPY %'`).Scan(&copy))
+	require.Contains(t, copy, `COPY "spans_`+at.Format("20060102")+`_12"`)
+	var stored int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM spans_`+at.Format("20060102")+`_12`).Scan(&stored))
+	require.Equal(t, 20, stored)
+}
